@@ -1,0 +1,96 @@
+"""The kernel interface: one Jupyter kernel that runs notebook cells for one task.
+
+A backend (docker, local) provisions a kernel and returns an object that satisfies `Kernel`.
+Provisioning (starting a box) and running cells in it are different jobs: see `docker.py` and
+`local.py` for the former, `runtime.py` for the latter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+CellStatus = Literal["ok", "error", "timeout", "died"]
+
+
+@dataclass
+class CellResult:
+    """What one cell produced.
+
+    `output` is the raw text (stream, execute_result and display_data text/plain, errors as
+    `ename: evalue` plus traceback), ANSI codes kept: landmarks are matched against it.
+    `status` is "timeout" when the timeout expired; then `still_running` says whether the cell
+    is still running (execute(..., interrupt_on_timeout=False)) or was interrupted.
+    "died" means the kernel process died during the cell; the kernel has been restarted.
+    """
+
+    output: str
+    status: CellStatus
+    duration_s: float
+    truncated: bool = False
+    still_running: bool = False
+
+
+@dataclass
+class KernelSettings:
+    """How to provision kernels; built once per run from the pytest options."""
+
+    backend: Literal["docker", "local"] = "docker"
+    image: str | None = None  # None: the default image of `pytest-super image build`
+    docker_host: str | None = None  # None: DOCKER_HOST or the local socket
+    mem: str = "4g"
+    cpus: float = 2.0
+    pids_limit: int = 1024
+    network: Literal["bridge", "none"] = "bridge"
+    git_mirrors: dict[str, str] = field(default_factory=dict)  # URL prefix -> host directory
+    pip_cache: str | None = None  # docker volume name shared by task containers for pip's cache
+    run_id: str = "adhoc"
+    worker: str = "main"
+    output_cap_bytes: int = 10_000_000
+    startup_timeout_s: float = 60.0
+
+
+@runtime_checkable
+class Kernel(Protocol):
+    """One live Jupyter kernel. Cells have IPython semantics (`!cmd`, `%cd`, `%%writefile`)."""
+
+    #: a short human description, e.g. "docker container super-foo-gw0 (abc123)"
+    description: str
+
+    def execute(
+        self, code: str, timeout: float, *, interrupt_on_timeout: bool = True
+    ) -> CellResult:
+        """Run one cell. On timeout, interrupt it (default) or leave it running."""
+        ...
+
+    def wait(self, timeout: float) -> CellResult:
+        """Keep collecting the output of a cell left running by a timeout (`continue_wait`)."""
+        ...
+
+    def interrupt(self) -> CellResult:
+        """Interrupt the running cell and return the rest of its output. State survives."""
+        ...
+
+    def restart(self) -> None:
+        """Restart the kernel process (state is lost, the box and its files stay)."""
+        ...
+
+    def read_file(self, path: str) -> str:
+        """Read a text file, relative paths resolved against the kernel's current directory."""
+        ...
+
+    def write_file(self, path: str, text: str) -> None:
+        """Write a text file, relative paths resolved against the kernel's current directory."""
+        ...
+
+    def detach(self) -> str:
+        """Stop talking to the kernel but leave its box running (`--super-keep`).
+
+        Returns how a person gets in: the `docker exec` command and the connection file for
+        `jupyter console --existing`.
+        """
+        ...
+
+    def close(self) -> None:
+        """Shut the kernel down and remove its box. Safe to call twice."""
+        ...
