@@ -1,0 +1,110 @@
+"""The `pytest-super` command: import SUPER's data, report on runs, build the image, clean up.
+
+    pytest-super import expert.jsonl --set expert --out tasks/expert/
+    pytest-super report reports/junit.xml other-run.xml
+    pytest-super image build [--base IMAGE] [--tag TAG] [--requirements FILE] [--offline] [--profile colab]
+    pytest-super cleanup [--run RUN_ID]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pytest_super.errors import SuperError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pytest-super", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("import", help="turn SUPER's JSON lines into one YAML task file per task")
+    p.add_argument("file", type=Path)
+    p.add_argument("--set", dest="set_name", choices=("expert", "masked", "auto"))
+    p.add_argument("--out", type=Path, required=True, help="folder for the YAML files")
+    p.set_defaults(func=_import)
+
+    p = sub.add_parser("report", help="the summary table from JUnit XML or results.jsonl files")
+    p.add_argument("files", type=Path, nargs="+")
+    p.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    p.set_defaults(func=_report)
+
+    image = sub.add_parser("image", help="the kernel image").add_subparsers(dest="image_cmd", required=True)
+    p = image.add_parser("build", help="build the kernel image (skipped when up to date)")
+    p.add_argument("--base", help="base image (default python:3.10-slim, or Debian via debootstrap)")
+    p.add_argument("--tag", help="image tag (default: pytest-super-kernel:<profile>-<hash>)")
+    p.add_argument("--requirements", type=Path, help="extra pip requirements file")
+    p.add_argument("--offline", action="store_true", help="bootstrap the base from Debian's archive")
+    p.add_argument("--profile", choices=("default", "colab"), default="default")
+    p.add_argument("--docker-host", help="Docker engine address (default DOCKER_HOST)")
+    p.set_defaults(func=_image_build)
+
+    p = sub.add_parser("cleanup", help="remove containers left by runs")
+    p.add_argument("--run", dest="run_id", help="only this run's containers")
+    p.add_argument("--docker-host", help="Docker engine address (default DOCKER_HOST)")
+    p.set_defaults(func=_cleanup)
+
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except SuperError as exc:
+        print(f"pytest-super: {exc}", file=sys.stderr)
+        return 2
+
+
+def _import(args: argparse.Namespace) -> int:
+    from pytest_super.tasks import import_jsonl
+
+    written = import_jsonl(args.file, args.set_name, args.out)
+    print(f"wrote {len(written)} task files to {args.out}")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pytest_super import report
+
+    columns = {}
+    for path in args.files:
+        if not path.exists():
+            print(f"pytest-super report: {path}: no such file", file=sys.stderr)
+            return 2
+        records = report.read_results(path) if path.suffix == ".jsonl" else report.read_junit(path)
+        if not records:
+            print(f"pytest-super report: {path}: no SUPER task results in it", file=sys.stderr)
+            return 2
+        columns[_column_name(path, records, columns)] = report.summarize(records)
+    print(report.format_table(columns, markdown=args.markdown))
+    return 0
+
+
+def _column_name(path: Path, records: list, taken: dict) -> str:
+    agent = str(records[0].properties.get("agent") or "")
+    model = str(records[0].properties.get("model") or "")
+    name = "/".join(x for x in (agent, model) if x and x != "None") or path.stem
+    return name if name not in taken else f"{name}({path.name})"
+
+
+def _image_build(args: argparse.Namespace) -> int:
+    from pytest_super.kernels.image import build_image
+
+    tag = build_image(
+        base=args.base, tag=args.tag, requirements=args.requirements, offline=args.offline,
+        profile=args.profile, docker_host=args.docker_host,
+    )
+    print(tag)
+    return 0
+
+
+def _cleanup(args: argparse.Namespace) -> int:
+    from pytest_super.kernels import cleanup_containers, docker_client
+    from pytest_super.kernels.base import KernelSettings
+
+    client = docker_client(KernelSettings(docker_host=args.docker_host))
+    removed = cleanup_containers(client, run_id=args.run_id)
+    print(f"removed {len(removed)} containers" + (": " + ", ".join(removed) if removed else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""Collection: task files (our YAML, SUPER's JSON lines) become pytest items.
+
+A YAML file holds one task; a JSONL file one task per line. A broken YAML file is a collection
+error of that file; a broken JSONL line is a collection error of that line only (node
+`file.jsonl::line<N>`), so the other lines' tasks are still collected and run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_super.errors import SuperError, TaskFileError
+from pytest_super.tasks import Task, infer_set, iter_jsonl_tasks, load_yaml_task
+
+TASK_SUFFIXES = (".yaml", ".yml", ".jsonl")
+SEEN_IDS = pytest.StashKey[dict]()
+
+
+class TaskFailed(AssertionError):
+    """The agent's episode did not reach the pass threshold. Carries the `TaskResult`."""
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+        super().__init__(f"{result.task.id}: {result.pass_metric} {result.metric_value}")
+
+
+def run_super_task(super_result: Any) -> None:
+    """The body of every task item: the episode ran in the `super_result` fixture; judge it."""
+    if not super_result.passed:
+        raise TaskFailed(super_result)
+
+
+class SuperTaskItem(pytest.Function):
+    """One SUPER task. Its episode runs in fixtures, so infrastructure faults are pytest errors."""
+
+    task: Task
+
+    @classmethod
+    def from_task(cls, parent: pytest.Collector, task: Task) -> SuperTaskItem:
+        item = cls.from_parent(parent, name=task.id, callobj=run_super_task)
+        item.task = task
+        item.add_marker(task.set)
+        for category in task.categories:
+            item.add_marker(category)
+        return item
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, self.task.line, f"{self.task.set} task {self.task.id}"
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> str:
+        from pytest_super.report import format_failure
+
+        if isinstance(excinfo.value, TaskFailed):
+            return format_failure(excinfo.value.result)
+        if isinstance(excinfo.value, SuperError):
+            return f"{type(excinfo.value).__name__}: {excinfo.value}"
+        return super().repr_failure(excinfo, style=style)
+
+
+class _TaskFileCollector(pytest.File):
+    def _register(self, task: Task) -> None:
+        """Reject a task id seen in another file (collection order is deterministic)."""
+        seen = self.config.stash.setdefault(SEEN_IDS, {})
+        first = seen.setdefault(task.id, f"{task.source}" + (f":{task.line}" if task.line else ""))
+        here = f"{task.source}" + (f":{task.line}" if task.line else "")
+        if first != here:
+            raise TaskFileError(
+                task.source, "duplicate task id", field="id", value=task.id, line=task.line,
+                hint=f"already defined in {first}; task ids must be unique across task files",
+            )
+
+    def _selected(self, task: Task) -> bool:
+        wanted = self.config.getoption("super_set", None)
+        return not wanted or task.set in wanted
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> str:
+        if isinstance(excinfo.value, SuperError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+
+class YamlTaskFile(_TaskFileCollector):
+    """A YAML file holding one task."""
+
+    def collect(self):
+        task = load_yaml_task(self.path)
+        task = _with_set(task, self.config)
+        self._register(task)
+        if self._selected(task):
+            yield SuperTaskItem.from_task(self, task)
+
+
+class JsonlTaskFile(_TaskFileCollector):
+    """SUPER's own data: one task per JSON line, node id `file.jsonl::<task_id>`."""
+
+    def collect(self):
+        explicit = self.config.getoption("super_set", None)
+        set_name = explicit[0] if explicit and len(explicit) == 1 else None
+        for entry in iter_jsonl_tasks(self.path, set_name):
+            if isinstance(entry, TaskFileError):
+                yield BrokenTaskLine.from_parent(self, name=f"line{entry.line}", error=entry)
+                continue
+            try:
+                self._register(entry)
+            except TaskFileError as exc:
+                yield BrokenTaskLine.from_parent(self, name=f"line{entry.line}", error=exc)
+                continue
+            if self._selected(entry):
+                yield SuperTaskItem.from_task(self, entry)
+
+
+class BrokenTaskLine(pytest.Collector):
+    """A JSONL line that could not be loaded: a collection error of its own."""
+
+    def __init__(self, *, error: TaskFileError, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.error = error
+
+    def collect(self):
+        raise self.error
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> str:
+        return str(excinfo.value)
+
+
+def _with_set(task: Task, config: pytest.Config) -> Task:
+    """Apply --super-set to a task whose set the file did not name (keeps the file's own)."""
+    if task.set:
+        return task
+    explicit = config.getoption("super_set", None)
+    from dataclasses import replace
+
+    return replace(task, set=infer_set(Path(task.source), explicit[0] if explicit else None) or "")
+
+
+def task_roots(config: pytest.Config) -> list[Path]:
+    """The directories named by the `super_tasks` ini option, resolved against the rootdir."""
+    return [Path(config.rootpath, p).resolve() for p in config.getini("super_tasks")]
+
+
+def is_under(path: Path, roots: list[Path]) -> bool:
+    path = path.resolve()
+    return any(path == root or root in path.parents for root in roots)
+
+
+def collect_task_file(file_path: Path, parent: pytest.Collector) -> pytest.File | None:
+    """The collector for a task file, or None when `file_path` is not one of ours."""
+    if file_path.suffix not in TASK_SUFFIXES:
+        return None
+    config = parent.config
+    named = any(Path(a.split("::")[0]).resolve() == file_path.resolve() for a in config.args)
+    if not named and not is_under(file_path, task_roots(config)):
+        return None
+    if file_path.suffix == ".jsonl":
+        return JsonlTaskFile.from_parent(parent, path=file_path)
+    return YamlTaskFile.from_parent(parent, path=file_path)
+
+
+def ignore_in_task_roots(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Skip `repos/` (the demo research repositories) and hidden folders inside task roots."""
+    if collection_path.is_dir() and (
+        collection_path.name == "repos" or collection_path.name.startswith(".")
+    ) and is_under(collection_path, task_roots(config)):
+        return True
+    if collection_path.suffix == ".py" and is_under(collection_path, task_roots(config)):
+        return True
+    return None

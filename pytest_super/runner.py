@@ -1,0 +1,304 @@
+"""Running one task: replay the prefix cells, let the agent act, score what it left behind.
+
+This is the story of one test item, told without pytest: `run_task` takes a task, a way to get a
+kernel, an agent and the run's settings, and returns a `TaskResult` with every number the reports
+need. The pytest glue (plugin.py) only calls it and turns its result into a pass, a failure or an error.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_super import scoring
+from pytest_super.agents.base import (
+    Agent,
+    AgentResult,
+    Environment,
+    EpisodeEnd,
+    EpisodeLimits,
+    ExitStatus,
+)
+from pytest_super.edit import EditRequest, edit_file
+from pytest_super.errors import InfrastructureError, TaskSetupError
+from pytest_super.kernels.base import Kernel
+from pytest_super.tasks import PRE_EXECUTED_THOUGHT, Cell, Task
+from pytest_super.trajectory import Step, Trajectory
+
+PASS_METRICS = ("accuracy", "landmarks", "script-executed")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The run-wide settings that shape one episode (built from pytest options)."""
+
+    agent: str = "gold"
+    model: str | None = None
+    tolerance: float = scoring.DEFAULT_TOLERANCE
+    pass_metric: str | None = None  # None: accuracy for expert/masked, script-executed for auto
+    pass_threshold: float = 1.0
+    token_budget: int | None = None  # None: 600k expert/auto, 400k masked
+    compute_limit_s: float = 1800.0
+    cell_timeout_s: float = 300.0
+    steps: int = 100
+    keep_failed: bool = False  # --super-keep: leave a failing task's container running
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TaskResult:
+    """Everything known about one finished episode."""
+
+    task: Task
+    agent: str
+    model: str | None
+    exit_status: ExitStatus
+    submission: Any = None
+    submitted: bool = False
+    accuracy: float | None = None
+    landmarks: float | None = None
+    script_executed: float | None = None
+    comparisons: list[scoring.Comparison] = field(default_factory=list)
+    landmarks_missed: list[str] = field(default_factory=list)
+    steps: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    duration_s: float = 0.0
+    trajectory: str = ""
+    detail: str = ""  # why the episode ended, when it is not obvious
+    last_observation: str = ""
+    pass_metric: str = "accuracy"
+    pass_threshold: float = 1.0
+    kept: str = ""  # how to get into a kept container (--super-keep)
+
+    @property
+    def metric_value(self) -> float | None:
+        return {
+            "accuracy": self.accuracy,
+            "landmarks": self.landmarks,
+            "script-executed": self.script_executed,
+        }[self.pass_metric]
+
+    @property
+    def passed(self) -> bool:
+        value = self.metric_value
+        return value is not None and value >= self.pass_threshold
+
+    def properties(self) -> dict[str, Any]:
+        """The `super.*` JUnit properties (names are a public interface: keep them)."""
+        return {
+            "super.set": self.task.set,
+            "super.category": ",".join(self.task.categories),
+            "super.agent": self.agent,
+            "super.model": self.model or "",
+            "super.accuracy": self.accuracy,
+            "super.landmarks": self.landmarks,
+            "super.submitted": self.submitted,
+            "super.script_executed": self.script_executed,
+            "super.exit_status": self.exit_status.value,
+            "super.steps": self.steps,
+            "super.prompt_tokens": self.prompt_tokens,
+            "super.completion_tokens": self.completion_tokens,
+            "super.cost_usd": round(self.cost_usd, 6),
+            "super.duration_s": round(self.duration_s, 3),
+            "super.trajectory": self.trajectory,
+        }
+
+
+def default_pass_metric(task: Task) -> str:
+    return "script-executed" if task.set == "auto" else "accuracy"
+
+
+def episode_limits(task: Task, settings: RunSettings) -> EpisodeLimits:
+    """The limits for one task: the task's own overrides win over the run's options."""
+    budget = settings.token_budget or (400_000 if task.set == "masked" else 600_000)
+    lim = task.limits
+    return EpisodeLimits(
+        steps=lim.steps or settings.steps,
+        token_budget=lim.token_budget or budget,
+        compute_s=lim.compute_s or settings.compute_limit_s,
+        cell_timeout_s=lim.cell_timeout_s or settings.cell_timeout_s,
+    )
+
+
+def replay_prefix_cells(env: Environment) -> list[Step]:
+    """Run a masked task's pre-executed cells, recorded as steps the user took.
+
+    Execute cells run as code, edit cells go through the edit tool. A cell that fails (error,
+    timeout, dead kernel, edit not applied) is an error of the task: `TaskSetupError`.
+    """
+    steps: list[Step] = []
+    for number, cell in enumerate(env.task.pre_executed, start=1):
+        step = _run_prefix_cell(env, cell)
+        env.record(step)
+        steps.append(step)
+        if step.cell_status not in ("ok", None):
+            raise TaskSetupError(
+                f"{env.task.source}: pre-executed cell {number} ({cell.kind}) of task "
+                f"{env.task.id!r} failed ({step.cell_status}); fix the task's pre_executed "
+                f"cells. Its output ends with:\n{step.output[-2000:]}"
+            )
+    env.set_prefix_steps(steps)
+    return steps
+
+
+def _run_prefix_cell(env: Environment, cell: Cell) -> Step:
+    if cell.kind == "execute":
+        result = env.execute(cell.code)
+        return Step(
+            thought=PRE_EXECUTED_THOUGHT,
+            action="execute",
+            content=cell.code,
+            observation=result.output,
+            output=result.output,
+            code=cell.code,
+            cell_status=result.status,
+            duration_s=result.duration_s,
+            pre_executed=True,
+        )
+    request = EditRequest(file=cell.file, before=cell.before, after=cell.after, context=cell.context)
+    started = time.monotonic()
+    outcome = edit_file(env.kernel, request)
+    return Step(
+        thought=PRE_EXECUTED_THOUGHT,
+        action="edit",
+        content=f"{cell.file}\n<<<BEFORE_EDIT>>>\n{cell.before}<<<AFTER_EDIT>>>\n{cell.after}",
+        observation=outcome.message,
+        output=outcome.message,
+        cell_status="ok" if outcome.ok else "error",
+        duration_s=time.monotonic() - started,
+        pre_executed=True,
+    )
+
+
+def run_task(
+    task: Task,
+    agent: Agent,
+    new_kernel: Callable[[], Kernel],
+    settings: RunSettings,
+    trajectory_path: Path,
+    *,
+    llm: Any = None,
+    on_step: Callable[[Step], None] | None = None,
+) -> TaskResult:
+    """Run one episode of `task` with `agent` and score it.
+
+    Infrastructure faults (`InfrastructureError`) and task faults (`TaskSetupError`) propagate after
+    the trajectory is saved: they are the harness's or the task's fault, not the agent's. Every other
+    way the episode ends becomes an exit status in the result.
+    """
+    started = time.monotonic()
+    trajectory = Trajectory(
+        path=trajectory_path, task_id=task.id, query=task.query, agent=agent.name,
+        model=settings.model,
+    )
+    trajectory.save()
+    kernel = new_kernel()
+    env = Environment(
+        task, kernel, trajectory, episode_limits(task, settings), llm=llm,
+        new_kernel=new_kernel, on_step=on_step, options=settings.options,
+    )
+    try:
+        outcome, detail = _run_agent(agent, env, trajectory)
+        result = score_episode(task, env, outcome, settings)
+    except BaseException:
+        env.kernel.close()
+        raise
+    if settings.keep_failed and not result.passed:
+        result.kept = env.kernel.detach()
+    else:
+        env.kernel.close()
+    result.detail = detail or result.detail
+    result.duration_s = time.monotonic() - started
+    trajectory.info.update(
+        exit_status=result.exit_status.value,
+        detail=detail,
+        submission=result.submission,
+        accuracy=result.accuracy,
+        landmarks=result.landmarks,
+        script_executed=result.script_executed,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        cost_usd=result.cost_usd,
+    )
+    trajectory.save()
+    result.trajectory = str(trajectory.save_notebook())
+    return result
+
+
+def _run_agent(agent: Agent, env: Environment, trajectory: Trajectory) -> tuple[AgentResult, str]:
+    """Replay the prefix and let the agent act; map every ending to an exit status."""
+    try:
+        replay_prefix_cells(env)
+        return agent.run(env), ""
+    except EpisodeEnd as end:
+        return AgentResult(end.status), str(end)
+    except (InfrastructureError, TaskSetupError) as exc:
+        status = ExitStatus.TASK_ERROR if isinstance(exc, TaskSetupError) else _infra_status(exc)
+        trajectory.info.update(exit_status=status.value, detail=str(exc))
+        trajectory.save()
+        raise
+    except Exception as exc:  # a bug in the agent: the agent failed, the harness did not
+        return AgentResult(ExitStatus.AGENT_ERROR), "".join(traceback.format_exception(exc))[-4000:]
+
+
+def _infra_status(exc: Exception) -> ExitStatus:
+    from pytest_super.errors import LLMError
+
+    return ExitStatus.LLM_ERROR if isinstance(exc, LLMError) else ExitStatus.KERNEL_ERROR
+
+
+def score_episode(
+    task: Task, env: Environment, outcome: AgentResult, settings: RunSettings
+) -> TaskResult:
+    """Turn what the episode left behind into scores (pure: reads only the trajectory)."""
+    steps = env.trajectory.steps
+    submission = None
+    submitted = False
+    status = outcome.exit_status
+    detail = ""
+    if outcome.exit_status is ExitStatus.SUBMITTED and outcome.submission is not None:
+        try:
+            submission = scoring.parse_submission(outcome.submission)
+            submitted = True
+        except ValueError as exc:
+            status = ExitStatus.NO_SUBMISSION
+            detail = str(exc)
+    accuracy = None
+    comparisons: list[scoring.Comparison] = []
+    if task.answer is not None:
+        accuracy = scoring.score_accuracy(task.answer, submission, settings.tolerance)
+        comparisons = scoring.compare_answer(task.answer, submission, settings.tolerance)
+    outputs = [s.output for s in steps]
+    cells = [
+        scoring.ExecutedCell(code=s.code, output=s.output, duration_s=s.duration_s)
+        for s in steps
+        if s.code is not None
+    ]
+    last = next((s.observation or s.output for s in reversed(steps) if s.observation or s.output), "")
+    return TaskResult(
+        task=task,
+        agent=env.trajectory.agent,
+        model=settings.model,
+        exit_status=status,
+        submission=submission,
+        submitted=submitted,
+        accuracy=accuracy,
+        landmarks=scoring.score_landmarks(task.landmarks, outputs),
+        script_executed=scoring.score_script_executed(task.entrypoint, cells),
+        comparisons=comparisons,
+        landmarks_missed=scoring.missed_landmarks(task.landmarks, outputs),
+        steps=sum(1 for s in steps if not s.pre_executed),
+        prompt_tokens=env.prompt_tokens,
+        completion_tokens=env.completion_tokens,
+        cost_usd=env.cost_usd,
+        detail=detail,
+        last_observation=last,
+        pass_metric=settings.pass_metric or default_pass_metric(task),
+        pass_threshold=settings.pass_threshold,
+    )
