@@ -47,8 +47,9 @@ class SuperTaskItem(pytest.Function):
             item.add_marker(category)
         return item
 
-    def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, self.task.line, f"{self.task.set} task {self.task.id}"
+    def reportinfo(self) -> tuple[Path, int, str]:
+        line = (self.task.line or 1) - 1  # pytest's locations are 0-based
+        return self.path, line, f"{self.task.set} task {self.task.id}"
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> str:
         from pytest_super.report import format_failure

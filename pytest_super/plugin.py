@@ -108,6 +108,8 @@ def pytest_configure(config: pytest.Config) -> None:
     agent = config.getoption("super_agent")
     if (agent or sets) and config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args = [str(p) for p in config.getini("super_tasks")]
+    if agent:  # one broken task file must not stop a benchmark run: the others still run
+        config.option.continue_on_collection_errors = True
     workerinput = getattr(config, "workerinput", None)
     run_id = workerinput["super_run_id"] if workerinput else _new_run_id()
     if workerinput is None:
@@ -117,11 +119,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(RunRecorder(run), "pytest-super-recorder")
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:  # xdist: hand the run id to each worker
     node.workerinput["super_run_id"] = node.config.stash[RUN_KEY].run_id
-
-
-pytest_configure_node.optionalhook = True  # type: ignore[attr-defined]
 
 
 def _new_run_id() -> str:

@@ -1,0 +1,368 @@
+"""The plugin seen from the outside: collection, markers, selection, errors, runs and reports.
+
+Each test builds a small project with pytester and runs pytest on it in a subprocess, the way a
+user would. Runs use the local kernel backend (a real ipykernel) so they are quick; the Docker
+path is covered in test_integration_docker.py.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import xml.etree.ElementTree as ET
+
+import pytest
+
+GOOD_EXPERT = """\
+id: adder
+query: 'Add the numbers. Report the sum as a json structured as follows: {"sum": 0}.'
+answer: {sum: 5, label: "five"}
+landmarks: ['adding \\d+ numbers', 'done']
+solution:
+  - execute: |
+      nums = [2, 3]
+      print(f"adding {len(nums)} numbers")
+  - execute: |
+      import json
+      print("done")
+      print(json.dumps({"sum": sum(nums), "label": "five"}))
+"""
+
+GOOD_MASKED = """\
+id: adder_data,cpu
+query: I have already executed some of the required steps. Now, report the sum.
+answer: {sum: 5.5}
+landmarks: ['prefix ran', 'total']
+pre_executed:
+  - execute: |
+      print("prefix ran")
+      open("config.txt", "w").write("a = 2\\nb = 3\\n")
+  - edit:
+      file: config.txt
+      before: |
+        b = 3
+      after: |
+        b = 3.5
+solution:
+  - execute: |
+      import json
+      values = dict(line.split(" = ") for line in open("config.txt").read().splitlines())
+      print("total", sum(float(v) for v in values.values()))
+      print(json.dumps({"sum": sum(float(v) for v in values.values())}))
+"""
+
+AUTO = """\
+id: runner
+query: Run the script.
+entrypoint: train.py
+solution:
+  - execute: |
+      print("quick")
+"""
+
+OFF_BY_002 = """\
+id: almost
+query: Report the score.
+answer: {score: 0.5, name: "x"}
+landmarks: ['scored']
+solution:
+  - execute: |
+      import json
+      print("scored")
+      print(json.dumps({"score": 0.52, "name": "x"}))
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini("[pytest]\nsuper_tasks = tasks\n")
+    for rel, text in {
+        "tasks/expert/adder.yaml": GOOD_EXPERT,
+        "tasks/masked/adder_data,cpu.yaml": GOOD_MASKED,
+        "tasks/auto/runner.yaml": AUTO,
+    }.items():
+        path = pytester.path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return pytester
+
+
+def write(pytester: pytest.Pytester, rel: str, text: str) -> None:
+    path = pytester.path / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+
+
+def test_collects_every_task_with_node_ids(project):
+    result = project.runpytest_subprocess("tasks", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(
+        [
+            "tasks/auto/runner.yaml::runner",
+            "tasks/expert/adder.yaml::adder",
+            "tasks/masked/adder_data,cpu.yaml::adder_data,cpu",
+        ]
+    )
+    assert result.ret == 0
+
+
+def test_markers_select_categories_and_pass_strict_markers(project):
+    result = project.runpytest_subprocess(
+        "tasks", "--collect-only", "-q", "--strict-markers", "-m", "data or cpu"
+    )
+    result.stdout.fnmatch_lines(
+        ["tasks/masked/adder_data,cpu.yaml::adder_data,cpu", "*1/3 tests collected*"]
+    )
+    result = project.runpytest_subprocess("tasks", "--collect-only", "-q", "-m", "expert")
+    result.stdout.fnmatch_lines(["tasks/expert/adder.yaml::adder", "*1/3 tests collected*"])
+
+
+def test_super_set_selects_a_set_and_k_selects_ids(project):
+    result = project.runpytest_subprocess("tasks", "--collect-only", "-q", "--super-set=masked")
+    result.stdout.fnmatch_lines(["tasks/masked/adder_data,cpu.yaml::adder_data,cpu"])
+    assert "adder.yaml::adder\n" not in result.stdout.str()
+    result = project.runpytest_subprocess("tasks", "--collect-only", "-q", "-k", "runner")
+    result.stdout.fnmatch_lines(["tasks/auto/runner.yaml::runner", "*1/3 tests collected*"])
+
+
+def test_super_set_without_paths_collects_the_task_folders(project):
+    project.makeini("[pytest]\nsuper_tasks = tasks\ntestpaths = tests\n")
+    result = project.runpytest_subprocess("--collect-only", "-q", "--super-set=expert")
+    result.stdout.fnmatch_lines(["tasks/expert/adder.yaml::adder"])
+
+
+def test_plain_pytest_skips_tasks_and_says_how_to_run_them(project):
+    result = project.runpytest_subprocess("tasks", "-rs")
+    result.assert_outcomes(skipped=3)
+    result.stdout.fnmatch_lines(["*--super-agent=gold*"])
+    assert not (project.path / "reports").exists()
+
+
+def test_jsonl_lines_are_items_and_a_bad_line_loses_no_other(project):
+    rows = [
+        {"task_id": "one", "query": "q", "answer": json.dumps({"a": 1}), "landmarks": []},
+        {"task_id": "two", "query": "q", "answer": "{not json", "landmarks": []},
+        {"task_id": "three_goal", "query": "q", "answer": json.dumps([1, 2]), "landmarks": []},
+    ]
+    write(project, "tasks/masked.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n")
+    result = project.runpytest_subprocess("tasks/masked.jsonl", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(
+        [
+            "tasks/masked.jsonl::one",
+            "tasks/masked.jsonl::three_goal",
+            "*masked.jsonl:2*answer*{not json*",
+        ]
+    )
+    result = project.runpytest_subprocess(
+        "tasks/masked.jsonl", "--collect-only", "-q", "-m", "goal"
+    )
+    result.stdout.fnmatch_lines(["tasks/masked.jsonl::three_goal"])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("id: x\nquery: [unclosed\n", ["*bad.yaml*"]),
+        ("id: x\nquery: q\nanswer: 1\nanwser: 2\n", ["*bad.yaml*anwser*"]),
+        ("id: x\nanswer: 1\n", ["*bad.yaml*query*"]),
+        ("id: x\nquery: q\n", ["*bad.yaml*answer*"]),
+        (
+            "id: x\nquery: q\nanswer: 1\nlandmarks: ['(unclosed']\n",
+            ["*bad.yaml*landmarks*(unclosed*"],
+        ),
+    ],
+    ids=["malformed-yaml", "unknown-field", "missing-query", "missing-answer", "bad-regex"],
+)
+def test_bad_task_files_are_collection_errors_that_name_file_and_field(project, text, expected):
+    write(project, "tasks/expert/bad.yaml", text)
+    result = project.runpytest_subprocess("tasks", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(expected)
+    result.stdout.fnmatch_lines(["tasks/expert/adder.yaml::adder", "*1 error*"])
+
+
+def test_auto_task_without_entrypoint_is_an_error(project):
+    write(project, "tasks/auto/noentry.yaml", "id: noentry\nquery: run it\n")
+    result = project.runpytest_subprocess("tasks", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["*noentry.yaml*entrypoint*"])
+
+
+def test_duplicate_task_id_across_files_is_an_error(project):
+    write(project, "tasks/expert/again.yaml", GOOD_EXPERT)
+    result = project.runpytest_subprocess("tasks", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["*duplicate task id*adder*"])
+
+
+def test_a_bad_file_does_not_stop_the_other_tasks_from_running(project):
+    write(project, "tasks/expert/bad.yaml", "id: x\nquery: q\n")
+    result = project.runpytest_subprocess(
+        "tasks/expert", "--super-agent=gold", "--super-backend=local"
+    )
+    result.assert_outcomes(passed=1, errors=1)
+
+
+def test_gold_run_scores_and_reports(project):
+    junit = project.path / "junit.xml"
+    result = project.runpytest_subprocess(
+        "tasks",
+        "--super-agent=gold",
+        "--super-backend=local",
+        f"--junitxml={junit}",
+        "--super-report-dir=out",
+        "-p",
+        "no:randomly",
+    )
+    # the auto task's script never runs the entrypoint for 10 s: it fails by design
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*SUPER summary*", "*expert*", "*masked*"])
+    props = {
+        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+        for case in ET.parse(junit).getroot().iter("testcase")
+    }
+    assert props["adder"]["super.accuracy"] == "1.0"
+    assert props["adder"]["super.landmarks"] == "1.0"
+    assert props["adder"]["super.submitted"] == "True"
+    assert props["adder_data,cpu"]["super.category"] == "data,cpu"
+    assert props["adder_data,cpu"]["super.landmarks"] == "1.0"
+    assert props["runner"]["super.script_executed"] == "0.0"
+    for name in (
+        "super.set",
+        "super.agent",
+        "super.exit_status",
+        "super.steps",
+        "super.duration_s",
+        "super.prompt_tokens",
+        "super.cost_usd",
+        "super.trajectory",
+        "super.model",
+    ):
+        assert name in props["adder"], name
+    (run_dir,) = (project.path / "out").iterdir()
+    lines = [json.loads(ln) for ln in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert sorted((r["task_id"], r["outcome"]) for r in lines) == [
+        ("adder", "passed"),
+        ("adder_data,cpu", "passed"),
+        ("runner", "failed"),
+    ]
+    assert "| expert |" in (run_dir / "summary.md").read_text()
+    notebook = props["adder"]["super.trajectory"]
+    assert notebook.endswith(".ipynb")
+    import nbformat
+
+    nbformat.validate(nbformat.read(notebook, as_version=4))
+
+
+def test_answer_off_by_002_fails_with_a_readable_diff(project):
+    write(project, "tasks/expert/almost.yaml", OFF_BY_002)
+    result = project.runpytest_subprocess(
+        "tasks/expert/almost.yaml", "--super-agent=gold", "--super-backend=local"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*SUPER task almost (expert) did not pass: accuracy 0.500 < 1*",
+            "*exit status: submitted*",
+            "*MISS score: expected 0.5, submitted 0.52*",
+            '*ok   name: expected "x", submitted "x"*',
+            "*trajectory: *almost.ipynb*",
+        ]
+    )
+
+
+def test_tolerance_and_pass_metric_options(project):
+    write(project, "tasks/expert/almost.yaml", OFF_BY_002)
+    result = project.runpytest_subprocess(
+        "tasks/expert/almost.yaml",
+        "--super-agent=gold",
+        "--super-backend=local",
+        "--super-tolerance=0.05",
+    )
+    result.assert_outcomes(passed=1)
+    result = project.runpytest_subprocess(
+        "tasks/expert/almost.yaml",
+        "--super-agent=gold",
+        "--super-backend=local",
+        "--super-pass-metric=landmarks",
+    )
+    result.assert_outcomes(passed=1)
+
+
+def test_failing_prefix_cell_is_an_error_of_the_task(project):
+    write(
+        project,
+        "tasks/masked/broken_data.yaml",
+        """\
+        id: broken_data
+        query: q
+        answer: {a: 1}
+        pre_executed:
+          - execute: raise RuntimeError("prefix broke")
+        solution:
+          - execute: |
+              print('{"a": 1}')
+        """,
+    )
+    result = project.runpytest_subprocess(
+        "tasks/masked/broken_data.yaml", "--super-agent=gold", "--super-backend=local"
+    )
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*pre-executed cell 1*broken_data*prefix broke*"])
+
+
+def test_engine_down_is_an_error_not_a_failure(project, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
+    result = project.runpytest_subprocess("tasks/expert", "--super-agent=gold")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*EngineUnavailable*127.0.0.1:1*"])
+
+
+def test_junit_properties_reach_the_controller_under_xdist(project):
+    junit = project.path / "junit.xml"
+    result = project.runpytest_subprocess(
+        "tasks",
+        "--super-agent=gold",
+        "--super-backend=local",
+        "-n",
+        "2",
+        f"--junitxml={junit}",
+        "--super-report-dir=out",
+    )
+    result.assert_outcomes(passed=2, failed=1)
+    cases = list(ET.parse(junit).getroot().iter("testcase"))
+    assert len(cases) == 3
+    for case in cases:
+        names = {p.get("name") for p in case.iter("property")}
+        assert {"super.accuracy", "super.landmarks", "super.exit_status"} <= names
+    (run_dir,) = (project.path / "out").iterdir()
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 3  # written once, by the controller
+
+
+def test_report_command_reads_junit_files(project):
+    junit = project.path / "junit.xml"
+    project.runpytest_subprocess(
+        "tasks", "--super-agent=gold", "--super-backend=local", f"--junitxml={junit}"
+    )
+    from pytest_super.cli import main
+
+    assert main(["report", str(junit), str(junit)]) == 0
+
+
+def test_import_command_writes_yaml_tasks_that_collect(project):
+    rows = [
+        {
+            "task_id": "one_goal",
+            "query": "q",
+            "answer": json.dumps({"a": 1}),
+            "landmarks": ["x"],
+            "pre_execute_cells": [json.dumps({"type": "execute", "content": "print(1)"})],
+        }
+    ]
+    src = project.path / "masked.jsonl"
+    src.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    from pytest_super.cli import main
+
+    assert (
+        main(["import", str(src), "--set", "masked", "--out", str(project.path / "tasks/masked")])
+        == 0
+    )
+    result = project.runpytest_subprocess("tasks/masked", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["tasks/masked/one_goal.yaml::one_goal"])
