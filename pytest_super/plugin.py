@@ -16,7 +16,7 @@ import pytest
 
 from pytest_super import collect
 from pytest_super import report as reports
-from pytest_super.errors import InfrastructureError
+from pytest_super.errors import InfrastructureError, SuperError
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.runner import PASS_METRICS, RunSettings, TaskResult, run_task
 from pytest_super.tasks import CATEGORIES, SETS, Task
@@ -201,6 +201,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if isinstance(item, collect.SuperTaskItem):
             item.add_marker(skip)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """Setup and teardown errors of our own (engine down, prefix cell failed) read as sentences."""
+    rep = yield
+    if call.when != "call" and call.excinfo is not None and isinstance(call.excinfo.value, SuperError):
+        exc = call.excinfo.value
+        rep.longrepr = f"{type(exc).__name__}: {exc}"
+    return rep
 
 
 # -- fixtures --------------------------------------------------------------------------------------
