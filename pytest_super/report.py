@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_super import scoring
+from pytest_super.kernels.output import clean_for_model
 
 PROPERTY_PREFIX = "super."
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -50,7 +51,7 @@ def format_failure(result: Any) -> str:
     if result.script_executed is not None:
         lines.append(f"script executed ({task.entrypoint}): {result.script_executed:g}")
     if result.last_observation:
-        tail = result.last_observation[-800:]
+        tail = clean_for_model(result.last_observation)[-800:]
         lines.append("last observation (tail):")
         lines.extend("  | " + ln for ln in tail.splitlines()[-15:])
     lines.append(f"steps: {result.steps}, prompt tokens: {result.prompt_tokens}")

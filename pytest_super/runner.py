@@ -26,6 +26,7 @@ from pytest_super.agents.base import (
 from pytest_super.edit import EditRequest, edit_file
 from pytest_super.errors import InfrastructureError, TaskSetupError
 from pytest_super.kernels.base import Kernel
+from pytest_super.kernels.output import clean_for_model
 from pytest_super.tasks import PRE_EXECUTED_THOUGHT, Cell, Task
 from pytest_super.trajectory import Step, Trajectory
 
@@ -141,7 +142,7 @@ def replay_prefix_cells(env: Environment) -> list[Step]:
             raise TaskSetupError(
                 f"{env.task.source}: pre-executed cell {number} ({cell.kind}) of task "
                 f"{env.task.id!r} failed ({step.cell_status}); fix the task's pre_executed "
-                f"cells. Its output ends with:\n{step.output[-2000:]}"
+                f"cells. Its output ends with:\n{clean_for_model(step.output)[-2000:]}"
             )
     env.set_prefix_steps(steps)
     return steps

@@ -304,7 +304,7 @@ def test_failing_prefix_cell_is_an_error_of_the_task(project):
         "tasks/masked/broken_data.yaml", "--super-agent=gold", "--super-backend=local"
     )
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*pre-executed cell 1*broken_data*prefix broke*"])
+    result.stdout.fnmatch_lines(["*pre-executed cell 1*broken_data*failed*", "RuntimeError: prefix broke"])
 
 
 def test_engine_down_is_an_error_not_a_failure(project, monkeypatch):

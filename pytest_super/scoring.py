@@ -1,0 +1,276 @@
+"""SUPER's scores, as pure functions: accuracy of a submitted answer, landmarks, script-executed.
+
+Owns the *intended* SUPER semantics (see /work/shared/SUPER.md), not the reference code's: every gold
+key or position is judged (missing ones score 0, extra ones are ignored), the tolerance applies at
+every depth, and an absent or empty submission scores 0 instead of crashing. Also owns
+`compare_answer`, the per-leaf table a failure report prints, and the helpers to parse a
+submission and to average scores that may be None. No I/O here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_TOLERANCE = 0.01
+SCRIPT_MIN_DURATION_S = 10.0
+SCRIPT_SUFFIXES = (".py", ".sh", ".bash")
+
+
+class _Missing:
+    """The type of `MISSING`: a gold key or position the submission does not have."""
+
+    _instance: _Missing | None = None
+
+    def __new__(cls) -> _Missing:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "<missing>"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __reduce__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One leaf of the gold answer, compared with what was submitted there."""
+
+    path: str  # "accuracy", "results[1].f1", "" for a scalar answer
+    expected: Any
+    submitted: Any  # MISSING when absent
+    score: float  # 0..1 (a leaf scores 0 or 1)
+
+
+# --- accuracy -----------------------------------------------------------------------------------
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _leaf_matches(gold: Any, submitted: Any, tolerance: float) -> bool:
+    """Whether one non-container gold value is matched by the submitted value."""
+    if submitted is MISSING:
+        return False
+    if isinstance(gold, bool) or isinstance(submitted, bool):
+        return isinstance(gold, bool) and isinstance(submitted, bool) and gold == submitted
+    if _is_number(gold):
+        if not _is_number(submitted):
+            return False
+        if math.isnan(gold) or math.isnan(submitted):
+            return False
+        return abs(submitted - gold) < tolerance
+    if isinstance(gold, str):
+        return isinstance(submitted, str) and submitted.strip() == gold.strip()
+    if gold is None:
+        return submitted is None
+    return type(gold) is type(submitted) and gold == submitted
+
+
+def _lookup(mapping: dict, key: Any) -> Any:
+    """The submitted value under a gold key; a YAML int key also finds its JSON string form."""
+    if key in mapping:
+        return mapping[key]
+    if not isinstance(key, str) and str(key) in mapping:
+        return mapping[str(key)]
+    return MISSING
+
+
+def _score(gold: Any, submitted: Any, tolerance: float) -> float:
+    if isinstance(gold, dict):
+        if not isinstance(submitted, dict):
+            return 0.0
+        if not gold:
+            return float(not submitted)
+        return sum(_score(g, _lookup(submitted, k), tolerance) for k, g in gold.items()) / len(gold)
+    if isinstance(gold, (list, tuple)):
+        if not isinstance(submitted, (list, tuple)):
+            return 0.0
+        if not gold:
+            return float(not submitted)
+        total = 0.0
+        for i, g in enumerate(gold):
+            total += _score(g, submitted[i] if i < len(submitted) else MISSING, tolerance)
+        return total / len(gold)
+    return float(_leaf_matches(gold, submitted, tolerance))
+
+
+def score_accuracy(gold: Any, submission: Any, tolerance: float = DEFAULT_TOLERANCE) -> float:
+    """The fraction of the gold answer the submission gets right, in 0..1.
+
+    A dict scores the mean over the gold keys, a list the mean over the gold positions, recursively.
+    No submission (None or MISSING) scores 0.
+    """
+    if submission is None or submission is MISSING:
+        return 0.0
+    return _score(gold, submission, tolerance)
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*\Z")
+
+
+def _key_path(prefix: str, key: Any) -> str:
+    if isinstance(key, str) and _PLAIN_KEY.match(key):
+        return f"{prefix}.{key}" if prefix else key
+    shown = json.dumps(key) if isinstance(key, str) else repr(key)
+    return f"{prefix}[{shown}]"
+
+
+def _compare(
+    gold: Any, submitted: Any, path: str, tolerance: float, rows: list[Comparison]
+) -> None:
+    container = isinstance(gold, (dict, list, tuple))
+    if container and (submitted is MISSING or not gold):
+        rows.append(Comparison(path, gold, submitted, _score(gold, submitted, tolerance)))
+        return
+    if isinstance(gold, dict):
+        if not isinstance(submitted, dict):
+            rows.append(Comparison(path, gold, submitted, 0.0))
+            return
+        for key, g in gold.items():
+            _compare(g, _lookup(submitted, key), _key_path(path, key), tolerance, rows)
+        return
+    if isinstance(gold, (list, tuple)):
+        if not isinstance(submitted, (list, tuple)):
+            rows.append(Comparison(path, gold, submitted, 0.0))
+            return
+        for i, g in enumerate(gold):
+            sub = submitted[i] if i < len(submitted) else MISSING
+            _compare(g, sub, f"{path}[{i}]", tolerance, rows)
+        return
+    rows.append(Comparison(path, gold, submitted, float(_leaf_matches(gold, submitted, tolerance))))
+
+
+def compare_answer(
+    gold: Any, submission: Any, tolerance: float = DEFAULT_TOLERANCE
+) -> list[Comparison]:
+    """One `Comparison` per gold leaf, in gold order, for a failure report.
+
+    A gold subtree the submission lacks (or has with another type) gives one row for the whole
+    subtree. No submission at all gives one row for the whole answer, with `submitted` MISSING.
+    """
+    if submission is None or submission is MISSING:
+        return [Comparison("", gold, MISSING, 0.0)]
+    rows: list[Comparison] = []
+    _compare(gold, submission, "", tolerance, rows)
+    return rows
+
+
+def parse_submission(text: str) -> Any:
+    """Parse a submitted answer (JSON). Raises ValueError naming the problem and where it is."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        shown = text if len(text) <= 200 else text[:200] + "..."
+        raise ValueError(
+            f"submission is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            f' in {shown!r}; submit a JSON value such as {{"accuracy": 0.5}}'
+        ) from None
+    except TypeError as exc:
+        raise ValueError(f"submission is not valid JSON: {exc}") from None
+
+
+# --- landmarks ----------------------------------------------------------------------------------
+
+
+def _landmark_hits(landmarks: Sequence[str], outputs: Iterable[str]) -> list[bool]:
+    patterns = [re.compile(landmark) for landmark in landmarks]
+    flat = [output.replace("\n", " ") for output in outputs]
+    return [any(pattern.search(text) for text in flat) for pattern in patterns]
+
+
+def score_landmarks(landmarks: Sequence[str], outputs: Iterable[str]) -> float | None:
+    """Fraction of landmark regexes found (`re.search`) in some cell output; None if no landmarks.
+
+    Newlines in outputs are replaced by spaces first, as in SUPER. An invalid regex raises re.error.
+    """
+    if not landmarks:
+        return None
+    hits = _landmark_hits(landmarks, outputs)
+    return sum(hits) / len(hits)
+
+
+def missed_landmarks(landmarks: Sequence[str], outputs: Iterable[str]) -> list[str]:
+    """The landmark regexes no cell output matches, in task order."""
+    if not landmarks:
+        return []
+    return [
+        lm for lm, hit in zip(landmarks, _landmark_hits(landmarks, outputs), strict=True) if not hit
+    ]
+
+
+# --- script executed (Auto) ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExecutedCell:
+    """One cell run in the episode, as the script-executed metric sees it."""
+
+    code: str
+    output: str
+    duration_s: float
+
+
+def _entrypoint_patterns(entrypoint: str) -> list[re.Pattern[str]]:
+    """Regexes that say a cell's code runs the entrypoint.
+
+    Its file name as a whole word (so `pretrain.py` does not count for `train.py`), or for a
+    Python file `python -m <module>` with the module path or any dotted tail of it
+    (`src.train` or `train` for `src/train.py`, as the cell may have changed directory first).
+    """
+    name = os.path.basename(entrypoint)
+    patterns = [re.compile(r"(?<![\w\-])" + re.escape(name) + r"(?![\w])")]
+    if entrypoint.endswith(".py"):
+        parts = [p for p in entrypoint[: -len(".py")].split("/") if p not in ("", ".")]
+        tails = [".".join(parts[i:]) for i in range(len(parts))]
+        alternatives = "|".join(re.escape(tail) for tail in tails)
+        patterns.append(re.compile(rf"\bpython[\d.]*\s+-m\s+(?:{alternatives})(?![\w.])"))
+    return patterns
+
+
+def score_script_executed(entrypoint: str | None, cells: Iterable[ExecutedCell]) -> float | None:
+    """SUPER's Auto metric: 1.0 if a cell ran the entrypoint for >= 10 s without error, else 0.0.
+
+    A cell "ran the entrypoint" when its code names the entrypoint's file (or its module with
+    `python -m`); "without error" means its output has neither `Traceback` nor
+    `<file name>: error` (argparse misuse). None when there is no entrypoint or it is not a
+    .py, .sh or .bash file.
+    """
+    if not entrypoint or not entrypoint.endswith(SCRIPT_SUFFIXES):
+        return None
+    name = os.path.basename(entrypoint)
+    patterns = _entrypoint_patterns(entrypoint)
+    for cell in cells:
+        if not any(p.search(cell.code) for p in patterns):
+            continue
+        if cell.duration_s < SCRIPT_MIN_DURATION_S:
+            continue
+        if "Traceback" in cell.output or f"{name}: error" in cell.output:
+            continue
+        return 1.0
+    return 0.0
+
+
+# --- aggregates ---------------------------------------------------------------------------------
+
+
+def mean_or_none(values: Iterable[float | None]) -> float | None:
+    """The mean of the values that are not None; None when none are left."""
+    kept = [v for v in values if v is not None]
+    if not kept:
+        return None
+    return sum(kept) / len(kept)
