@@ -88,7 +88,6 @@ class YamlTaskFile(_TaskFileCollector):
 
     def collect(self):
         task = load_yaml_task(self.path)
-        task = _with_set(task, self.config)
         self._register(task)
         if self._selected(task):
             yield SuperTaskItem.from_task(self, task)
@@ -98,8 +97,11 @@ class JsonlTaskFile(_TaskFileCollector):
     """SUPER's own data: one task per JSON line, node id `file.jsonl::<task_id>`."""
 
     def collect(self):
+        # The file's name (expert.jsonl, masked.jsonl, auto_gen.jsonl) or a row's own field names
+        # the set; a single --super-set names it for files that say nothing.
         explicit = self.config.getoption("super_set", None)
-        set_name = explicit[0] if explicit and len(explicit) == 1 else None
+        named_by_file = infer_set(self.path) is not None
+        set_name = explicit[0] if explicit and len(explicit) == 1 and not named_by_file else None
         for entry in iter_jsonl_tasks(self.path, set_name):
             if isinstance(entry, TaskFileError):
                 yield BrokenTaskLine.from_parent(self, name=f"line{entry.line}", error=entry)
@@ -125,16 +127,6 @@ class BrokenTaskLine(pytest.Collector):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> str:
         return str(excinfo.value)
-
-
-def _with_set(task: Task, config: pytest.Config) -> Task:
-    """Apply --super-set to a task whose set the file did not name (keeps the file's own)."""
-    if task.set:
-        return task
-    explicit = config.getoption("super_set", None)
-    from dataclasses import replace
-
-    return replace(task, set=infer_set(Path(task.source), explicit[0] if explicit else None) or "")
 
 
 def task_roots(config: pytest.Config) -> list[Path]:

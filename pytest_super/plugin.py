@@ -68,6 +68,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("super_tasks", "folders holding task files", type="paths", default=["tasks"])
     parser.addini("super_git_mirrors", "PREFIX=DIR git mirrors", type="linelist", default=[])
     parser.addini("super_report_dir", "where runs write reports", default="reports")
+    parser.addini("super_pip_cache", "docker volume for pip's cache in task containers", default="")
 
 
 def _split_sets(value: str) -> list[str]:
@@ -144,7 +145,7 @@ def _make_run(config: pytest.Config, run_id: str) -> SuperRun:
     kernel = KernelSettings(
         backend=opt("super_backend"), image=opt("super_image"),
         docker_host=opt("super_docker_host"), mem=opt("super_mem"), cpus=opt("super_cpus"),
-        network=opt("super_network"), git_mirrors=mirrors, pip_cache=opt("super_pip_cache"),
+        network=opt("super_network"), git_mirrors=mirrors, pip_cache=opt("super_pip_cache") or config.getini("super_pip_cache") or None,
         run_id=run_id, worker=worker,
     )
     agent = opt("super_agent")

@@ -1,0 +1,39 @@
+# The two commands of the README: `make demo` (the demo benchmark) and `make test` (the test suite).
+# Both set up everything first: the virtual environment, a Docker engine, the kernel image.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+JOBS ?= 2
+
+.PHONY: venv docker image demo test lint bench cleanup
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+docker:
+	@scripts/ensure-docker.sh
+
+image: venv docker
+	$(BIN)/pytest-super image build
+
+demo: image
+	mkdir -p reports
+	$(BIN)/pytest tasks --super-agent=gold -n $(JOBS) --dist worksteal --junitxml=reports/junit.xml -q
+
+test: image
+	$(BIN)/pytest tests -n $(JOBS) -q -ra
+
+lint: venv
+	$(BIN)/ruff check pytest_super tests benchmarks conftest.py
+	$(BIN)/ruff format --check pytest_super tests benchmarks conftest.py
+
+bench: image
+	$(BIN)/python benchmarks/bench_kernel.py
+
+cleanup: venv
+	$(BIN)/pytest-super cleanup
