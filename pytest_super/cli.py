@@ -1,9 +1,9 @@
 """The `pytest-super` command: import SUPER's data, report on runs, build the image, clean up.
 
-    pytest-super import expert.jsonl --set expert --out tasks/expert/
-    pytest-super report reports/junit.xml other-run.xml
-    pytest-super image build [--base IMAGE] [--tag TAG] [--requirements FILE] [--offline] [--profile colab]
-    pytest-super cleanup [--run RUN_ID]
+pytest-super import expert.jsonl --set expert --out tasks/expert/
+pytest-super report reports/junit.xml other-run.xml
+pytest-super image build [--base IMAGE] [--tag TAG] [--requirements FILE] [--offline] [--profile colab]
+pytest-super cleanup [--run RUN_ID]
 """
 
 from __future__ import annotations
@@ -30,12 +30,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
     p.set_defaults(func=_report)
 
-    image = sub.add_parser("image", help="the kernel image").add_subparsers(dest="image_cmd", required=True)
+    image = sub.add_parser("image", help="the kernel image").add_subparsers(
+        dest="image_cmd", required=True
+    )
     p = image.add_parser("build", help="build the kernel image (skipped when up to date)")
-    p.add_argument("--base", help="base image (default python:3.10-slim, or Debian via debootstrap)")
+    p.add_argument(
+        "--base", help="base image (default python:3.10-slim, or Debian via debootstrap)"
+    )
     p.add_argument("--tag", help="image tag (default: pytest-super-kernel:<profile>-<hash>)")
     p.add_argument("--requirements", type=Path, help="extra pip requirements file")
-    p.add_argument("--offline", action="store_true", help="bootstrap the base from Debian's archive")
+    p.add_argument(
+        "--offline", action="store_true", help="bootstrap the base from Debian's archive"
+    )
     p.add_argument("--profile", choices=("default", "colab"), default="default")
     p.add_argument("--docker-host", help="Docker engine address (default DOCKER_HOST)")
     p.set_defaults(func=_image_build)
@@ -89,8 +95,12 @@ def _image_build(args: argparse.Namespace) -> int:
     from pytest_super.kernels.image import build_image
 
     tag = build_image(
-        base=args.base, tag=args.tag, requirements=args.requirements, offline=args.offline,
-        profile=args.profile, docker_host=args.docker_host,
+        base=args.base,
+        tag=args.tag,
+        requirements=args.requirements,
+        offline=args.offline,
+        profile=args.profile,
+        docker_host=args.docker_host,
     )
     print(tag)
     return 0

@@ -69,7 +69,11 @@ class _TaskFileCollector(pytest.File):
         here = f"{task.source}" + (f":{task.line}" if task.line else "")
         if first != here:
             raise TaskFileError(
-                task.source, "duplicate task id", field="id", value=task.id, line=task.line,
+                task.source,
+                "duplicate task id",
+                field="id",
+                value=task.id,
+                line=task.line,
                 hint=f"already defined in {first}; task ids must be unique across task files",
             )
 
@@ -154,9 +158,11 @@ def collect_task_file(file_path: Path, parent: pytest.Collector) -> pytest.File 
 
 def ignore_in_task_roots(collection_path: Path, config: pytest.Config) -> bool | None:
     """Skip `repos/` (the demo research repositories) and hidden folders inside task roots."""
-    if collection_path.is_dir() and (
-        collection_path.name == "repos" or collection_path.name.startswith(".")
-    ) and is_under(collection_path, task_roots(config)):
+    if (
+        collection_path.is_dir()
+        and (collection_path.name == "repos" or collection_path.name.startswith("."))
+        and is_under(collection_path, task_roots(config))
+    ):
         return True
     if collection_path.suffix == ".py" and is_under(collection_path, task_roots(config)):
         return True

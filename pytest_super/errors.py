@@ -42,7 +42,12 @@ class TaskFileError(SuperError):
 
 
 class InfrastructureError(SuperError):
-    """The harness could not do its job (engine, image, kernel, endpoint). Reported as a pytest error."""
+    """The harness could not do its job (engine, image, kernel, endpoint). Reported as a pytest error.
+
+    `retryable` says whether running the task again may help (`--super-retries`).
+    """
+
+    retryable = True
 
 
 class EngineUnavailable(InfrastructureError):
@@ -52,6 +57,8 @@ class EngineUnavailable(InfrastructureError):
 class ImageMissing(InfrastructureError):
     """The kernel image does not exist on the engine."""
 
+    retryable = False
+
 
 class KernelStartError(InfrastructureError):
     """A kernel was started but never became ready."""
@@ -59,6 +66,12 @@ class KernelStartError(InfrastructureError):
 
 class LLMError(InfrastructureError):
     """The LLM endpoint failed for good (after retries), or refused the key or the model."""
+
+
+class LLMRefused(LLMError):
+    """The endpoint refused the key, the access or the model (401/403/404): retrying won't help."""
+
+    retryable = False
 
 
 class TaskSetupError(SuperError):

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from pytest_super import collect
+from pytest_super import collect, slots
 from pytest_super import report as reports
 from pytest_super.errors import InfrastructureError, SuperError
 from pytest_super.kernels.base import KernelSettings
-from pytest_super.runner import PASS_METRICS, RunSettings, TaskResult, run_task
+from pytest_super.runner import PASS_METRICS, RunSettings, TaskResult, run_task, task_timeout_s
 from pytest_super.tasks import CATEGORIES, SETS, Task
 from pytest_super.trajectory import Step
 
@@ -29,42 +29,102 @@ RESULT_KEY = pytest.StashKey[TaskResult]()
 # -- options ---------------------------------------------------------------------------------
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("super", "SUPER benchmark (pytest-super)")
-    g.addoption("--super-agent", help="agent to run: gold, react, react-super, swe, reflexion, "
-                "replay, an entry point name, or package.module:Class. Without it tasks are skipped.")
-    g.addoption("--super-set", action="append", type=_split_sets, default=None,
-                help="only tasks of these sets (expert, masked, auto; comma-separated or repeated)")
-    g.addoption("--super-backend", choices=("docker", "local"), default="docker",
-                help="where kernels run (default docker; local isolates nothing)")
-    g.addoption("--super-image", help="kernel image (default: what `pytest-super image build` makes)")
+    g.addoption(
+        "--super-agent",
+        help="agent to run: gold, react, react-super, swe, reflexion, "
+        "replay, an entry point name, or package.module:Class. Without it tasks are skipped.",
+    )
+    g.addoption(
+        "--super-set",
+        action="append",
+        type=_split_sets,
+        default=None,
+        help="only tasks of these sets (expert, masked, auto; comma-separated or repeated)",
+    )
+    g.addoption(
+        "--super-backend",
+        choices=("docker", "local"),
+        default="docker",
+        help="where kernels run (default docker; local isolates nothing)",
+    )
+    g.addoption(
+        "--super-image", help="kernel image (default: what `pytest-super image build` makes)"
+    )
     g.addoption("--super-docker-host", help="Docker engine address (default DOCKER_HOST)")
     g.addoption("--super-mem", default="4g", help="container memory limit (default 4g)")
     g.addoption("--super-cpus", type=float, default=2.0, help="container CPUs (default 2)")
-    g.addoption("--super-network", choices=("bridge", "none"), default="bridge",
-                help="container network (default bridge)")
-    g.addoption("--super-keep", action="store_true",
-                help="keep the container of a failing task and print how to get in")
+    g.addoption(
+        "--super-network",
+        choices=("bridge", "none"),
+        default="bridge",
+        help="container network (default bridge)",
+    )
+    g.addoption(
+        "--super-keep",
+        action="store_true",
+        help="keep the container of a failing task and print how to get in",
+    )
     g.addoption("--super-cell-timeout", type=float, default=300.0, help="seconds per cell (300)")
-    g.addoption("--super-compute-limit", type=float, default=1800.0,
-                help="seconds of summed cell time per task, prefix cells included (1800)")
-    g.addoption("--super-git-mirror", action="append", default=[], metavar="PREFIX=DIR",
-                help="clone PREFIX<name> from DIR/<name> inside kernels (repeatable)")
+    g.addoption(
+        "--super-compute-limit",
+        type=float,
+        default=1800.0,
+        help="seconds of summed cell time per task, prefix cells included (1800)",
+    )
+    g.addoption(
+        "--super-git-mirror",
+        action="append",
+        default=[],
+        metavar="PREFIX=DIR",
+        help="clone PREFIX<name> from DIR/<name> inside kernels (repeatable)",
+    )
     g.addoption("--super-pip-cache", help="docker volume shared by task containers as pip's cache")
     g.addoption("--super-tolerance", type=float, default=0.01, help="numeric tolerance (0.01)")
-    g.addoption("--super-pass-metric", choices=PASS_METRICS,
-                help="metric deciding pass (default accuracy; script-executed for auto)")
-    g.addoption("--super-pass-threshold", type=float, default=1.0, help="pass if metric >= this (1)")
+    g.addoption(
+        "--super-pass-metric",
+        choices=PASS_METRICS,
+        help="metric deciding pass (default accuracy; script-executed for auto)",
+    )
+    g.addoption(
+        "--super-pass-threshold", type=float, default=1.0, help="pass if metric >= this (1)"
+    )
     g.addoption("--super-report-dir", help="where runs write reports (default: ini or `reports`)")
     g.addoption("--super-model", help="model name for LLM agents")
-    g.addoption("--super-base-url", default="https://api.openai.com/v1",
-                help="OpenAI-compatible endpoint; key from SUPER_API_KEY or OPENAI_API_KEY")
+    g.addoption(
+        "--super-base-url",
+        default="https://api.openai.com/v1",
+        help="OpenAI-compatible endpoint; key from SUPER_API_KEY or OPENAI_API_KEY",
+    )
     g.addoption("--super-price", metavar="IN,OUT", help="USD per million prompt,completion tokens")
     g.addoption("--super-llm-cache", metavar="DIR", help="cache model responses on disk")
-    g.addoption("--super-token-budget", type=int,
-                help="prompt-token budget per task (default 600k expert/auto, 400k masked)")
+    g.addoption(
+        "--super-token-budget",
+        type=int,
+        help="prompt-token budget per task (default 600k expert/auto, 400k masked)",
+    )
     g.addoption("--super-steps", type=int, default=100, help="step limit per episode (100)")
     g.addoption("--super-attempts", type=int, default=3, help="reflexion attempts (3)")
-    g.addoption("--super-replay", metavar="PATH", help="trajectory file or folder for the replay agent")
+    g.addoption(
+        "--super-replay", metavar="PATH", help="trajectory file or folder for the replay agent"
+    )
     g.addoption("--super-live", action="store_true", help="print each step as it happens")
+    g.addoption(
+        "--super-max-containers",
+        type=int,
+        help="at most this many task containers at once, across all xdist workers",
+    )
+    g.addoption(
+        "--super-retries",
+        type=int,
+        default=0,
+        help="run a task again after an infrastructure error, up to N times (0)",
+    )
+    g.addoption(
+        "--super-resume",
+        action="store_true",
+        help="skip tasks that already have a final result for this agent and model in the "
+        "report folder; their results are carried into this run's reports",
+    )
     parser.addini("super_tasks", "folders holding task files", type="paths", default=["tasks"])
     parser.addini("super_git_mirrors", "PREFIX=DIR git mirrors", type="linelist", default=[])
     parser.addini("super_report_dir", "where runs write reports", default="reports")
@@ -103,7 +163,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: a SUPER {name} task")
     for name in CATEGORIES:
         config.addinivalue_line("markers", f"{name}: a masked SUPER task of category {name}")
-    config.addinivalue_line("markers", "super_task(path): the task file the super_task fixture loads")
+    config.addinivalue_line(
+        "markers", "super_task(path): the task file the super_task fixture loads"
+    )
     sets = config.getoption("super_set")
     config.option.super_set = [s for group in sets for s in group] if sets else None
     agent = config.getoption("super_agent")
@@ -143,23 +205,41 @@ def _make_run(config: pytest.Config, run_id: str) -> SuperRun:
         mirrors[prefix] = str(path if path.is_absolute() else (config.rootpath / path).resolve())
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     kernel = KernelSettings(
-        backend=opt("super_backend"), image=opt("super_image"),
-        docker_host=opt("super_docker_host"), mem=opt("super_mem"), cpus=opt("super_cpus"),
-        network=opt("super_network"), git_mirrors=mirrors, pip_cache=opt("super_pip_cache") or config.getini("super_pip_cache") or None,
-        run_id=run_id, worker=worker,
+        backend=opt("super_backend"),
+        image=opt("super_image"),
+        docker_host=opt("super_docker_host"),
+        mem=opt("super_mem"),
+        cpus=opt("super_cpus"),
+        network=opt("super_network"),
+        git_mirrors=mirrors,
+        pip_cache=opt("super_pip_cache") or config.getini("super_pip_cache") or None,
+        run_id=run_id,
+        worker=worker,
     )
     agent = opt("super_agent")
     settings = RunSettings(
-        agent=agent or "", model=opt("super_model"), tolerance=opt("super_tolerance"),
-        pass_metric=opt("super_pass_metric"), pass_threshold=opt("super_pass_threshold"),
-        token_budget=opt("super_token_budget"), compute_limit_s=opt("super_compute_limit"),
-        cell_timeout_s=opt("super_cell_timeout"), steps=opt("super_steps"),
+        agent=agent or "",
+        model=opt("super_model"),
+        tolerance=opt("super_tolerance"),
+        pass_metric=opt("super_pass_metric"),
+        pass_threshold=opt("super_pass_threshold"),
+        token_budget=opt("super_token_budget"),
+        compute_limit_s=opt("super_compute_limit"),
+        cell_timeout_s=opt("super_cell_timeout"),
+        steps=opt("super_steps"),
         keep_failed=opt("super_keep"),
         options={"attempts": opt("super_attempts"), "replay_path": opt("super_replay")},
     )
     live = opt("super_live") or opt("capture") == "no"
-    return SuperRun(run_id=run_id, report_dir=report_dir, agent=agent, kernel=kernel,
-                    settings=settings, llm_settings=_llm_settings(config), live=live)
+    return SuperRun(
+        run_id=run_id,
+        report_dir=report_dir,
+        agent=agent,
+        kernel=kernel,
+        settings=settings,
+        llm_settings=_llm_settings(config),
+        live=live,
+    )
 
 
 def _llm_settings(config: pytest.Config) -> Any:
@@ -171,16 +251,24 @@ def _llm_settings(config: pytest.Config) -> Any:
         return None
     model = config.getoption("super_model")
     if not model:
-        raise pytest.UsageError(f"--super-agent={agent} talks to a model: name it with --super-model")
+        raise pytest.UsageError(
+            f"--super-agent={agent} talks to a model: name it with --super-model"
+        )
     price_in = price_out = None
     if config.getoption("super_price"):
         try:
             price_in, price_out = (float(x) for x in config.getoption("super_price").split(","))
         except ValueError:
-            raise pytest.UsageError("--super-price takes IN,OUT in USD per million tokens, e.g. 2.5,10") from None
+            raise pytest.UsageError(
+                "--super-price takes IN,OUT in USD per million tokens, e.g. 2.5,10"
+            ) from None
     return LLMSettings(
-        model=model, base_url=config.getoption("super_base_url"), api_key=api_key_from_env(),
-        price_in=price_in, price_out=price_out, cache_dir=config.getoption("super_llm_cache"),
+        model=model,
+        base_url=config.getoption("super_base_url"),
+        api_key=api_key_from_env(),
+        price_in=price_in,
+        price_out=price_out,
+        cache_dir=config.getoption("super_llm_cache"),
     )
 
 
@@ -195,20 +283,55 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     run = config.stash[RUN_KEY]
-    if run.agent:
-        return
-    skip = pytest.mark.skip(reason="no agent: run SUPER tasks with --super-agent=gold (or react, "
-                            "react-super, swe, reflexion with --super-model)")
-    for item in items:
-        if isinstance(item, collect.SuperTaskItem):
+    tasks = [item for item in items if isinstance(item, collect.SuperTaskItem)]
+    if not run.agent:
+        skip = pytest.mark.skip(
+            reason="no agent: run SUPER tasks with --super-agent=gold (or "
+            "react, react-super, swe, reflexion with --super-model)"
+        )
+        for item in tasks:
             item.add_marker(skip)
+        return
+    if config.getoption("super_resume"):
+        _skip_finished_tasks(run, tasks)
+    if config.pluginmanager.hasplugin("timeout") and not (
+        config.getoption("timeout", None) or config.getini("timeout")
+    ):
+        from pytest_super.agents import needs_llm
+
+        uses_model = needs_llm(run.agent)
+        for item in tasks:
+            if item.get_closest_marker("timeout") is None:
+                seconds = task_timeout_s(item.task, run.settings, uses_model=uses_model)
+                item.add_marker(pytest.mark.timeout(seconds))
+
+
+def _skip_finished_tasks(run: SuperRun, items: list[collect.SuperTaskItem]) -> None:
+    """--super-resume: tasks with a final result for this agent and model are skipped; their
+    earlier result rides along in the skip report's properties, so the summary counts it."""
+    finished = reports.final_results(
+        run.report_dir, agent=run.agent or "", model=run.settings.model, exclude_run=run.run_id
+    )
+    for item in items:
+        previous = finished.get(item.task.id)
+        if previous is None:
+            continue
+        run_id, record = previous
+        item.user_properties.extend((f"super.{k}", v) for k, v in record.properties.items())
+        item.user_properties.append(("super.resumed_from", run_id))
+        item.user_properties.append(("super.resumed_outcome", record.outcome))
+        item.add_marker(pytest.mark.skip(reason=f"resumed: {record.outcome} in run {run_id}"))
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     """Setup and teardown errors of our own (engine down, prefix cell failed) read as sentences."""
     rep = yield
-    if call.when != "call" and call.excinfo is not None and isinstance(call.excinfo.value, SuperError):
+    if (
+        call.when != "call"
+        and call.excinfo is not None
+        and isinstance(call.excinfo.value, SuperError)
+    ):
         exc = call.excinfo.value
         rep.longrepr = f"{type(exc).__name__}: {exc}"
     return rep
@@ -223,7 +346,9 @@ def super_task(request: pytest.FixtureRequest) -> Task:
         return task
     marker = request.node.get_closest_marker("super_task")
     if marker is None:
-        raise pytest.UsageError("super_task needs a task: mark the test @pytest.mark.super_task('tasks/x.yaml')")
+        raise pytest.UsageError(
+            "super_task needs a task: mark the test @pytest.mark.super_task('tasks/x.yaml')"
+        )
     from pytest_super.tasks import load_yaml_task
 
     return load_yaml_task(Path(marker.args[0]))
@@ -261,11 +386,33 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
     item.user_properties.extend([("super.set", super_task.set), ("super.agent", run.agent)])
     trajectory = run.run_dir / "trajectories" / f"{_safe_name(super_task.id)}.json"
     on_step = _live_printer(request.config, super_task) if run.live else None
+    locks = run.run_dir / "locks"
+
+    def new_kernel():
+        with slots.start_lock(locks):
+            return provision_kernel(run.kernel, task_id=super_task.id)
+
+    retries = request.config.getoption("super_retries")
     try:
-        result = run_task(
-            super_task, agent, lambda: provision_kernel(run.kernel, task_id=super_task.id),
-            run.settings, trajectory, llm=llm, on_step=on_step,
-        )
+        with slots.container_slot(locks, request.config.getoption("super_max_containers")):
+            for attempt in range(retries + 1):
+                try:
+                    result = run_task(
+                        super_task,
+                        agent,
+                        new_kernel,
+                        run.settings,
+                        trajectory,
+                        llm=llm,
+                        on_step=on_step,
+                    )
+                    break
+                except InfrastructureError as exc:
+                    if not exc.retryable or attempt == retries:
+                        raise
+                    item.user_properties.append(
+                        ("super.retried_after", f"{type(exc).__name__}: {exc}"[:500])
+                    )
     finally:
         if llm is not None:
             llm.close()
@@ -322,21 +469,46 @@ class RunRecorder:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         phases = self.phases.setdefault(report.nodeid, [])
         phases.append(report)
+        if report.when == "???":  # xdist: the worker died while running this item
+            self.phases.pop(report.nodeid, None)
+            if self._is_task(report.nodeid, phases):
+                self._write(
+                    report.nodeid,
+                    "error",
+                    {
+                        **reports.strip_prefix(p for ph in phases for p in ph.user_properties),
+                        "exit_status": "worker_crashed",
+                    },
+                )
+            return
         if report.when != "teardown":
             return
         del self.phases[report.nodeid]
         outcome = _outcome(phases)
         properties = reports.strip_prefix(report.user_properties)
-        if outcome == "skipped" or not properties:
+        if "resumed_outcome" in properties:
+            outcome = properties.pop("resumed_outcome")
+        elif outcome == "skipped" or not properties:
             return  # not a task item, or a task that never ran
-        record = reports.TaskRecord(
-            task_id=report.nodeid.rsplit("::", 1)[-1], outcome=outcome, properties=properties
+        self._write(report.nodeid, outcome, properties)
+
+    def _is_task(self, nodeid: str, phases: list[pytest.TestReport]) -> bool:
+        path = nodeid.split("::")[0]
+        return path.endswith(collect.TASK_SUFFIXES) or any(
+            k.startswith("super.") for p in phases for k, _ in p.user_properties
         )
-        self.run.records[report.nodeid] = record
+
+    def _write(self, nodeid: str, outcome: str, properties: dict[str, Any]) -> None:
+        record = reports.TaskRecord(
+            task_id=nodeid.rsplit("::", 1)[-1], outcome=outcome, properties=properties
+        )
+        self.run.records[nodeid] = record
         self.writer.write(record)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.writer.close()
+        if self.run.kernel.backend == "docker" and not self.run.settings.keep_failed:
+            _remove_run_containers(self.run)  # what killed workers left behind
         if self.run.records:
             table = reports.format_table({self.run.agent or "run": self._rows()}, markdown=True)
             (self.run.run_dir / "summary.md").write_text(
@@ -364,6 +536,15 @@ def _remove_dead_runs(run: SuperRun) -> None:
     except InfrastructureError:
         return  # each task will report the engine as an error of its own
     cleanup_containers(client, dead_runs_only=True)
+
+
+def _remove_run_containers(run: SuperRun) -> None:
+    from pytest_super.kernels import cleanup_containers, docker_client
+
+    try:
+        cleanup_containers(docker_client(run.kernel), run_id=run.run_id)
+    except InfrastructureError:
+        pass  # no engine: nothing can be left on it
 
 
 def _outcome(phases: list[pytest.TestReport]) -> str:

@@ -37,7 +37,11 @@ def format_failure(result: Any) -> str:
         lines.append("answer (expected vs submitted):")
         for c in result.comparisons:
             mark = "ok  " if c.score >= 1 else "MISS"
-            sub = "<missing>" if c.submitted is scoring.MISSING else json.dumps(c.submitted, default=str)
+            sub = (
+                "<missing>"
+                if c.submitted is scoring.MISSING
+                else json.dumps(c.submitted, default=str)
+            )
             lines.append(
                 f"  {mark} {c.path or '(answer)'}: expected {json.dumps(c.expected, default=str)}, "
                 f"submitted {sub}"
@@ -85,9 +89,7 @@ class TaskRecord:
 
 
 def strip_prefix(properties: Iterable[tuple[str, Any]]) -> dict[str, Any]:
-    return {
-        k[len(PROPERTY_PREFIX):]: v for k, v in properties if k.startswith(PROPERTY_PREFIX)
-    }
+    return {k[len(PROPERTY_PREFIX) :]: v for k, v in properties if k.startswith(PROPERTY_PREFIX)}
 
 
 @dataclass
@@ -117,7 +119,9 @@ def summarize(records: Iterable[TaskRecord]) -> list[SummaryRow]:
                 if cat:
                     groups.setdefault(f"masked:{cat}", []).append(r)
     order = ["expert", "masked", "auto"]
-    keys = sorted(groups, key=lambda k: (order.index(k.split(":")[0]) if k.split(":")[0] in order else 9, k))
+    keys = sorted(
+        groups, key=lambda k: (order.index(k.split(":")[0]) if k.split(":")[0] in order else 9, k)
+    )
     rows = [_row(k, groups[k]) for k in keys]
     if len({k.split(":")[0] for k in keys}) > 1:
         rows.append(_row("all", records))
@@ -164,9 +168,15 @@ def _cells(row: SummaryRow) -> list[str]:
         return "-" if v is None else f"{100 * v:.1f}"
 
     return [
-        str(row.tasks), str(row.passed), str(row.errors), pct(row.accuracy), pct(row.landmarks),
-        pct(row.submitted), pct(row.script_executed),
-        str(row.prompt_tokens + row.completion_tokens), f"{row.cost_usd:.2f}",
+        str(row.tasks),
+        str(row.passed),
+        str(row.errors),
+        pct(row.accuracy),
+        pct(row.landmarks),
+        pct(row.submitted),
+        pct(row.script_executed),
+        str(row.prompt_tokens + row.completion_tokens),
+        f"{row.cost_usd:.2f}",
     ]
 
 
@@ -195,7 +205,8 @@ def format_table(columns: dict[str, list[SummaryRow]], *, markdown: bool = False
 
     def fmt(cells: list[str]) -> str:
         return "  ".join(
-            c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+            c.rjust(w) if i else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         )
 
     return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, body)])
@@ -222,7 +233,30 @@ def read_results(path: Path) -> list[TaskRecord]:
     """Read a results.jsonl file (for --super-resume and re-reporting)."""
     if not path.exists():
         return []
-    return [TaskRecord.from_json(json.loads(ln)) for ln in path.read_text().splitlines() if ln.strip()]
+    return [
+        TaskRecord.from_json(json.loads(ln)) for ln in path.read_text().splitlines() if ln.strip()
+    ]
+
+
+def final_results(
+    report_dir: Path, *, agent: str, model: str | None, exclude_run: str | None = None
+) -> dict[str, tuple[str, TaskRecord]]:
+    """Tasks with a final result (passed or failed, not an error) for this agent and model in any
+    earlier run under `report_dir`: task id -> (run id, record); the newest run wins."""
+    found: dict[str, tuple[str, TaskRecord]] = {}
+    if not report_dir.is_dir():
+        return found
+    for results in sorted(report_dir.glob("*/results.jsonl")):
+        run_id = results.parent.name
+        if run_id == exclude_run:
+            continue
+        for record in read_results(results):
+            same = record.properties.get("agent") == agent and (
+                (record.properties.get("model") or None) == (model or None)
+            )
+            if same and record.outcome in ("passed", "failed"):
+                found[record.task_id] = (run_id, record)
+    return found
 
 
 def read_junit(path: Path) -> list[TaskRecord]:
@@ -242,5 +276,7 @@ def read_junit(path: Path) -> list[TaskRecord]:
             outcome = "failed"
         else:
             outcome = "passed"
-        records.append(TaskRecord(task_id=case.get("name", "?"), outcome=outcome, properties=stripped))
+        records.append(
+            TaskRecord(task_id=case.get("name", "?"), outcome=outcome, properties=stripped)
+        )
     return records

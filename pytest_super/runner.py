@@ -127,6 +127,14 @@ def episode_limits(task: Task, settings: RunSettings) -> EpisodeLimits:
     )
 
 
+def task_timeout_s(task: Task, settings: RunSettings, *, uses_model: bool) -> float:
+    """The default pytest-timeout of a task: its compute limit plus a margin for provisioning,
+    prefix replay and, for LLM agents, a minute of model latency per allowed step."""
+    limits = episode_limits(task, settings)
+    margin = 300.0 + (60.0 * limits.steps if uses_model else 0.0)
+    return limits.compute_s + margin
+
+
 def replay_prefix_cells(env: Environment) -> list[Step]:
     """Run a masked task's pre-executed cells, recorded as steps the user took.
 
@@ -162,7 +170,9 @@ def _run_prefix_cell(env: Environment, cell: Cell) -> Step:
             duration_s=result.duration_s,
             pre_executed=True,
         )
-    request = EditRequest(file=cell.file, before=cell.before, after=cell.after, context=cell.context)
+    request = EditRequest(
+        file=cell.file, before=cell.before, after=cell.after, context=cell.context
+    )
     started = time.monotonic()
     outcome = edit_file(env.kernel, request)
     return Step(
@@ -195,14 +205,23 @@ def run_task(
     """
     started = time.monotonic()
     trajectory = Trajectory(
-        path=trajectory_path, task_id=task.id, query=task.query, agent=agent.name,
+        path=trajectory_path,
+        task_id=task.id,
+        query=task.query,
+        agent=agent.name,
         model=settings.model,
     )
     trajectory.save()
     kernel = new_kernel()
     env = Environment(
-        task, kernel, trajectory, episode_limits(task, settings), llm=llm,
-        new_kernel=new_kernel, on_step=on_step, options=settings.options,
+        task,
+        kernel,
+        trajectory,
+        episode_limits(task, settings),
+        llm=llm,
+        new_kernel=new_kernel,
+        on_step=on_step,
+        options=settings.options,
     )
     try:
         outcome, detail = _run_agent(agent, env, trajectory)
@@ -281,7 +300,9 @@ def score_episode(
         for s in steps
         if s.code is not None
     ]
-    last = next((s.observation or s.output for s in reversed(steps) if s.observation or s.output), "")
+    last = next(
+        (s.observation or s.output for s in reversed(steps) if s.observation or s.output), ""
+    )
     return TaskResult(
         task=task,
         agent=env.trajectory.agent,

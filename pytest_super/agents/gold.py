@@ -24,7 +24,9 @@ class GoldAgent:
     def run(self, env: Environment) -> AgentResult:
         solution = env.task.solution
         if not solution:
-            env.record(Step(thought="", action="submit", content="", observation="task has no solution"))
+            env.record(
+                Step(thought="", action="submit", content="", observation="task has no solution")
+            )
             return AgentResult(ExitStatus.NO_SUBMISSION)
         last_output = ""
         for n, cell in enumerate(solution, start=1):
@@ -33,23 +35,44 @@ class GoldAgent:
                 request = EditRequest(cell.file, cell.before, cell.after, cell.context)
                 outcome = edit_file(env.kernel, request)
                 env.record(
-                    Step(thought=thought, action="edit", content=cell.file, observation=outcome.message,
-                         output=outcome.message, cell_status="ok" if outcome.ok else "error")
+                    Step(
+                        thought=thought,
+                        action="edit",
+                        content=cell.file,
+                        observation=outcome.message,
+                        output=outcome.message,
+                        cell_status="ok" if outcome.ok else "error",
+                    )
                 )
                 continue
             result = env.execute(cell.code)
             last_output = result.output
             env.record(
-                Step(thought=thought, action="execute", content=cell.code, observation=result.output,
-                     output=result.output, code=cell.code, cell_status=result.status,
-                     duration_s=result.duration_s)
+                Step(
+                    thought=thought,
+                    action="execute",
+                    content=cell.code,
+                    observation=result.output,
+                    output=result.output,
+                    code=cell.code,
+                    cell_status=result.status,
+                    duration_s=result.duration_s,
+                )
             )
         submission = last_json_line(last_output)
         if submission is None:
-            env.record(Step(thought="", action="submit", content="",
-                            observation="the last solution cell printed no JSON value"))
+            env.record(
+                Step(
+                    thought="",
+                    action="submit",
+                    content="",
+                    observation="the last solution cell printed no JSON value",
+                )
+            )
             return AgentResult(ExitStatus.NO_SUBMISSION)
-        env.record(Step(thought="submit what the last cell printed", action="submit", content=submission))
+        env.record(
+            Step(thought="submit what the last cell printed", action="submit", content=submission)
+        )
         return AgentResult(ExitStatus.SUBMITTED, submission)
 
 
