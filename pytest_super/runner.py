@@ -31,6 +31,8 @@ from pytest_super.tasks import PRE_EXECUTED_THOUGHT, Cell, Task
 from pytest_super.trajectory import Step, Trajectory
 
 PASS_METRICS = ("accuracy", "landmarks", "script-executed")
+# steps an agent records that are not actions in the kernel (they do not count as steps)
+NOT_ACTIONS = frozenset({"format_error", "budget_exceeded", "reflection"})
 
 
 @dataclass(frozen=True)
@@ -315,7 +317,7 @@ def score_episode(
         script_executed=scoring.score_script_executed(task.entrypoint, cells),
         comparisons=comparisons,
         landmarks_missed=scoring.missed_landmarks(task.landmarks, outputs),
-        steps=sum(1 for s in steps if not s.pre_executed),
+        steps=sum(1 for s in steps if not s.pre_executed and s.action not in NOT_ACTIONS),
         prompt_tokens=env.prompt_tokens,
         completion_tokens=env.completion_tokens,
         cost_usd=env.cost_usd,

@@ -1,0 +1,236 @@
+"""What LLM agents show the model of their past: cleaned, truncated observations and cell notes.
+
+Shared by the ReAct family and the SWE-agent. Owns: `clean_observation` (ANSI codes and progress
+bars out), `truncate_history` (SUPER's rule: earlier observations keep their last 500 characters,
+the latest its last 50,000), `cell_observation` (what a cell's result looks like to the model,
+including the still-running note of the timeout protocol), `RunningCell` (the protocol itself:
+after a cell times out and keeps running, the model may answer `continue_wait` or `interrupt`;
+any other action interrupts it first), and the model-call plumbing every LLM agent shares:
+`ask_model` (call, count tokens, check the budget), `FormatError` and `FormatErrors` (the
+in-a-row counter that ends an episode).
+
+Cleaning applies only to what the model sees; landmarks are matched against the raw output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pytest_super.agents.base import BudgetExceeded, Environment, FormatErrorsExceeded
+from pytest_super.kernels.base import CellResult
+from pytest_super.kernels.output import clean_for_model
+from pytest_super.trajectory import Step
+
+if TYPE_CHECKING:
+    from pytest_super.agents.llm import Completion, LLMClient
+
+TRUNCATED = "(truncated) ... "
+EARLIER_CHARS = 500
+LATEST_CHARS = 50_000
+
+WAIT_ACTION = "continue_wait"
+INTERRUPT_ACTION = "interrupt"
+BUDGET_ACTION = "budget_exceeded"  # a reply that came back after the budget ran out
+AUTO_INTERRUPT_THOUGHT = "[the running cell was interrupted before the next action]"
+
+
+def clean_observation(text: str) -> str:
+    """The output as the model should see it: no ANSI codes, no progress-bar clutter.
+
+    The one cleaning rule of the project (`kernels.output.clean_for_model`): carriage-return
+    rewrites keep what a terminal last showed, a run of progress-bar lines keeps its last line.
+    """
+    return clean_for_model(text)
+
+
+def truncate_observation(text: str, limit: int) -> str:
+    """The last `limit` characters of `text`, behind the truncation mark if anything was cut."""
+    if len(text) <= limit:
+        return text
+    return TRUNCATED + text[-limit:]
+
+
+def truncate_history(observations: list[str]) -> list[str]:
+    """SUPER's rule: earlier observations to their last 500 characters, the latest to 50,000."""
+    last = len(observations) - 1
+    return [
+        truncate_observation(obs, LATEST_CHARS if i == last else EARLIER_CHARS)
+        for i, obs in enumerate(observations)
+    ]
+
+
+def cell_observation(
+    result: CellResult, *, cell_timeout_s: float, interrupted: bool = False
+) -> str:
+    """What the model is told about a cell: its cleaned output and a note on how it ended.
+
+    `interrupted`: the result is that of an interrupt the agent asked for (or that came before
+    its next action), not of a cell that hit the time limit.
+    """
+    text = clean_observation(result.output).rstrip()
+    if interrupted and result.status in ("timeout", "error"):
+        note = "[The cell was interrupted; the kernel's variables are kept.]"
+    elif result.status == "timeout" and result.still_running:
+        note = (
+            f"[The cell is still running after {result.duration_s:.0f} s. Answer with the action "
+            f"`{WAIT_ACTION}` to wait up to {cell_timeout_s:.0f} s more, or `{INTERRUPT_ACTION}` "
+            "to stop it (variables are kept). Any other action interrupts it first.]"
+        )
+    elif result.status == "timeout":
+        note = f"[The cell was interrupted after {result.duration_s:.0f} s: it hit the time limit.]"
+    elif result.status == "died":
+        note = (
+            "[The kernel died while running this cell and was restarted: variables and imports "
+            "are lost, files on disk are kept.]"
+        )
+    elif not text:
+        note = "[The cell ran without output.]"
+    else:
+        return text
+    return f"{text}\n{note}" if text else note
+
+
+def step_for_cell(
+    thought: str,
+    action: str,
+    content: str,
+    code: str | None,
+    result: CellResult,
+    env: Environment,
+    *,
+    interrupted: bool = False,
+) -> Step:
+    """A trajectory step for a cell the agent ran (`code`), or waited on or interrupted (None)."""
+    observation = cell_observation(
+        result, cell_timeout_s=env.limits.cell_timeout_s, interrupted=interrupted
+    )
+    return Step(
+        thought=thought,
+        action=action,
+        content=content,
+        observation=truncate_observation(observation, LATEST_CHARS),
+        output=result.output,
+        code=code,
+        cell_status=result.status,
+        duration_s=result.duration_s,
+    )
+
+
+@dataclass
+class RunningCell:
+    """The timeout protocol: remembers the cell left running by a timeout, if any."""
+
+    code: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def running(self) -> bool:
+        return self.code is not None
+
+    def track(self, code: str, result: CellResult) -> None:
+        """Remember `code` if `result` says it is still running, else forget any cell."""
+        self.code = code if result.status == "timeout" and result.still_running else None
+
+    def run(self, env: Environment, code: str) -> CellResult:
+        """Execute a cell, leaving it running on timeout (the model then decides)."""
+        result = env.execute(code, interrupt_on_timeout=False)
+        self.track(code, result)
+        return result
+
+    def wait(self, env: Environment) -> CellResult:
+        """`continue_wait`: collect more output of the running cell."""
+        assert self.code is not None, "no cell is running"
+        result = env.wait()
+        self.track(self.code, result)
+        return result
+
+    def interrupt(self, env: Environment) -> CellResult:
+        """`interrupt`: stop the running cell and collect the rest of its output."""
+        result = env.interrupt()
+        self.code = None
+        return result
+
+    def interrupt_before(self, env: Environment, action: str) -> Step | None:
+        """Before any action but `continue_wait`/`interrupt`, stop a running cell; returns its step.
+
+        The step (action `interrupt`, recorded by the caller) keeps the cell's last output for
+        landmarks and tells the model what happened.
+        """
+        if not self.running or action in (WAIT_ACTION, INTERRUPT_ACTION):
+            return None
+        result = self.interrupt(env)
+        return step_for_cell(
+            AUTO_INTERRUPT_THOUGHT, INTERRUPT_ACTION, "", None, result, env, interrupted=True
+        )
+
+
+# -- model calls and format errors ----------------------------------------------------------------
+
+
+class FormatError(ValueError):
+    """A model reply that does not follow the agent's reply format; the message says why."""
+
+
+@dataclass
+class FormatErrors:
+    """Counts format errors in a row; the `limit`-th ends the episode (`FormatErrorsExceeded`)."""
+
+    limit: int
+    in_a_row: int = 0
+
+    def failed(self, problem: str) -> None:
+        self.in_a_row += 1
+        if self.in_a_row >= self.limit:
+            raise FormatErrorsExceeded(
+                f"{self.in_a_row} replies in a row were not in the reply format; last: {problem}"
+            )
+
+    def passed(self) -> None:
+        self.in_a_row = 0
+
+
+def require_llm(env: Environment, agent: str) -> LLMClient:
+    """The environment's model client; a clear error when the run has none."""
+    if env.llm is None:
+        raise ValueError(
+            f"agent {agent!r} talks to a model but the run has none: name one with --super-model "
+            "(and --super-base-url for endpoints other than OpenAI's)"
+        )
+    return env.llm
+
+
+def ask_model(
+    env: Environment,
+    messages: list[dict[str, str]],
+    *,
+    stop: list[str] | None = None,
+    budget: int | None = None,
+) -> Completion:
+    """One model call, counted against the token budget (`budget`: an absolute prompt-token mark).
+
+    The budget is checked before the call (nothing is spent once it is reached) and after it, so
+    the call that crosses it ends the episode with `BudgetExceeded` before its reply is used; that
+    reply is recorded as a `budget_exceeded` step, so the steps' tokens add up to the total.
+    `LLMError` propagates: the runner reports it as an infrastructure error.
+    """
+    llm = require_llm(env, env.trajectory.agent)
+    env.check_budget(budget)
+    completion = llm.complete(messages, stop=stop)
+    env.count_tokens(completion.prompt_tokens, completion.completion_tokens, completion.cost_usd)
+    try:
+        env.check_budget(budget)
+    except BudgetExceeded as exc:
+        env.record(
+            Step(
+                thought="",
+                action=BUDGET_ACTION,
+                content=completion.text,
+                observation=f"[not acted on: {exc}]",
+                prompt_tokens=completion.prompt_tokens,
+                completion_tokens=completion.completion_tokens,
+                cost_usd=completion.cost_usd,
+            )
+        )
+        raise
+    return completion

@@ -1,0 +1,308 @@
+"""The LLM client: one OpenAI-compatible `/chat/completions` endpoint, over httpx.
+
+Owns: `LLMSettings` (model, endpoint, sampling, prices, cache), `api_key_from_env`, `Completion`,
+`LLMClient` (retries with backoff, clear errors, usage and cost, an on-disk response cache) and the
+built-in price table.
+
+The API key is sent only in the `Authorization` header. It never appears in an exception message,
+a log line, a repr or a cache file: error texts that come back from the server are scrubbed of it.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import json
+import logging
+import os
+import random
+import re
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from pytest_super.errors import LLMError, LLMRefused
+
+log = logging.getLogger(__name__)
+
+#: USD per million tokens (prompt, completion), as of 2025-08 (OpenAI's public price list).
+#: A model name matches the longest entry it starts with ("gpt-4o-2024-08-06" -> "gpt-4o").
+PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-2024-05-13": (5.00, 15.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-4-turbo": (10.00, 30.00),
+    "gpt-3.5-turbo": (0.50, 1.50),
+    "gpt-5": (1.25, 10.00),
+    "gpt-5-mini": (0.25, 2.00),
+    "gpt-5-nano": (0.05, 0.40),
+    "o1": (15.00, 60.00),
+    "o1-mini": (1.10, 4.40),
+    "o3": (2.00, 8.00),
+    "o3-mini": (1.10, 4.40),
+    "o4-mini": (1.10, 4.40),
+}
+
+#: reasoning models take `max_completion_tokens` and reject temperature, top_p and stop
+_REASONING = re.compile(r"^(o\d|gpt-5)")
+_RETRY_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
+_BACKOFF_BASE_S = 1.0
+_BACKOFF_CAP_S = 60.0
+_RETRY_AFTER_CAP_S = 300.0
+_KEYLIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-*.]{3,})")
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """Which model to ask, where, and how."""
+
+    model: str
+    base_url: str = "https://api.openai.com/v1"
+    api_key: str | None = field(default=None, repr=False)  # never printed
+    temperature: float = 0.2
+    top_p: float = 0.5
+    max_tokens: int = 1500
+    price_in: float | None = None  # USD per million prompt tokens; None: from PRICES, else 0
+    price_out: float | None = None
+    cache_dir: str | None = None  # --super-llm-cache
+    max_retries: int = 6
+    timeout_s: float = 300.0
+
+
+def api_key_from_env() -> str | None:
+    """The API key from SUPER_API_KEY, else OPENAI_API_KEY; None when neither is set."""
+    return os.environ.get("SUPER_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One model reply with its usage. A cache hit has `cached=True` and costs nothing."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    cached: bool = False
+
+
+def model_prices(settings: LLMSettings) -> tuple[float, float]:
+    """(USD per million prompt tokens, per million completion tokens) for the settings' model."""
+    name = settings.model.rsplit("/", 1)[-1].lower()
+    matches = [key for key in PRICES if name.startswith(key)]
+    table = PRICES[max(matches, key=len)] if matches else (0.0, 0.0)
+    price_in = table[0] if settings.price_in is None else settings.price_in
+    price_out = table[1] if settings.price_out is None else settings.price_out
+    return price_in, price_out
+
+
+class LLMClient:
+    """Talks to one OpenAI-compatible endpoint.
+
+    `complete` retries 429, 408/409, 5xx, connection errors and timeouts with exponential backoff
+    and full jitter (honouring `Retry-After`), at most `max_retries` times, then raises `LLMError`.
+    401, 403, 404 and other 4xx answers raise `LLMRefused` (an `LLMError`) at once.
+
+    With `cache_dir`, replies are stored under the SHA-256 of the request body (model, messages,
+    sampling, stop; never the key). A cache hit returns the stored reply with the same token counts,
+    so token budgets replay identically, but with cost 0 (no money was spent).
+    """
+
+    def __init__(
+        self, settings: LLMSettings, *, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
+        self.settings = settings
+        self._sleep = sleep
+        self._url = settings.base_url.rstrip("/") + "/chat/completions"
+        headers = {"Content-Type": "application/json"}
+        if settings.api_key:
+            headers["Authorization"] = f"Bearer {settings.api_key}"
+        self._http = httpx.Client(headers=headers, timeout=settings.timeout_s)
+        self._cache = Path(settings.cache_dir) if settings.cache_dir else None
+
+    def __repr__(self) -> str:
+        return f"LLMClient(model={self.settings.model!r}, base_url={self.settings.base_url!r})"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> LLMClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the call ------------------------------------------------------------------------------
+    def complete(
+        self, messages: list[dict[str, str]], *, stop: list[str] | None = None
+    ) -> Completion:
+        """Ask the model for one reply to `messages` (stop strings are not part of the reply)."""
+        body = self.request_body(messages, stop=stop)
+        cache_file = self._cache_file(body)
+        if cache_file is not None and cache_file.exists():
+            try:
+                data = json.loads(cache_file.read_text())
+            except ValueError:
+                log.warning("ignoring unreadable LLM cache file %s", cache_file)
+            else:
+                text, prompt_tokens, completion_tokens = self._read_reply(data, body)
+                return Completion(text, prompt_tokens, completion_tokens, 0.0, cached=True)
+        data = self._post(body)
+        text, prompt_tokens, completion_tokens = self._read_reply(data, body)
+        if cache_file is not None:
+            _write_atomically(cache_file, json.dumps(data))
+        price_in, price_out = model_prices(self.settings)
+        cost = (prompt_tokens * price_in + completion_tokens * price_out) / 1_000_000
+        return Completion(text, prompt_tokens, completion_tokens, cost)
+
+    def request_body(
+        self, messages: list[dict[str, str]], *, stop: list[str] | None = None
+    ) -> dict[str, Any]:
+        """The JSON body sent for `messages` (also what the cache key is computed from)."""
+        s = self.settings
+        body: dict[str, Any] = {"model": s.model, "messages": messages}
+        if _REASONING.match(s.model.rsplit("/", 1)[-1].lower()):
+            body["max_completion_tokens"] = s.max_tokens
+        else:
+            body.update(temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens)
+            if stop:
+                body["stop"] = list(stop)
+        return body
+
+    def _cache_file(self, body: dict[str, Any]) -> Path | None:
+        if self._cache is None:
+            return None
+        canonical = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        digest = hashlib.sha256(canonical.encode()).hexdigest()
+        return self._cache / digest[:2] / f"{digest}.json"
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        s = self.settings
+        where = f"{self._url} (model {s.model!r})"
+        failure = ""
+        for attempt in range(s.max_retries + 1):
+            wait: float | None = None
+            try:
+                response = self._http.post(self._url, json=body)
+            except httpx.TransportError as exc:  # connection refused/reset, timeouts
+                kind = "timed out" if isinstance(exc, httpx.TimeoutException) else "failed"
+                failure = f"the request {kind}: {type(exc).__name__}: {self._scrub(str(exc))}"
+            else:
+                if response.status_code == 200:
+                    try:
+                        return response.json()
+                    except ValueError:
+                        failure = f"the answer is not JSON: {self._scrub(response.text[:300])!r}"
+                elif response.status_code in _RETRY_STATUSES:
+                    failure = f"HTTP {response.status_code}: {self._server_message(response)}"
+                    wait = _retry_after(response.headers.get("retry-after"))
+                else:
+                    raise LLMRefused(self._refusal(response, where))
+            if attempt == s.max_retries:
+                break
+            if wait is None:
+                wait = random.uniform(0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2**attempt))
+            log.warning(
+                "LLM call to %s: %s; retry %d/%d in %.1f s",
+                where,
+                failure,
+                attempt + 1,
+                s.max_retries,
+                wait,
+            )
+            self._sleep(wait)
+        raise LLMError(
+            f"LLM endpoint {where} failed after {s.max_retries + 1} tries; last: {failure}. "
+            "Check that the endpoint is up and the base URL is right, or allow more retries."
+        )
+
+    def _refusal(self, response: httpx.Response, where: str) -> str:
+        code = response.status_code
+        detail = self._server_message(response)
+        if code == 401:
+            hint = (
+                "the endpoint refused the API key: set a valid key in SUPER_API_KEY "
+                "(or OPENAI_API_KEY)"
+                if self.settings.api_key
+                else "the endpoint needs an API key: set SUPER_API_KEY (or OPENAI_API_KEY)"
+            )
+        elif code == 403:
+            hint = "the key has no access to this model or endpoint; check the key's permissions"
+        elif code == 404:
+            hint = (
+                "unknown model or wrong base URL: check the model name and that the base URL "
+                "ends where `/chat/completions` is served (e.g. https://api.openai.com/v1)"
+            )
+        else:
+            hint = "the endpoint rejected the request; check the model name and sampling options"
+        return f"LLM endpoint {where}: HTTP {code}: {hint}. Server said: {detail}"
+
+    def _server_message(self, response: httpx.Response) -> str:
+        try:
+            data = response.json()
+            error = data.get("error") if isinstance(data, dict) else None
+            text = error.get("message") if isinstance(error, dict) else (error or data)
+            text = str(text)
+        except ValueError:
+            text = response.text
+        return self._scrub(text.strip()[:500]) or "(no message)"
+
+    def _scrub(self, text: str) -> str:
+        """Remove the API key (and anything that looks like a key) from a text."""
+        key = self.settings.api_key
+        if key:
+            text = text.replace(key, "<API key>")
+        return _KEYLIKE.sub("<API key>", text)
+
+    def _read_reply(self, data: dict[str, Any], body: dict[str, Any]) -> tuple[str, int, int]:
+        try:
+            message = data["choices"][0]["message"]
+        except (KeyError, IndexError, TypeError):
+            raise LLMError(
+                f"LLM endpoint {self._url} answered without choices[0].message: "
+                f"{self._scrub(json.dumps(data)[:300])}"
+            ) from None
+        text = message.get("content") or ""
+        usage = data.get("usage") or {}
+        prompt_tokens = usage.get("prompt_tokens")
+        completion_tokens = usage.get("completion_tokens")
+        if prompt_tokens is None:  # some local servers omit usage: estimate (4 characters a token)
+            prompt_tokens = sum(len(m.get("content") or "") for m in body["messages"]) // 4
+        if completion_tokens is None:
+            completion_tokens = len(text) // 4
+        return text, int(prompt_tokens), int(completion_tokens)
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a Retry-After header (seconds or an HTTP date); None if absent."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    return min(max(0.0, seconds), _RETRY_AFTER_CAP_S)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

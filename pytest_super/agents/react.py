@@ -1,0 +1,347 @@
+"""The ReAct agents of SUPER: `ReActAgent` ("react") and `ReActSuperAgent` ("react-super").
+
+Each reply is `Thought: ...`, then `Action: <name>` on its own line, then the action's content
+between `<content>` and `</content>`. Actions: `execute` (one notebook cell) and `submit` (the
+answer as JSON); react-super adds `edit` (SUPER's edit tool). While a cell that timed out is still
+running, `continue_wait` and `interrupt` are accepted too. Sampling stops at `</content>` and
+`Observation:`, so a reply usually lacks the closing tag.
+
+Each call sends the system prompt, `Query: ...` and the whole history (pre-executed steps first) as
+Thought / Action / Observation blocks, observations cut by SUPER's truncation rule.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pytest_super.agents.base import AgentResult, Environment, ExitStatus, StepLimitReached
+from pytest_super.agents.history import (
+    INTERRUPT_ACTION,
+    WAIT_ACTION,
+    FormatError,
+    FormatErrors,
+    RunningCell,
+    ask_model,
+    clean_observation,
+    step_for_cell,
+    truncate_history,
+)
+from pytest_super.agents.llm import Completion
+from pytest_super.edit import EditFormatError, edit_file, parse_edit
+from pytest_super.scoring import parse_submission
+from pytest_super.tasks import PRE_EXECUTED_THOUGHT
+from pytest_super.trajectory import Step
+
+STOP = ["</content>", "Observation:"]
+FORMAT_ERROR_ACTION = "format_error"  # recorded for replies that were not in the format
+
+_ACTION_LINE = re.compile(
+    r"^[ \t]*\**Action\**[ \t]*:[ \t]*\**[ \t]*`?([A-Za-z_\-]*)`?\**[ \t]*(.*)$", re.M
+)
+_THOUGHT = re.compile(r"\**Thought\**[ \t]*:", re.I)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One parsed model reply."""
+
+    thought: str
+    action: str
+    content: str
+
+
+def parse_reply(text: str, actions: Sequence[str]) -> Reply:
+    """Parse a reply in the ReAct format; `FormatError` says what is wrong.
+
+    The closing `</content>` is optional (it is a stop string); anything after it, or after an
+    `Observation:` the model invented, is ignored. A `submit` must hold valid JSON.
+    `continue_wait` and `interrupt` need no content.
+    """
+    text = text.split("</content>", 1)[0]
+    text = re.split(r"^\s*Observation:", text, maxsplit=1, flags=re.M)[0]
+    match = _ACTION_LINE.search(text)
+    if match is None:
+        raise FormatError("the reply has no `Action:` line")
+    thought_part = text[: match.start()]
+    thought_match = _THOUGHT.search(thought_part)
+    if thought_match is None:
+        raise FormatError("the reply has no `Thought:` before the action")
+    thought = thought_part[thought_match.end() :].strip().lstrip("*").strip()
+    action = match.group(1).lower()
+    if action not in actions:
+        allowed = ", ".join(f"`{a}`" for a in actions)
+        shown = action or match.group(2).strip()[:40]
+        raise FormatError(f"unknown action {shown!r}; the actions you can use now are {allowed}")
+    rest = text[match.start(2) :]
+    start = rest.find("<content>")
+    if start < 0:
+        if action in (WAIT_ACTION, INTERRUPT_ACTION):
+            return Reply(thought, action, "")
+        raise FormatError(f"the `{action}` action has no `<content>` tag")
+    content = rest[start + len("<content>") :].removeprefix("\n").rstrip("\n")
+    if action == "submit":
+        content = content.strip()
+        try:
+            parse_submission(content)
+        except ValueError as exc:
+            raise FormatError(str(exc)) from None
+    elif action in ("execute", "edit") and not content.strip():
+        raise FormatError(f"the `{action}` action has empty content")
+    return Reply(thought, action, content)
+
+
+def correction_message(problem: str, actions: Sequence[str]) -> str:
+    """What the model is told after a reply that was not in the format."""
+    names = " | ".join(actions)
+    return (
+        f"Your last reply could not be used: {problem}.\n"
+        "Reply again in exactly this form: a line starting with `Thought:` and your reasoning, "
+        f"then a line `Action: <{names}>`, then the content of the action between <content> "
+        "and </content>. The content of `submit` must be valid JSON (double-quoted keys and "
+        "strings)."
+    )
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:g} minutes" if seconds >= 60 else f"{seconds:g} seconds"
+
+
+def system_prompt(*, with_edit: bool, cell_timeout_s: float) -> str:
+    """The system prompt of react (`with_edit=False`) and react-super."""
+    edit_action = (
+        "- edit: change lines of a file. The content is the file name on the first line, then "
+        "(optionally) 1-3 lines that stand just before the lines you replace, then a line "
+        "<<<BEFORE_EDIT>>>, then the lines to replace exactly as they are in the file (whole "
+        "lines, with their indentation), then a line <<<AFTER_EDIT>>>, then the new lines. "
+        "Check the indentation of what you write.\n"
+        if with_edit
+        else ""
+    )
+    edit_example = (
+        "\nThought: The config asks for a GPU; this machine has none, so I switch it to cpu.\n"
+        "Action: edit\n<content>\nconfig.yaml\n<<<BEFORE_EDIT>>>\ndevice: cuda\n"
+        "<<<AFTER_EDIT>>>\ndevice: cpu\n</content>\n"
+        if with_edit
+        else ""
+    )
+    return f"""You work in a Jupyter notebook to carry out a research task. Every reply you \
+write has three parts: a thought about where you stand and what to do next, one action, and the \
+action's content.
+
+Actions:
+- execute: run the content as one notebook cell. Python code, shell commands starting with `!` \
+and magics such as `%cd` all work, and Python state persists between cells.
+{edit_action}- submit: give the final answer as JSON (double quotes around keys and strings), \
+or null if there is none. Submitting ends the task.
+
+Reply exactly in this form, one action per reply:
+Thought: <your reasoning>
+Action: <action name>
+<content>
+<the content>
+</content>
+I will answer with the observation (the cell's output).
+
+Tips:
+- If a GitHub repository is named, clone it first, then read its README for how to install and run it.
+- Install packages with pip, not conda. The machine has no GPU.
+- A cell may run for {_duration(cell_timeout_s)}. If it is still running then, you are told so and \
+may answer with the action `continue_wait` (wait again) or `interrupt` (stop it). Interrupt when the \
+cell waits for input (run such commands as `echo y | command`) or runs the wrong thing (another \
+model, too many epochs); keep waiting when it is doing what you want.
+
+Example:
+Query: Read data.csv with pandas and report how many rows it has as {{"rows": 0}}.
+Thought: I load the file and count its rows.
+Action: execute
+<content>
+import pandas as pd
+print(len(pd.read_csv("data.csv")))
+</content>
+Observation: ```
+3
+```{edit_example}
+Thought: The file has 3 rows.
+Action: submit
+<content>
+{{"rows": 3}}
+</content>"""
+
+
+@dataclass
+class HistoryEntry:
+    thought: str
+    action: str
+    content: str
+    observation: str
+
+
+def history_entries(env: Environment, steps: Sequence[Step]) -> list[HistoryEntry]:
+    """The pre-executed steps of this attempt, then the agent's `steps` (format errors left out)."""
+    entries = [
+        HistoryEntry(
+            s.thought or PRE_EXECUTED_THOUGHT,
+            s.action,
+            s.content,
+            clean_observation(s.observation or s.output).rstrip()
+            or "[The cell ran without output.]",
+        )
+        for s in env.prefix_steps
+    ]
+    entries += [
+        HistoryEntry(s.thought, s.action, s.content, s.observation)
+        for s in steps
+        if s.action != FORMAT_ERROR_ACTION
+    ]
+    return entries
+
+
+def render_history(entries: Sequence[HistoryEntry]) -> str:
+    """The history as Thought / Action / Observation blocks, observations truncated."""
+    observations = truncate_history([e.observation for e in entries])
+    return "".join(
+        f"Thought: {e.thought}\nAction: {e.action}\n<content>\n{e.content}\n</content>\n"
+        f"Observation: ```\n{obs}\n```\n"
+        for e, obs in zip(entries, observations, strict=True)
+    )
+
+
+class ReActAgent:
+    """SUPER's ReAct agent: `execute` and `submit`."""
+
+    name = "react"
+    with_edit = False
+
+    def run(self, env: Environment) -> AgentResult:
+        return self.run_attempt(env)
+
+    # -- one attempt (reflexion runs several) --------------------------------------------------
+    def run_attempt(
+        self, env: Environment, *, reflections: Sequence[str] = (), budget: int | None = None
+    ) -> AgentResult:
+        """Act until a submission or a limit. `budget`: the prompt-token mark that ends it."""
+        cell = RunningCell()
+        steps: list[Step] = []
+        errors = FormatErrors(env.limits.format_errors)
+        correction: list[dict[str, str]] = []
+        taken = 0
+        while True:
+            if taken >= env.limits.steps:
+                raise StepLimitReached(f"step limit of {env.limits.steps} actions reached")
+            actions = self.actions(cell.running)
+            messages = self.messages(env, steps, reflections) + correction
+            completion = ask_model(env, messages, stop=STOP, budget=budget)
+            try:
+                reply = parse_reply(completion.text, actions)
+            except FormatError as exc:
+                note = correction_message(str(exc), actions)
+                step = Step(
+                    thought="",
+                    action=FORMAT_ERROR_ACTION,
+                    content=completion.text,
+                    observation=note,
+                )
+                self._record(env, steps, step, completion)
+                errors.failed(str(exc))
+                correction = [
+                    {"role": "assistant", "content": completion.text},
+                    {"role": "user", "content": note},
+                ]
+                continue
+            errors.passed()
+            correction = []
+            taken += 1
+            interrupted = cell.interrupt_before(env, reply.action)
+            if interrupted is not None:
+                self._record(env, steps, interrupted, None)
+            if reply.action == "submit":
+                step = Step(thought=reply.thought, action="submit", content=reply.content)
+                self._record(env, steps, step, completion)
+                return AgentResult(ExitStatus.SUBMITTED, reply.content)
+            self._record(env, steps, self.act(env, reply, cell), completion)
+
+    def actions(self, running: bool) -> list[str]:
+        names = ["execute", "edit", "submit"] if self.with_edit else ["execute", "submit"]
+        return names + [WAIT_ACTION, INTERRUPT_ACTION] if running else names
+
+    def act(self, env: Environment, reply: Reply, cell: RunningCell) -> Step:
+        """Carry out one action (not submit) and return its step."""
+        if reply.action == "edit":
+            return self._edit(env, reply)
+        if reply.action == WAIT_ACTION:
+            result, code = cell.wait(env), None
+        elif reply.action == INTERRUPT_ACTION:
+            result, code = cell.interrupt(env), None
+        else:
+            result, code = cell.run(env, reply.content), reply.content
+        return step_for_cell(
+            reply.thought,
+            reply.action,
+            reply.content,
+            code,
+            result,
+            env,
+            interrupted=reply.action == INTERRUPT_ACTION,
+        )
+
+    def _edit(self, env: Environment, reply: Reply) -> Step:
+        try:
+            request = parse_edit(reply.content)
+        except EditFormatError as exc:
+            message, ok = str(exc), False
+        else:
+            outcome = edit_file(env.kernel, request)
+            message, ok = outcome.message, outcome.ok
+        return Step(
+            thought=reply.thought,
+            action="edit",
+            content=reply.content,
+            observation=message,
+            cell_status="ok" if ok else "error",
+        )
+
+    def messages(
+        self, env: Environment, steps: Sequence[Step], reflections: Sequence[str] = ()
+    ) -> list[dict[str, str]]:
+        """System prompt, `Query: ...` (with reflections, if any), then the history."""
+        query = f"Query: {env.task.query}"
+        if reflections:
+            plans = "\n\n".join(f"Attempt {i}:\n{r}" for i, r in enumerate(reflections, start=1))
+            query += (
+                "\n\nYou tried this task before and did not finish it. The environment has been "
+                "reset (any pre-executed steps were run again). Your plans from the earlier "
+                f"attempts:\n{plans}"
+            )
+        messages = [
+            {
+                "role": "system",
+                "content": system_prompt(
+                    with_edit=self.with_edit, cell_timeout_s=env.limits.cell_timeout_s
+                ),
+            },
+            {"role": "user", "content": query},
+        ]
+        history = render_history(history_entries(env, steps))
+        if history:
+            messages.append({"role": "assistant", "content": history})
+        return messages
+
+    @staticmethod
+    def _record(
+        env: Environment, steps: list[Step], step: Step, completion: Completion | None
+    ) -> None:
+        if completion is not None:
+            step.prompt_tokens = completion.prompt_tokens
+            step.completion_tokens = completion.completion_tokens
+            step.cost_usd = completion.cost_usd
+        env.record(step)
+        steps.append(step)
+
+
+class ReActSuperAgent(ReActAgent):
+    """ReAct-SUPER: ReAct plus the `edit` action with SUPER's detailed feedback."""
+
+    name = "react-super"
+    with_edit = True

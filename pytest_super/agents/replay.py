@@ -1,0 +1,129 @@
+"""The replay agent ("replay"): re-runs the actions of a saved trajectory, for debugging and re-scoring.
+
+`env.options["replay_path"]` names a trajectory JSON file, or a directory holding
+`<task_id>.json`. The agent's own actions (not the pre-executed ones, which the runner replays) of
+the trajectory's last attempt are run again in order: execute, edit, continue_wait, interrupt,
+submit. Other recorded steps (format errors, reflections, an agent's own commands) are skipped.
+New steps are recorded with 0 tokens; no model is asked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_super.agents.base import AgentResult, Environment, ExitStatus
+from pytest_super.agents.history import (
+    AUTO_INTERRUPT_THOUGHT,
+    INTERRUPT_ACTION,
+    WAIT_ACTION,
+    RunningCell,
+    step_for_cell,
+)
+from pytest_super.edit import EditFormatError, edit_file, parse_edit
+from pytest_super.trajectory import Step, Trajectory, load_trajectory
+
+REPLAYED = ("execute", "edit", WAIT_ACTION, INTERRUPT_ACTION, "submit")
+
+
+def find_trajectory(path: str | Path, task_id: str) -> Path:
+    """The trajectory file for `task_id`: `path` itself, or `path/<task_id>.json`."""
+    path = Path(path)
+    if path.is_dir():
+        candidate = path / f"{task_id}.json"
+        if not candidate.is_file():
+            raise FileNotFoundError(
+                f"replay: no trajectory {candidate.name} in {path} for task {task_id!r}; "
+                "point --super-replay at a trajectory file or a folder of <task_id>.json files"
+            )
+        return candidate
+    if not path.is_file():
+        raise FileNotFoundError(f"replay: trajectory {path} does not exist (--super-replay)")
+    return path
+
+
+def replayed_steps(trajectory: Trajectory) -> list[Step]:
+    """The steps to re-run: the agent's replayable actions in the trajectory's last attempt."""
+    own = [s for s in trajectory.steps if not s.pre_executed]
+    if not own:
+        return []
+    last = max(s.attempt for s in own)
+    return [s for s in own if s.attempt == last and s.action in REPLAYED]
+
+
+class ReplayAgent:
+    """Replays a saved trajectory's actions in a fresh kernel."""
+
+    name = "replay"
+    needs_llm = False
+
+    def run(self, env: Environment) -> AgentResult:
+        source = env.options.get("replay_path")
+        if not source:
+            raise ValueError("the replay agent needs a trajectory: give --super-replay PATH")
+        path = find_trajectory(source, env.task.id)
+        saved = load_trajectory(path)
+        if saved.task_id != env.task.id:
+            raise ValueError(
+                f"replay: {path} is a trajectory of task {saved.task_id!r}, not {env.task.id!r}"
+            )
+        cell = RunningCell()
+        for old in replayed_steps(saved):
+            interrupted = cell.interrupt_before(env, old.action)
+            if interrupted is not None:
+                env.record(interrupted)
+            thought = old.thought
+            if old.action == "submit":
+                env.record(Step(thought=thought, action="submit", content=old.content))
+                return AgentResult(ExitStatus.SUBMITTED, old.content)
+            if old.action == "edit":
+                env.record(self._edit(env, old))
+            elif old.action == "execute":
+                result = cell.run(env, old.content)
+                env.record(step_for_cell(thought, "execute", old.content, old.content, result, env))
+            elif cell.running:  # continue_wait or interrupt of a cell that still runs
+                waiting = old.action == WAIT_ACTION
+                result = cell.wait(env) if waiting else cell.interrupt(env)
+                env.record(
+                    step_for_cell(
+                        thought, old.action, old.content, None, result, env, interrupted=not waiting
+                    )
+                )
+            else:
+                env.record(
+                    Step(
+                        thought=thought,
+                        action=old.action,
+                        content=old.content,
+                        observation="[skipped in replay: no cell was running]",
+                    )
+                )
+        if cell.running:  # the trajectory ended with a cell still running: stop it
+            result = cell.interrupt(env)
+            env.record(
+                step_for_cell(
+                    AUTO_INTERRUPT_THOUGHT,
+                    INTERRUPT_ACTION,
+                    "",
+                    None,
+                    result,
+                    env,
+                    interrupted=True,
+                )
+            )
+        return AgentResult(ExitStatus.NO_SUBMISSION)
+
+    @staticmethod
+    def _edit(env: Environment, old: Step) -> Step:
+        try:
+            outcome = edit_file(env.kernel, parse_edit(old.content))
+        except EditFormatError as exc:
+            message, ok = str(exc), False
+        else:
+            message, ok = outcome.message, outcome.ok
+        return Step(
+            thought=old.thought,
+            action="edit",
+            content=old.content,
+            observation=message,
+            cell_status="ok" if ok else "error",
+        )

@@ -1,0 +1,529 @@
+"""SWE-agent's agent-computer interface, adapted to a notebook kernel: the file viewer and commands.
+
+Owns the commands `open`, `goto`, `scroll_up`, `scroll_down`, `create`, `edit <start>:<end>` ...
+`end_of_edit`, `search_dir`, `search_file`, `find_file` and `submit`, as plain code that needs a
+`Kernel` and no model:
+
+- `parse_command(text)` turns the text of a reply's command block into a `Command` (anything that is
+  not a special command is a notebook cell, action "execute"), or raises `CommandFormatError`;
+- `FileViewer` keeps the open file and the window shown (100 lines) and runs the commands in the
+  kernel. Files are read and written with the kernel's `read_file` / `write_file`; the current
+  directory, file lookups, searches and the Python syntax check run as small snippets in the kernel
+  (in a throwaway namespace), so relative paths follow the kernel's `%cd`.
+
+Every command returns the text shown to the model; mistakes the model can fix (a missing file, a line
+out of range, an edit that does not compile) are messages, never exceptions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_super.kernels.base import Kernel
+
+WINDOW = 100
+#: lines kept from the previous window when scrolling
+SCROLL_OVERLAP = 2
+#: at most this many files (search_dir, find_file) or lines (search_file) are listed
+MAX_RESULTS = 100
+END_OF_EDIT = "end_of_edit"
+
+#: command name -> usage line and what it does (the system prompt lists these)
+COMMAND_DOCS: dict[str, tuple[str, str]] = {
+    "open": ("open <path> [<line_number>]", "open a file in the viewer, optionally around a line"),
+    "goto": ("goto <line_number>", "move the viewer window so that it shows the given line"),
+    "scroll_up": ("scroll_up", f"move the viewer window up {WINDOW - SCROLL_OVERLAP} lines"),
+    "scroll_down": ("scroll_down", f"move the viewer window down {WINDOW - SCROLL_OVERLAP} lines"),
+    "create": ("create <path>", "create a new, empty file and open it"),
+    "edit": (
+        f"edit <start_line>:<end_line>\n<replacement lines>\n{END_OF_EDIT}",
+        "replace lines start_line to end_line (inclusive) of the open file with the lines that "
+        f"follow, up to a line holding only {END_OF_EDIT}; for a Python file the result must "
+        "compile, or the file is left unchanged",
+    ),
+    "search_dir": (
+        "search_dir <search_term> [<dir>]",
+        "list the files under dir (default: the current directory) that contain search_term",
+    ),
+    "search_file": (
+        "search_file <search_term> [<file>]",
+        "list the lines of file (default: the open file) that contain search_term",
+    ),
+    "find_file": (
+        "find_file <file_name> [<dir>]",
+        "list the files under dir (default: the current directory) named file_name (wildcards ok)",
+    ),
+    "submit": ("submit <json>", "submit the final answer, as JSON; this ends the task"),
+}
+SPECIAL_COMMANDS = frozenset(COMMAND_DOCS)
+#: the words that start a command rather than a cell (the timeout answers come from `history`)
+_CONTROL_WORDS = SPECIAL_COMMANDS | {"continue_wait", "interrupt"}
+
+
+class CommandFormatError(ValueError):
+    """The command block cannot be run as it stands; the message tells the model how to fix it."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One parsed command. `name` is a special command or "execute" (a notebook cell).
+
+    `args` are the words after the name (shell-style quoting); `body` is what follows the first
+    line: the replacement lines of an edit, the JSON of a submit, the code of a cell.
+    """
+
+    name: str
+    args: tuple[str, ...]
+    body: str
+    text: str  # the whole command as the model wrote it
+
+
+def parse_command(text: str) -> Command:
+    """Parse the text of one command block. Raises CommandFormatError for what cannot be run."""
+    text = text.strip("\n")
+    if not text.strip():
+        raise CommandFormatError("the command block is empty.")
+    first, _, rest = text.partition("\n")
+    word, _, arg_text = first.strip().partition(" ")
+    # `open = ...` or `interrupt (x)` is Python that happens to start with a command's name
+    if word not in _CONTROL_WORDS or arg_text.lstrip().startswith(("=", "(")):
+        return Command("execute", (), text, text)
+    if word in ("continue_wait", "interrupt"):
+        if arg_text.strip() or rest.strip():
+            raise CommandFormatError(f"`{word}` takes no arguments and must stand alone.")
+        return Command(word, (), "", text)
+    if word == "submit":
+        payload = (arg_text + "\n" + rest).strip()
+        if not payload:
+            raise CommandFormatError('`submit` needs the answer as JSON, e.g. submit {"f1": 0.5}')
+        try:
+            json.loads(payload)
+        except json.JSONDecodeError as exc:
+            raise CommandFormatError(
+                f"the submission is not valid JSON ({exc.msg} at line {exc.lineno} column "
+                f'{exc.colno}). Submit the answer as JSON, e.g. submit {{"f1": 0.5}}'
+            ) from None
+        return Command("submit", (), payload, text)
+    args = _split_args(arg_text)
+    if word == "edit":
+        lines = rest.split("\n") if rest else []
+        ends = [i for i, line in enumerate(lines) if line.strip() == END_OF_EDIT]
+        if not ends:
+            raise CommandFormatError(
+                f"an edit must end with a line holding only `{END_OF_EDIT}`:\n"
+                f"edit <start_line>:<end_line>\n<replacement lines>\n{END_OF_EDIT}"
+            )
+        after = "\n".join(lines[ends[0] + 1 :]).strip()
+        if after:
+            raise CommandFormatError(
+                f"there is text after `{END_OF_EDIT}`. Send one command per reply; the edit must be "
+                "the last thing in its block."
+            )
+        return Command("edit", args, "\n".join(lines[: ends[0]]), text)
+    if rest.strip():
+        raise CommandFormatError(
+            f"`{word}` takes one line, but the block has more lines. Send exactly one command per "
+            "reply and wait for its output before the next one."
+        )
+    return Command(word, args, "", text)
+
+
+def _split_args(arg_text: str) -> tuple[str, ...]:
+    try:
+        return tuple(shlex.split(arg_text))
+    except ValueError:  # unbalanced quotes: take the words as they are
+        return tuple(arg_text.split())
+
+
+class KernelSnippetError(RuntimeError):
+    """A helper snippet failed in the kernel (timeout, dead kernel, or an exception)."""
+
+
+class FileViewer:
+    """The open file, the window shown, and the commands that act on files through a kernel.
+
+    `kernel` may be replaced between commands (a new attempt starts a new kernel); the viewer's
+    state is only the open file's absolute path and the first line shown.
+    """
+
+    def __init__(self, kernel: Kernel, *, window: int = WINDOW, snippet_timeout_s: float = 120.0):
+        self.kernel = kernel
+        self.window = window
+        self.snippet_timeout_s = snippet_timeout_s
+        self.open_file: str | None = None
+        self.first_line = 1
+
+    # -- dispatch ----------------------------------------------------------------------------
+    def run(self, command: Command) -> str:
+        """Run one special command (not submit, not a cell) and return what the model is shown."""
+        handler = getattr(self, f"_cmd_{command.name}", None)
+        if handler is None:
+            raise ValueError(f"{command.name!r} is not a file viewer command")
+        try:
+            return handler(command)
+        except KernelSnippetError as exc:
+            return f"Error: `{command.name}` could not run in the kernel: {exc}"
+        except OSError as exc:  # read_file / write_file: permissions, a directory, bad encoding
+            return f"Error: `{command.name}` failed: {exc}"
+
+    def _cmd_open(self, command: Command) -> str:
+        if not command.args or len(command.args) > 2:
+            return _usage("open")
+        line = None
+        if len(command.args) == 2:
+            line = _parse_int(command.args[1])
+            if line is None:
+                return f"Error: <line_number> must be a number, not {command.args[1]!r}\n" + _usage(
+                    "open"
+                )
+        return self.open(command.args[0], line)
+
+    def _cmd_goto(self, command: Command) -> str:
+        line = _parse_int(command.args[0]) if len(command.args) == 1 else None
+        return _usage("goto") if line is None else self.goto(line)
+
+    def _cmd_scroll_up(self, command: Command) -> str:
+        return self.scroll(-1) if not command.args else _usage("scroll_up")
+
+    def _cmd_scroll_down(self, command: Command) -> str:
+        return self.scroll(+1) if not command.args else _usage("scroll_down")
+
+    def _cmd_create(self, command: Command) -> str:
+        return self.create(command.args[0]) if len(command.args) == 1 else _usage("create")
+
+    def _cmd_edit(self, command: Command) -> str:
+        match = re.fullmatch(r"(\d+):(\d+)", command.args[0]) if len(command.args) == 1 else None
+        if match is None:
+            return "Error: the line range must look like 12:15\n" + _usage("edit")
+        body = command.body
+        replacement = body.split("\n") if body else []
+        return self.edit(int(match[1]), int(match[2]), replacement)
+
+    def _cmd_search_dir(self, command: Command) -> str:
+        if not 1 <= len(command.args) <= 2:
+            return _usage("search_dir")
+        return self.search_dir(*command.args)
+
+    def _cmd_search_file(self, command: Command) -> str:
+        if not 1 <= len(command.args) <= 2:
+            return _usage("search_file")
+        return self.search_file(*command.args)
+
+    def _cmd_find_file(self, command: Command) -> str:
+        if not 1 <= len(command.args) <= 2:
+            return _usage("find_file")
+        return self.find_file(*command.args)
+
+    # -- the viewer --------------------------------------------------------------------------
+    def cwd(self) -> str:
+        """The kernel's current directory."""
+        return self._snippet("cwd", {})
+
+    def open(self, path: str, line: int | None = None) -> str:
+        info = self._snippet("stat", {"path": path})
+        if not info["exists"]:
+            return f"Error: file {path} not found (relative paths start at {info['cwd']})."
+        if info["is_dir"]:
+            return f"Error: {path} is a directory. Use `!ls {path}` to list it, then open a file."
+        lines = self._read_lines(info["abs"])
+        if line is not None and not 1 <= line <= max(1, len(lines)):
+            return f"Error: <line_number> must be between 1 and {len(lines)} (the file's length)."
+        self.open_file = info["abs"]
+        self.first_line = 1 if line is None else line - self.window // 2
+        return self._render(lines)
+
+    def goto(self, line: int) -> str:
+        if self.open_file is None:
+            return "Error: no file is open. Use `open <path>` first."
+        lines = self._read_lines(self.open_file)
+        if not 1 <= line <= max(1, len(lines)):
+            return f"Error: <line_number> must be between 1 and {len(lines)} (the file's length)."
+        self.first_line = line - self.window // 6
+        return self._render(lines)
+
+    def scroll(self, direction: int) -> str:
+        if self.open_file is None:
+            return "Error: no file is open. Use `open <path>` first."
+        lines = self._read_lines(self.open_file)
+        self.first_line += direction * (self.window - SCROLL_OVERLAP)
+        return self._render(lines)
+
+    def create(self, path: str) -> str:
+        info = self._snippet("stat", {"path": path})
+        if info["exists"]:
+            shown = self.open(path)
+            return f"Error: file {path} already exists; it is open now.\n{shown}"
+        self._snippet("mkdir_parent", {"path": info["abs"]})
+        self.kernel.write_file(info["abs"], "\n")
+        return self.open(info["abs"])
+
+    def edit(self, start: int, end: int, replacement: list[str]) -> str:
+        """Replace lines start..end (1-based, inclusive) of the open file with `replacement`.
+
+        `end == start - 1` inserts before `start`. A Python file that compiled before the edit must
+        compile after it, else the file is left unchanged and the error is shown.
+        """
+        if self.open_file is None:
+            return "Error: no file is open. Use `open <path>` or `create <path>` first."
+        path = self.open_file
+        lines = self._read_lines(path)
+        total = len(lines)
+        if not 1 <= start <= total + 1:
+            return (
+                f"Error: start_line must be between 1 and {total + 1} (the file has {total} lines)."
+            )
+        if not start - 1 <= end <= total:
+            return (
+                f"Error: end_line must be between start_line - 1 ({start - 1}, to insert) and "
+                f"{total} (the file's length); got {end}."
+            )
+        new_lines = lines[: start - 1] + replacement + lines[end:]
+        new_text = "".join(line + "\n" for line in new_lines)
+        if path.endswith(".py"):
+            check = self._snippet(
+                "syntax", {"path": path, "old": "".join(x + "\n" for x in lines), "new": new_text}
+            )
+            if check["old_ok"] and check["error"]:
+                return self._rejected_edit(lines, new_lines, start, check["error"])
+        self.kernel.write_file(path, new_text)
+        self.first_line = start - self.window // 2 + len(replacement) // 2
+        return (
+            self._render(new_lines)
+            + "\nFile updated. Check the lines above: indentation, duplicated or missing lines. "
+            "Edit again if something is wrong."
+        )
+
+    def _rejected_edit(self, old: list[str], new: list[str], start: int, error: str) -> str:
+        self.first_line = start - self.window // 2
+        would_be = self._render(new)
+        self.first_line = start - self.window // 2
+        original = self._render(old)
+        return (
+            "Your edit was NOT applied: the file would no longer be valid Python.\n\n"
+            f"ERROR:\n{error}\n\n"
+            "This is how the file would have looked with your edit:\n"
+            f"-------------------------------------------------\n{would_be}\n"
+            "-------------------------------------------------\n\n"
+            "This is the file as it still is:\n"
+            f"-------------------------------------------------\n{original}\n"
+            "-------------------------------------------------\n"
+            "Fix the line range or the replacement lines (mind the indentation) and edit again; "
+            "the same edit will fail the same way."
+        )
+
+    # -- searching ---------------------------------------------------------------------------
+    def search_dir(self, term: str, directory: str = ".") -> str:
+        found = self._snippet("search_dir", {"term": term, "dir": directory, "max": MAX_RESULTS})
+        if found["error"]:
+            return f"Error: {found['error']}"
+        files = found["files"]
+        if not files:
+            return f'No matches found for "{term}" in {found["abs"]}'
+        if len(files) > MAX_RESULTS:
+            return (
+                f'More than {MAX_RESULTS} files matched for "{term}" in {found["abs"]}. '
+                "Narrow the search (a longer term or a subdirectory)."
+            )
+        total = sum(count for _, count in files)
+        listing = "\n".join(f"{name} ({count} matches)" for name, count in files)
+        return (
+            f'Found {total} matches for "{term}" in {found["abs"]}:\n{listing}\n'
+            f'End of matches for "{term}" in {found["abs"]}'
+        )
+
+    def search_file(self, term: str, file: str | None = None) -> str:
+        if file is None:
+            if self.open_file is None:
+                return "Error: no file is open. Name a file: search_file <search_term> <file>"
+            file = self.open_file
+        found = self._snippet("search_file", {"term": term, "path": file, "max": MAX_RESULTS})
+        if found["error"]:
+            return f"Error: {found['error']}"
+        hits = found["lines"]
+        if not hits:
+            return f'No matches found for "{term}" in {found["abs"]}'
+        if len(hits) > MAX_RESULTS:
+            return (
+                f'More than {MAX_RESULTS} lines matched for "{term}" in {found["abs"]}. '
+                "Narrow the search."
+            )
+        listing = "\n".join(f"Line {number}:{text}" for number, text in hits)
+        return (
+            f'Found {len(hits)} matches for "{term}" in {found["abs"]}:\n{listing}\n'
+            f'End of matches for "{term}" in {found["abs"]}'
+        )
+
+    def find_file(self, name: str, directory: str = ".") -> str:
+        found = self._snippet("find_file", {"name": name, "dir": directory, "max": MAX_RESULTS})
+        if found["error"]:
+            return f"Error: {found['error']}"
+        paths = found["paths"]
+        if not paths:
+            return f'No matches found for "{name}" in {found["abs"]}'
+        if len(paths) > MAX_RESULTS:
+            return (
+                f'More than {MAX_RESULTS} files named "{name}" in {found["abs"]}. '
+                "Narrow the search (a subdirectory or a more precise name)."
+            )
+        listing = "\n".join(paths)
+        return (
+            f'Found {len(paths)} matches for "{name}" in {found["abs"]}:\n{listing}\n'
+            f'End of matches for "{name}" in {found["abs"]}'
+        )
+
+    # -- internals ---------------------------------------------------------------------------
+    def _read_lines(self, path: str) -> list[str]:
+        text = self.kernel.read_file(path)
+        if not text:
+            return []
+        if text.endswith("\n"):
+            text = text[:-1]
+        return text.split("\n")
+
+    def _render(self, lines: list[str]) -> str:
+        """The window at `first_line` (clamped to the file), SWE-agent's viewer format."""
+        total = len(lines)
+        self.first_line = max(1, min(self.first_line, total - self.window + 1))
+        last = min(total, self.first_line + self.window - 1)
+        shown = [f"[File: {self.open_file} ({total} lines total)]"]
+        if self.first_line > 1:
+            shown.append(f"({self.first_line - 1} more lines above)")
+        shown.extend(f"{n}:{lines[n - 1]}" for n in range(self.first_line, last + 1))
+        if total > last:
+            shown.append(f"({total - last} more lines below)")
+        return "\n".join(shown)
+
+    def _snippet(self, name: str, args: dict[str, Any]) -> Any:
+        """Run one of `_SNIPPETS` in the kernel in a throwaway namespace; return its JSON result."""
+        code = kernel_snippet(name, args)
+        result = self.kernel.execute(code, self.snippet_timeout_s, interrupt_on_timeout=True)
+        for line in reversed(result.output.splitlines()):
+            if line.startswith(_MARKER):
+                return json.loads(line[len(_MARKER) :])
+        if result.status == "timeout":
+            raise KernelSnippetError(
+                f"it took more than {self.snippet_timeout_s:.0f} s and was stopped; "
+                "narrow it (a smaller directory)"
+            )
+        raise KernelSnippetError(f"({result.status}) {result.output.strip()[-1000:]}")
+
+
+_MARKER = "@@swe-tool@@"
+
+_PRELUDE = """\
+import fnmatch, json, os
+args = json.loads(ARGS)
+def walk(top):
+    for root, dirs, files in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if d not in ('.git', '__pycache__', '.ipynb_checkpoints'))
+        for f in sorted(files):
+            yield os.path.join(root, f)
+def text_lines(path):
+    # lines as the viewer numbers them (split at newlines); nothing for a binary file
+    with open(path, 'rb') as fh:
+        if b'\\0' in fh.read(8192):
+            return
+        fh.seek(0)
+        for raw in fh:
+            yield raw.rstrip(b'\\n').decode('utf-8', 'replace')
+def shown(top, path):
+    return os.path.normpath(os.path.join(top, os.path.relpath(path, top)))
+"""
+
+_SNIPPETS = {
+    "cwd": "result = os.getcwd()",
+    "stat": """\
+p = os.path.abspath(os.path.expanduser(args['path']))
+result = {'abs': p, 'cwd': os.getcwd(), 'exists': os.path.exists(p), 'is_dir': os.path.isdir(p)}
+""",
+    "mkdir_parent": """\
+os.makedirs(os.path.dirname(args['path']) or '.', exist_ok=True)
+result = True
+""",
+    "syntax": """\
+def check(text):
+    try:
+        compile(text, '<edited ' + args['path'] + '>', 'exec')
+    except SyntaxError as e:
+        return f"{type(e).__name__}: {e.msg} (line {e.lineno})" + (f"\\n    {e.text.rstrip()}" if e.text else "")
+    except ValueError as e:
+        return f"ValueError: {e}"
+    return ''
+result = {'old_ok': not check(args['old']), 'error': check(args['new'])}
+""",
+    "search_dir": """\
+top = os.path.abspath(os.path.expanduser(args['dir']))
+result = {'abs': top, 'error': '', 'files': []}
+if not os.path.isdir(top):
+    result['error'] = f"directory {args['dir']} not found (relative paths start at {os.getcwd()})"
+else:
+    for path in walk(top):
+        try:
+            n = sum(args['term'] in line for line in text_lines(path))
+        except OSError:
+            continue
+        if n:
+            result['files'].append((shown(args['dir'], path), n))
+            if len(result['files']) > args['max']:
+                break
+    result['files'].sort()
+""",
+    "search_file": """\
+p = os.path.abspath(os.path.expanduser(args['path']))
+result = {'abs': p, 'error': '', 'lines': []}
+if not os.path.isfile(p):
+    result['error'] = f"file {args['path']} not found (relative paths start at {os.getcwd()})"
+else:
+    for i, line in enumerate(text_lines(p), 1):
+        if args['term'] in line:
+            result['lines'].append((i, line))
+            if len(result['lines']) > args['max']:
+                break
+""",
+    "find_file": """\
+top = os.path.abspath(os.path.expanduser(args['dir']))
+result = {'abs': top, 'error': '', 'paths': []}
+if not os.path.isdir(top):
+    result['error'] = f"directory {args['dir']} not found (relative paths start at {os.getcwd()})"
+else:
+    for path in walk(top):
+        if fnmatch.fnmatchcase(os.path.basename(path), args['name']):
+            result['paths'].append(shown(args['dir'], path))
+            if len(result['paths']) > args['max']:
+                break
+    result['paths'].sort()
+""",
+}
+
+
+def kernel_snippet(name: str, args: dict[str, Any]) -> str:
+    """The code of one helper snippet, run by `exec` in a fresh namespace (the user's stays clean)."""
+    source = (
+        f"ARGS = {json.dumps(args)!r}\n"
+        + _PRELUDE
+        + _SNIPPETS[name].rstrip("\n")
+        + "\n"
+        + f"print({_MARKER!r} + json.dumps(result))\n"
+    )
+    return f"exec({source!r}, {{'__name__': '__swe_tool__'}})"
+
+
+def command_docs() -> str:
+    """The command list for the system prompt."""
+    blocks = []
+    for usage, doc in COMMAND_DOCS.values():
+        blocks.append(f"{usage}\n    {doc}")
+    return "\n".join(blocks)
+
+
+def _usage(name: str) -> str:
+    return f"Usage: {COMMAND_DOCS[name][0]}"
+
+
+def _parse_int(text: str) -> int | None:
+    return int(text) if re.fullmatch(r"\d+", text) else None

@@ -1,0 +1,152 @@
+"""A real HTTP server on 127.0.0.1 that speaks OpenAI's `POST /v1/chat/completions` for tests.
+
+It plays a script: each item is a reply text (answered as `choices[0].message.content`, cut at the
+first stop string of the request as a real endpoint does, with a usage block of about four
+characters a token) or a `Status` (an HTTP error with headers and body). Every request is recorded
+with its headers and JSON body. When the script runs out it answers 500 saying so.
+
+    server.script(["Thought: ...", Status(429, {"Retry-After": "0"}), "Thought: ..."])
+    client = LLMClient(LLMSettings(model="gpt-4o", base_url=server.base_url))
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Status:
+    """A scripted HTTP error answer."""
+
+    code: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: Any = None  # JSON body; None: an OpenAI-style error object
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]  # names lower-cased
+    body: Any  # the parsed JSON body (or the raw text if it was not JSON)
+    raw: str
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        return self.body.get("messages", []) if isinstance(self.body, dict) else []
+
+    @property
+    def prompt_text(self) -> str:
+        """All message contents joined, for `in` assertions."""
+        return "\n".join(str(m.get("content", "")) for m in self.messages)
+
+
+def count_tokens(text: str) -> int:
+    """The fake tokenizer: four characters a token."""
+    return len(text) // 4
+
+
+class FakeOpenAIServer:
+    """Scripted OpenAI-compatible endpoint in a background thread."""
+
+    def __init__(self) -> None:
+        self._items: deque[str | Status] = deque()
+        self._lock = threading.Lock()
+        self.requests: list[RecordedRequest] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length).decode("utf-8", "replace")
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = raw
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                with server._lock:
+                    server.requests.append(RecordedRequest(self.path, headers, body, raw))
+                    item = server._items.popleft() if server._items else None
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                elif item is None:
+                    self._send(500, {"error": {"message": "fake server: the script ran out"}})
+                elif isinstance(item, Status):
+                    payload = item.body
+                    if payload is None:
+                        payload = {"error": {"message": f"scripted status {item.code}"}}
+                    self._send(item.code, payload, item.headers)
+                else:
+                    self._send(200, server._completion(body, item))
+
+            def _send(self, code: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self.port = self._httpd.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    def script(self, items: list[str | Status]) -> None:
+        """Append items to play, one per request, in order."""
+        with self._lock:
+            self._items.extend(items)
+
+    @property
+    def remaining(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    @staticmethod
+    def _completion(body: Any, text: str) -> dict[str, Any]:
+        request = body if isinstance(body, dict) else {}
+        stops = request.get("stop") or []
+        if isinstance(stops, str):
+            stops = [stops]
+        finish = "stop"
+        cut = min((text.find(s) for s in stops if s in text), default=-1)
+        if cut >= 0:
+            text = text[:cut]
+        prompt = "".join(str(m.get("content", "")) for m in request.get("messages", []))
+        prompt_tokens = count_tokens(prompt)
+        completion_tokens = max(1, count_tokens(text))
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "model": request.get("model", "fake"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": finish,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
