@@ -1,0 +1,162 @@
+"""Kernel backends behind one entry point, plus the Docker engine connection and leftover cleanup.
+
+`provision_kernel` picks the backend (docker or local) from `KernelSettings.backend`;
+`docker_client` connects to the engine (or says how to start one); `cleanup_containers` removes the
+containers this project labelled, e.g. after a run that was killed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from typing import TYPE_CHECKING
+
+from pytest_super.errors import EngineUnavailable
+from pytest_super.kernels.base import Kernel, KernelSettings
+
+if TYPE_CHECKING:
+    import docker
+
+LABEL = "pytest-super"
+LABEL_RUN = "pytest-super.run"
+LABEL_WORKER = "pytest-super.worker"
+LABEL_TASK = "pytest-super.task"
+LABEL_PID = "pytest-super.pid"
+LABEL_HOST = "pytest-super.host"
+
+_START_ENGINE_HINT = (
+    "Start an engine (`sudo dockerd`, `make docker` or `scripts/ensure-docker.sh`), or point "
+    "DOCKER_HOST / --super-docker-host at one that runs."
+)
+
+_clients: dict[str, docker.DockerClient] = {}
+_clients_lock = threading.Lock()
+
+
+def provision_kernel(settings: KernelSettings, *, task_id: str) -> Kernel:
+    """Start a fresh kernel for one task with the configured backend; it is ready to execute."""
+    if settings.backend == "docker":
+        from pytest_super.kernels.docker import start_docker_kernel
+
+        return start_docker_kernel(settings, task_id=task_id)
+    if settings.backend == "local":
+        from pytest_super.kernels.local import start_local_kernel
+
+        return start_local_kernel(settings, task_id=task_id)
+    raise ValueError(f"unknown kernel backend {settings.backend!r}; use 'docker' or 'local'")
+
+
+def engine_address(docker_host: str | None) -> str:
+    """The address a client for `docker_host` talks to (for messages)."""
+    return docker_host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def docker_client(settings: KernelSettings) -> docker.DockerClient:
+    """A client of the engine at settings.docker_host, DOCKER_HOST or the local socket; pinged.
+
+    Raises EngineUnavailable naming the address and how to start an engine.
+    """
+    return docker_client_for(settings.docker_host)
+
+
+def docker_client_for(docker_host: str | None) -> docker.DockerClient:
+    """`docker_client` by address; one pinged client per address is kept for the process."""
+    address = engine_address(docker_host)
+    with _clients_lock:
+        client = _clients.get(address)
+        if client is not None:
+            return client
+        client = _connect(docker_host, address)
+        _clients[address] = client
+        return client
+
+
+def forget_docker_client(docker_host: str | None) -> None:
+    """Drop the kept client for an address (after the engine went away)."""
+    with _clients_lock:
+        client = _clients.pop(engine_address(docker_host), None)
+    if client is not None:
+        client.close()
+
+
+def _connect(docker_host: str | None, address: str) -> docker.DockerClient:
+    import docker
+    import docker.errors
+
+    try:
+        if docker_host:
+            client = docker.DockerClient(
+                base_url=docker_host, use_ssh_client=docker_host.startswith("ssh://")
+            )
+        else:
+            client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # docker wraps requests/urllib3/socket errors inconsistently
+        reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        raise EngineUnavailable(
+            f"no Docker engine answers at {address} ({reason}). {_START_ENGINE_HINT}"
+        ) from exc
+    return client
+
+
+def cleanup_containers(
+    client: docker.DockerClient, *, run_id: str | None = None, dead_runs_only: bool = False
+) -> list[str]:
+    """Force-remove containers labelled `pytest-super=1`; return the names removed.
+
+    run_id: only that run's containers (from any host). dead_runs_only: only containers whose
+    controller process is gone; a container made by another host is never judged dead (its pid
+    means nothing here), so it is removed only when its run id is named.
+    """
+    import docker.errors
+
+    filters = {"label": [f"{LABEL}=1"] + ([f"{LABEL_RUN}={run_id}"] if run_id else [])}
+    removed: list[str] = []
+    here = socket.gethostname()
+    for container in client.containers.list(all=True, filters=filters, ignore_removed=True):
+        labels = container.labels or {}
+        if dead_runs_only and not _controller_gone(labels, here, run_named=run_id is not None):
+            continue
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:
+            continue
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:  # removal already in progress
+                continue
+            raise
+        removed.append(container.name)
+    return removed
+
+
+def _controller_gone(labels: dict[str, str], here: str, *, run_named: bool) -> bool:
+    if labels.get(LABEL_HOST) != here:
+        return run_named
+    try:
+        pid = int(labels.get(LABEL_PID, ""))
+    except ValueError:
+        return True
+    return not _pid_alive(pid)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+__all__ = [
+    "cleanup_containers",
+    "docker_client",
+    "docker_client_for",
+    "engine_address",
+    "forget_docker_client",
+    "provision_kernel",
+]

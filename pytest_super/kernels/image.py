@@ -1,0 +1,438 @@
+"""The kernel image: its tag, its build context and its build (`pytest-super image build`).
+
+Owns the image every docker kernel runs in: Python >= 3.10 in a venv at /opt/venv, ipykernel, git,
+gcc/make, working directory /content, and the host's CA bundle named by PIP_CERT, SSL_CERT_FILE,
+REQUESTS_CA_BUNDLE and GIT_SSL_CAINFO (so `!pip install` and `!git clone` work behind a
+TLS-intercepting proxy).
+
+The base is `python:3.10-slim` where a registry answers. Offline, or when that pull fails, the base
+is bootstrapped from Debian's package archive with debootstrap and imported as
+`pytest-super-base:bookworm` (cached on the engine).
+
+The tag is `pytest-super-kernel:<profile>-<12 hex>`, the hex being a hash of the build inputs
+(Dockerfile text, profile, requirements, CA bundle, and the base when one is named explicitly).
+The default tag does not depend on which base was used, so `--super-image` can default to it
+without asking the engine; a build whose tag already exists is skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+
+from pytest_super.errors import InfrastructureError
+
+IMAGE_REPOSITORY = "pytest-super-kernel"
+DEFAULT_BASE = "python:3.10-slim"
+OFFLINE_BASE = "pytest-super-base:bookworm"
+DEBOOTSTRAP_SUITE = "bookworm"
+DEBOOTSTRAP_PACKAGES = "python3,python3-venv,python3-pip,ca-certificates,git"
+PROFILES = ("default", "colab")
+BUILD_COMMAND = "pytest-super image build"
+CA_BUNDLE_CANDIDATES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT")
+SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """Everything that goes into the build context, and the hash that names it."""
+
+    dockerfile: str
+    requirements: str
+    ca_bundle: bytes
+    profile: str
+    base: str | None  # only an explicitly chosen base counts in the hash
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for part in (
+            b"dockerfile",
+            self.dockerfile.encode(),
+            b"requirements",
+            self.requirements.encode(),
+            b"ca-bundle",
+            self.ca_bundle,
+            b"profile",
+            self.profile.encode(),
+            b"base",
+            (self.base or "").encode(),
+        ):
+            h.update(len(part).to_bytes(8, "big"))
+            h.update(part)
+        return h.hexdigest()[:12]
+
+    def tag(self) -> str:
+        return f"{IMAGE_REPOSITORY}:{self.profile}-{self.digest()}"
+
+
+def _image_file(name: str) -> str:
+    return resources.files("pytest_super.kernels").joinpath("image", name).read_text()
+
+
+def host_ca_bundle() -> Path | None:
+    """The first CA bundle of SSL_CERT_FILE, REQUESTS_CA_BUNDLE, PIP_CERT, the system one, that exists."""
+    for var in CA_BUNDLE_CANDIDATES:
+        value = os.environ.get(var)
+        if value and Path(value).is_file():
+            return Path(value)
+    system = Path(SYSTEM_CA_BUNDLE)
+    return system if system.is_file() else None
+
+
+def build_inputs(
+    *, profile: str = "default", requirements: Path | None = None, base: str | None = None
+) -> BuildInputs:
+    """Collect the build inputs for a profile (plus an optional extra requirements file)."""
+    if profile not in PROFILES:
+        raise InfrastructureError(
+            f"unknown image profile {profile!r}; choose one of {', '.join(PROFILES)}"
+        )
+    reqs = _image_file("requirements-colab.txt") if profile == "colab" else ""
+    if requirements is not None:
+        path = Path(requirements)
+        if not path.is_file():
+            raise InfrastructureError(
+                f"requirements file {str(path)!r} does not exist; pass an existing pip requirements file"
+            )
+        reqs += f"\n# from {path.name}\n" + path.read_text()
+    bundle = host_ca_bundle()
+    return BuildInputs(
+        dockerfile=_image_file("Dockerfile"),
+        requirements=reqs,
+        ca_bundle=bundle.read_bytes() if bundle else b"",
+        profile=profile,
+        base=base,
+    )
+
+
+def default_image_tag(profile: str = "default") -> str:
+    """The tag `pytest-super image build --profile PROFILE` produces; computed without the engine."""
+    return build_inputs(profile=profile).tag()
+
+
+def image_exists(client: docker.DockerClient, tag: str) -> bool:
+    """Does the engine hold an image with this tag (or id)?"""
+    try:
+        client.api.inspect_image(tag)
+    except docker.errors.ImageNotFound:
+        return False
+    except docker.errors.NotFound:
+        return False
+    return True
+
+
+def build_image(
+    *,
+    base: str | None = None,
+    tag: str | None = None,
+    requirements: Path | None = None,
+    offline: bool = False,
+    profile: str = "default",
+    docker_host: str | None = None,
+    log: Callable[[str], None] = print,
+) -> str:
+    """Build the kernel image unless an image with its tag exists; return the tag.
+
+    `base` None means `python:3.10-slim`, falling back to a debootstrapped Debian base when the
+    pull fails; `offline=True` goes straight to the debootstrapped base. An explicit `base` that
+    cannot be found or pulled is an error.
+    """
+    from pytest_super.kernels import docker_client_for
+
+    inputs = build_inputs(profile=profile, requirements=requirements, base=base)
+    tag = tag or inputs.tag()
+    client = docker_client_for(docker_host)
+    if image_exists(client, tag):
+        log(f"image {tag} exists; nothing to build")
+        return tag
+    with _build_lock():  # parallel workers (pytest-xdist) wait for one build instead of racing
+        if image_exists(client, tag):
+            log(f"image {tag} was built meanwhile; nothing to build")
+            return tag
+        _build(client, inputs, tag=tag, base=base, offline=offline, profile=profile, log=log)
+    return tag
+
+
+@contextlib.contextmanager
+def _build_lock() -> Iterator[None]:
+    path = Path(tempfile.gettempdir()) / f"pytest-super-image-build-{os.getuid()}.lock"
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build(
+    client: docker.DockerClient,
+    inputs: BuildInputs,
+    *,
+    tag: str,
+    base: str | None,
+    offline: bool,
+    profile: str,
+    log: Callable[[str], None],
+) -> None:
+    chosen_base = _resolve_base(client, base, offline=offline, log=log)
+    if not inputs.ca_bundle:
+        log(
+            "warning: no CA bundle found on this host (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, PIP_CERT, "
+            f"{SYSTEM_CA_BUNDLE}); the image will use its own certificates"
+        )
+    log(f"building {tag} from {chosen_base} (profile {profile})")
+    with tempfile.TemporaryDirectory(prefix="pytest-super-build-") as context:
+        ctx = Path(context)
+        (ctx / "Dockerfile").write_text(inputs.dockerfile)
+        (ctx / "requirements.txt").write_text(inputs.requirements)
+        if inputs.ca_bundle:
+            (ctx / "ca-bundle.crt").write_bytes(inputs.ca_bundle)
+        else:
+            shutil.copyfile(_base_ca_fallback(), ctx / "ca-bundle.crt")
+        _run_build(
+            client,
+            path=str(ctx),
+            tag=tag,
+            buildargs={"BASE": chosen_base},
+            labels={
+                "pytest-super.image": "1",
+                "pytest-super.profile": profile,
+                "pytest-super.inputs": inputs.digest(),
+                "pytest-super.base": chosen_base,
+            },
+            log=log,
+        )
+    log(f"built {tag}")
+
+
+def _base_ca_fallback() -> Path:
+    # No bundle on the host: an empty file keeps the Dockerfile's COPY valid, but then the env vars
+    # would point at an empty bundle. Use certifi's bundle (pip's own) when present.
+    try:
+        import certifi
+
+        return Path(certifi.where())
+    except (
+        ImportError
+    ) as exc:  # pragma: no cover - certifi ships with requests, a docker dependency
+        raise InfrastructureError(
+            "no CA bundle on this host; set SSL_CERT_FILE to a PEM bundle and build again"
+        ) from exc
+
+
+def _run_build(
+    client: docker.DockerClient,
+    *,
+    path: str,
+    tag: str,
+    buildargs: dict[str, str],
+    labels: dict[str, str],
+    log: Callable[[str], None],
+) -> None:
+    tail: list[str] = []
+    for chunk in client.api.build(
+        path=path,
+        tag=tag,
+        buildargs=buildargs,
+        labels=labels,
+        rm=True,
+        forcerm=True,
+        decode=True,
+    ):
+        if "stream" in chunk:
+            text = chunk["stream"].rstrip("\n")
+            if text.strip():
+                log(text)
+                tail = (tail + [text])[-30:]
+        if "error" in chunk:
+            detail = "\n".join(tail[-20:])
+            raise InfrastructureError(
+                f"building image {tag} failed: {chunk['error'].strip()}\n{detail}\n"
+                f"Fix the cause above and run `{BUILD_COMMAND}` (or `make image`) again."
+            )
+
+
+def _resolve_base(
+    client: docker.DockerClient, base: str | None, *, offline: bool, log: Callable[[str], None]
+) -> str:
+    if base is not None:
+        if image_exists(client, base):
+            return base
+        if offline:
+            raise InfrastructureError(
+                f"base image {base!r} is not on the engine and --offline forbids pulling it; "
+                "drop --base to use a debootstrapped Debian base"
+            )
+        try:
+            log(f"pulling {base}")
+            client.images.pull(base)
+        except docker.errors.APIError as exc:
+            raise InfrastructureError(
+                f"cannot pull base image {base!r}: {exc.explanation or exc}; "
+                "drop --base (or pass --offline) to bootstrap a Debian base instead"
+            ) from exc
+        return base
+
+    if not offline:
+        if image_exists(client, DEFAULT_BASE):
+            return DEFAULT_BASE
+        try:
+            log(f"pulling {DEFAULT_BASE}")
+            client.images.pull(DEFAULT_BASE)
+            return DEFAULT_BASE
+        except docker.errors.APIError as exc:
+            log(
+                f"cannot pull {DEFAULT_BASE} ({exc.explanation or exc}); using a Debian base instead"
+            )
+    return ensure_offline_base(client, log=log)
+
+
+def ensure_offline_base(
+    client: docker.DockerClient,
+    *,
+    log: Callable[[str], None] = print,
+    tag: str = OFFLINE_BASE,
+    suite: str = DEBOOTSTRAP_SUITE,
+) -> str:
+    """Make `tag` from Debian's archive with debootstrap unless the engine has it; return the tag."""
+    if image_exists(client, tag):
+        return tag
+    debootstrap = _find_debootstrap(log)
+    rootfs = Path(tempfile.mkdtemp(prefix="pytest-super-rootfs-", dir=_scratch_dir()))
+    tarball = rootfs.with_suffix(".tar")
+    try:
+        log(f"bootstrapping Debian {suite} into {rootfs} (about a minute)")
+        command = [
+            debootstrap,
+            "--variant=minbase",
+            f"--include={DEBOOTSTRAP_PACKAGES}",
+            suite,
+            str(rootfs),
+        ]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise InfrastructureError(
+                f"`{' '.join(command)}` failed (exit {done.returncode}):\n"
+                f"{(done.stdout + done.stderr)[-3000:]}\n"
+                "Check that Debian's archive (http://deb.debian.org) is reachable, or pull "
+                f"{DEFAULT_BASE} from a registry and build without --offline."
+            )
+        log(f"importing {rootfs} as {tag}")
+        subprocess.run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], check=True)
+        repository, _, version = tag.partition(":")
+        client.api.import_image(src=str(tarball), repository=repository, tag=version or "latest")
+    finally:
+        shutil.rmtree(rootfs, ignore_errors=True)
+        tarball.unlink(missing_ok=True)
+    if not image_exists(client, tag):
+        raise InfrastructureError(f"importing the bootstrapped base as {tag} did not create it")
+    return tag
+
+
+def _scratch_dir() -> str:
+    # /var/tmp is disk-backed where /tmp may be a small tmpfs; the rootfs is ~420 MB.
+    return "/var/tmp" if os.access("/var/tmp", os.W_OK) else tempfile.gettempdir()
+
+
+def _find_debootstrap(log: Callable[[str], None]) -> str:
+    found = shutil.which("debootstrap") or (
+        "/usr/sbin/debootstrap" if Path("/usr/sbin/debootstrap").exists() else None
+    )
+    if found:
+        return found
+    if os.geteuid() != 0:
+        raise InfrastructureError(
+            "debootstrap is needed to make an offline base image but is not installed, and "
+            "installing it needs root: run `sudo apt-get install -y debootstrap` (or "
+            "`sudo scripts/ensure-docker.sh`), or build with a registry: "
+            f"`{BUILD_COMMAND}` without --offline"
+        )
+    log("installing debootstrap with apt-get")
+    for command in (["apt-get", "update"], ["apt-get", "install", "-y", "debootstrap"]):
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise InfrastructureError(
+                f"`{' '.join(command)}` failed (exit {done.returncode}): {done.stderr[-2000:]}"
+            )
+    found = shutil.which("debootstrap") or "/usr/sbin/debootstrap"
+    if not Path(found).exists():
+        raise InfrastructureError("apt-get installed debootstrap but it is not on PATH")
+    return found
+
+
+def image_labels(client: docker.DockerClient, tag: str) -> dict[str, Any]:
+    """The labels of an image (empty when it has none)."""
+    config = client.api.inspect_image(tag).get("Config") or {}
+    return dict(config.get("Labels") or {})
+
+
+def add_build_arguments(parser: Any) -> None:
+    """The options of `pytest-super image build` (for cli.py's subparser)."""
+    parser.add_argument("--profile", choices=PROFILES, default="default", help="package set")
+    parser.add_argument("--base", default=None, help=f"base image (default {DEFAULT_BASE})")
+    parser.add_argument("--tag", default=None, help="image tag (default: from the build inputs)")
+    parser.add_argument(
+        "--requirements", type=Path, default=None, help="extra pip requirements file"
+    )
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="no registry: bootstrap the base from Debian's archive with debootstrap",
+    )
+    parser.add_argument("--docker-host", default=None, help="engine address (default DOCKER_HOST)")
+    parser.add_argument(
+        "--print-tag", action="store_true", help="print the default tag and exit (no engine needed)"
+    )
+
+
+def run_build_command(args: Any) -> int:
+    """Run `pytest-super image build` with parsed `args`; returns the exit status."""
+    from pytest_super.errors import SuperError
+
+    if args.print_tag:
+        print(
+            build_inputs(profile=args.profile, requirements=args.requirements, base=args.base).tag()
+        )
+        return 0
+    try:
+        tag = build_image(
+            base=args.base,
+            tag=args.tag,
+            requirements=args.requirements,
+            offline=args.offline,
+            profile=args.profile,
+            docker_host=args.docker_host,
+        )
+    except SuperError as exc:
+        print(f"pytest-super image build: {exc}", file=sys.stderr)
+        return 1
+    print(tag)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m pytest_super.kernels.image build ...` (the same as `pytest-super image build`)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="pytest-super image")
+    commands = parser.add_subparsers(dest="command", required=True)
+    add_build_arguments(commands.add_parser("build", help="build the kernel image"))
+    return run_build_command(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

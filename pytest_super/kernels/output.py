@@ -1,0 +1,119 @@
+"""Cell output text: capping what a cell prints, and cleaning it for a language model.
+
+`CappedText` keeps the head and the tail of a stream of text within a byte budget, so a cell that
+prints 50 MB cannot blow the harness's memory. `clean_for_model` strips ANSI codes and collapses
+progress bars; it is for what an agent shows its model, never for landmark matching (landmarks
+see the raw text).
+"""
+
+from __future__ import annotations
+
+import re
+
+_ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, erase line
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC: window titles, hyperlinks
+    r"|\x1b[@-Z\\-_]"  # other two-byte escapes
+)
+
+# A line that is one frame of a progress bar: tqdm (` 45%|####  | 45/100 [...]`), Keras
+# (`12/100 [==>....] - ETA`), pip/rich (`━━━━━━━━ 1.2/3.4 MB`).
+_PROGRESS_LINE = re.compile(r"\d{1,3}%\|.*\||\d+/\d+ \[[=>.]*\]|━{3,}")
+
+
+def strip_ansi(text: str) -> str:
+    """Remove ANSI escape sequences (colours, cursor movement, titles)."""
+    return _ANSI.sub("", text)
+
+
+def clean_for_model(text: str) -> str:
+    """Return `text` as a person would last have seen it on a terminal, minus colours.
+
+    ANSI codes are removed; a line rewritten with carriage returns keeps only its last non-empty
+    segment; a run of consecutive progress-bar lines keeps only its last line.
+    """
+    text = strip_ansi(text).replace("\r\n", "\n")
+    lines = [_last_segment(line) for line in text.split("\n")]
+    kept: list[str] = []
+    for line in lines:
+        if kept and _PROGRESS_LINE.search(line) and _PROGRESS_LINE.search(kept[-1]):
+            kept[-1] = line
+        else:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def _last_segment(line: str) -> str:
+    if "\r" not in line:
+        return line
+    for segment in reversed(line.split("\r")):
+        if segment:
+            return segment
+    return ""
+
+
+class CappedText:
+    """Text appended piece by piece, of which at most `cap_bytes` (UTF-8) are kept.
+
+    When more arrives, the first half of the budget and the latest half are kept and the middle
+    is replaced by a line `... [N bytes cut] ...`. Memory stays within about `cap_bytes` plus the
+    piece being appended, however much is appended.
+    """
+
+    def __init__(self, cap_bytes: int) -> None:
+        self._half = max(cap_bytes, 2) // 2
+        self._head = bytearray()
+        self._tail = bytearray()
+        self.cut_bytes = 0
+        self._last_char = ""
+
+    @property
+    def truncated(self) -> bool:
+        """Was anything dropped?"""
+        return self.cut_bytes > 0
+
+    def __bool__(self) -> bool:
+        return bool(self._head)
+
+    def append(self, text: str) -> None:
+        """Append raw text (stream output)."""
+        if not text:
+            return
+        self._last_char = text[-1]
+        data = text.encode("utf-8", "replace")
+        room = self._half - len(self._head)
+        if room > 0:
+            self._head += data[:room]
+            data = data[room:]
+            if not data:
+                return
+        if len(data) >= self._half:
+            self.cut_bytes += len(self._tail) + len(data) - self._half
+            self._tail = bytearray(data[-self._half :])
+            return
+        self._tail += data
+        if len(self._tail) > 2 * self._half:  # trim in batches: amortised O(1) per byte
+            drop = len(self._tail) - self._half
+            del self._tail[:drop]
+            self.cut_bytes += drop
+
+    def append_block(self, text: str) -> None:
+        """Append a result or error: on a line of its own, ending with a newline."""
+        if not text:
+            return
+        if self and self._last_char != "\n":
+            self.append("\n")
+        self.append(text if text.endswith("\n") else text + "\n")
+
+    def text(self) -> str:
+        """The kept text; the cut marker stands where bytes were dropped."""
+        if len(self._tail) > self._half:
+            drop = len(self._tail) - self._half
+            del self._tail[:drop]
+            self.cut_bytes += drop
+        if not self.cut_bytes:
+            return (self._head + self._tail).decode("utf-8", "replace")
+        head = self._head.decode("utf-8", "ignore")
+        tail = self._tail.decode("utf-8", "ignore")
+        sep = "" if head.endswith("\n") else "\n"
+        return f"{head}{sep}... [{self.cut_bytes} bytes cut] ...\n{tail}"

@@ -1,0 +1,340 @@
+"""The docker kernel backend against the real engine: containers, ports, secrets, limits, cleanup.
+
+Every test runs under its own run id; a fixture checks that no container of that run is left.
+The kernel image is the default one, built offline once (cached by its content hash).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+import uuid
+from pathlib import Path
+
+import docker
+import pytest
+
+from pytest_super.errors import EngineUnavailable, ImageMissing
+from pytest_super.kernels import cleanup_containers, docker_client, provision_kernel
+from pytest_super.kernels.base import KernelSettings
+from pytest_super.kernels.docker import KERNEL_PORTS, container_name
+from pytest_super.kernels.image import build_image
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    return build_image(offline=True, log=lambda line: None)
+
+
+@pytest.fixture(scope="module")
+def client(image: str) -> docker.DockerClient:
+    return docker_client(KernelSettings())
+
+
+@pytest.fixture
+def settings(image: str, client: docker.DockerClient) -> KernelSettings:
+    run_id = f"test-{uuid.uuid4().hex[:10]}"
+    yield KernelSettings(run_id=run_id, worker="gw7", mem="1g", cpus=1.0, startup_timeout_s=60)
+    left = client.containers.list(all=True, filters={"label": f"pytest-super.run={run_id}"})
+    names = [c.name for c in left]
+    cleanup_containers(client, run_id=run_id)
+    assert not names, f"containers left behind by the test: {names}"
+
+
+@pytest.fixture
+def kernel(settings: KernelSettings):
+    k = provision_kernel(settings, task_id="demo-task")
+    yield k
+    k.close()
+
+
+def _container(client: docker.DockerClient, settings: KernelSettings):
+    [container] = client.containers.list(
+        all=True, filters={"label": f"pytest-super.run={settings.run_id}"}
+    )
+    return container
+
+
+def test_kernel_runs_cells_with_ipython_semantics(kernel) -> None:
+    result = kernel.execute("1+1", timeout=30)
+    assert (result.status, result.output.strip()) == ("ok", "2")
+    assert kernel.execute("!pwd", timeout=30).output.strip() == "/content"
+    kernel.execute("%cd /tmp", timeout=30)
+    assert kernel.execute("!pwd", timeout=30).output.strip() == "/tmp"
+    written = kernel.execute("%%writefile hello.py\nprint('hi from file')\n", timeout=30)
+    assert written.status == "ok"
+    assert kernel.execute("%run hello.py", timeout=30).output.strip() == "hi from file"
+    assert kernel.read_file("/tmp/hello.py") == "print('hi from file')\n"
+    version = kernel.execute("import sys; sys.version_info >= (3, 10)", timeout=30)
+    assert version.output.strip() == "True"
+
+
+def test_labels_name_ports_and_limits(kernel, client, settings: KernelSettings) -> None:
+    container = _container(client, settings)
+    labels = container.labels
+    assert labels["pytest-super"] == "1"
+    assert labels["pytest-super.run"] == settings.run_id
+    assert labels["pytest-super.worker"] == "gw7"
+    assert labels["pytest-super.task"] == "demo-task"
+    assert labels["pytest-super.pid"] == str(os.getpid())
+    assert labels["pytest-super.host"]
+    assert re.fullmatch(r"super-demo-task-gw7-[0-9a-f]{6}", container.name)
+    assert container.name in kernel.description
+
+    ports = container.attrs["NetworkSettings"]["Ports"]
+    for port in KERNEL_PORTS.values():
+        bindings = ports[f"{port}/tcp"]
+        assert bindings and all(b["HostIp"] == "127.0.0.1" for b in bindings)
+
+    host = container.attrs["HostConfig"]
+    assert host["Init"] is True
+    assert host["Privileged"] is False
+    assert host["Memory"] == 1024**3
+    assert host["NanoCpus"] == 1_000_000_000
+    assert host["PidsLimit"] == settings.pids_limit
+    assert host["CapDrop"] == ["ALL"]
+    assert "no-new-privileges:true" in host["SecurityOpt"]
+    assert host["NetworkMode"] == "bridge"
+    assert not host.get("Binds")
+
+
+def test_container_name_is_docker_legal_and_short() -> None:
+    name = container_name("safetybench_configuration,cpu" * 5, "gw12")
+    assert len(name) <= 63
+    assert re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+", name)
+    assert name.endswith(name[-6:]) and re.fullmatch(r".*-gw12-[0-9a-f]{6}", name)
+
+
+def test_key_is_not_visible_to_docker_inspect(kernel, client, settings: KernelSettings) -> None:
+    box = kernel._box
+    key = box.connection_info()["key"]
+    assert len(key) >= 32
+    inspected = json.dumps(client.api.inspect_container(box.container_id))
+    assert key not in inspected
+    # the host-side connection file is private
+    path = Path(box.connection_file)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert json.loads(path.read_text())["key"] == key
+    inside = kernel.execute("!stat -c '%a %U' /etc/pytest-super/kernel.json", timeout=30)
+    assert inside.output.strip() == "600 root"
+
+
+def test_host_environment_does_not_reach_the_container(settings, monkeypatch) -> None:
+    monkeypatch.setenv("SUPER_API_KEY", "sk-fake-host-secret-0123456789")
+    kernel = provision_kernel(settings, task_id="env")
+    try:
+        shown = kernel.execute("import os; print(dict(os.environ))\n!env", timeout=30).output
+    finally:
+        kernel.close()
+    assert "SUPER_API_KEY" not in shown
+    assert "sk-fake-host-secret" not in shown
+    assert "PIP_CERT=/usr/local/share/pytest-super/ca-bundle.crt" in shown
+
+
+def test_timeout_interrupts_and_keeps_variables(kernel) -> None:
+    kernel.execute("x = 41", timeout=30)
+    result = kernel.execute("while True: pass", timeout=2)
+    assert result.status == "timeout"
+    assert not result.still_running
+    assert "KeyboardInterrupt" in result.output
+    assert kernel.execute("x + 1", timeout=30).output.strip() == "42"
+    result = kernel.execute("!sleep 100", timeout=2)
+    assert result.status == "timeout"
+    assert kernel.execute("x", timeout=30).output.strip() == "41"
+
+
+def test_dead_kernel_is_reported_and_restarted(kernel) -> None:
+    kernel.execute("x = 1\n!echo kept > note.txt", timeout=30)
+    result = kernel.execute("import os; os._exit(1)", timeout=30)
+    assert result.status == "died"
+    assert "exit code 1" in result.output
+    assert kernel.execute("1+1", timeout=30).output.strip() == "2"
+    assert "NameError" in kernel.execute("x", timeout=30).output
+    assert kernel.execute("!cat /content/note.txt", timeout=30).output.strip() == "kept"
+
+
+def test_restart_keeps_files_and_drops_state(kernel) -> None:
+    kernel.execute("y = 5\n!echo there > /content/f.txt", timeout=30)
+    kernel.restart()
+    assert "NameError" in kernel.execute("y", timeout=30).output
+    assert kernel.read_file("/content/f.txt") == "there\n"
+
+
+def test_large_output_is_capped(settings) -> None:
+    settings.output_cap_bytes = 1_000_000
+    kernel = provision_kernel(settings, task_id="big-output")
+    try:
+        result = kernel.execute("for _ in range(50): print('x' * 1_000_000)", timeout=120)
+        assert result.status == "ok"
+        assert result.truncated
+        assert len(result.output.encode()) <= 1_100_000
+        assert kernel.execute("1+1", timeout=30).output.strip() == "2"
+    finally:
+        kernel.close()
+
+
+@pytest.mark.slow
+def test_pip_install_works_behind_the_tls_proxy(kernel) -> None:
+    result = kernel.execute("!pip install --no-cache-dir --quiet tomli-w==1.0.0", timeout=180)
+    assert result.status == "ok", result.output
+    assert "CERTIFICATE_VERIFY_FAILED" not in result.output
+    shown = kernel.execute("import tomli_w; print(tomli_w.dumps({'a': 1}))", timeout=30)
+    assert shown.output.strip() == "a = 1"
+
+
+def _make_repo(path: Path) -> str:
+    path.mkdir(parents=True)
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
+    (path / "train.py").write_text("print('training')\n")
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "."],
+        ["commit", "-q", "-m", "first commit"],
+    ):
+        subprocess.run(["git", *args], cwd=path, env=env, check=True)
+    (path / "README.md").write_text("demo\n")
+    for args in (["add", "."], ["commit", "-q", "-m", "second commit"]):
+        subprocess.run(["git", *args], cwd=path, env=env, check=True)
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def test_git_clone_resolves_to_the_read_only_mirror(settings, tmp_path: Path) -> None:
+    head = _make_repo(tmp_path / "mirror" / "x")
+    settings.git_mirrors = {"https://github.com/super-demo/": str(tmp_path / "mirror")}
+    kernel = provision_kernel(settings, task_id="mirror")
+    try:
+        cloned = kernel.execute("!git clone https://github.com/super-demo/x", timeout=60)
+        assert cloned.status == "ok", cloned.output
+        log = kernel.execute("!git -C x log --format='%H %s'", timeout=30).output
+        assert f"{head} second commit" in log
+        assert "first commit" in log
+        assert kernel.execute("!python x/train.py", timeout=30).output.strip() == "training"
+        denied = kernel.execute("!touch /mirrors/0/x/new 2>&1 || echo DENIED", timeout=30)
+        assert "DENIED" in denied.output
+    finally:
+        kernel.close()
+    assert not (tmp_path / "mirror" / "x" / "new").exists()
+
+
+def test_network_none_has_no_network(settings) -> None:
+    settings.network = "none"
+    kernel = provision_kernel(settings, task_id="offline")
+    try:
+        assert kernel.execute("1+1", timeout=30).output.strip() == "2"
+        probe = kernel.execute(
+            "import socket\n"
+            "for target in [('pypi.org', 443), ('151.101.0.223', 443)]:\n"
+            "    try:\n"
+            "        socket.create_connection(target, timeout=2).close(); print('REACHED', target)\n"
+            "    except OSError as exc:\n"
+            "        print('blocked', target, type(exc).__name__)\n",
+            timeout=60,
+        )
+        assert "REACHED" not in probe.output
+        assert probe.output.count("blocked") == 2
+    finally:
+        kernel.close()
+
+
+def test_engine_down_names_the_address_and_the_fix(monkeypatch) -> None:
+    settings = KernelSettings(docker_host="tcp://127.0.0.1:1")
+    with pytest.raises(EngineUnavailable) as caught:
+        provision_kernel(settings, task_id="x")
+    message = str(caught.value)
+    assert "tcp://127.0.0.1:1" in message
+    assert "scripts/ensure-docker.sh" in message and "dockerd" in message
+
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
+    with pytest.raises(EngineUnavailable, match=r"tcp://127\.0\.0\.1:1"):
+        provision_kernel(KernelSettings(), task_id="x")
+
+
+def test_missing_image_names_the_build_command(settings) -> None:
+    settings.image = "pytest-super-kernel:no-such-tag"
+    with pytest.raises(ImageMissing) as caught:
+        provision_kernel(settings, task_id="x")
+    assert "pytest-super-kernel:no-such-tag" in str(caught.value)
+    assert "pytest-super image build" in str(caught.value)
+
+
+def _labelled_container(client, image: str, run_id: str, pid: int, host: str):
+    return client.containers.create(
+        image,
+        command=["sleep", "60"],
+        labels={
+            "pytest-super": "1",
+            "pytest-super.run": run_id,
+            "pytest-super.worker": "main",
+            "pytest-super.task": "t",
+            "pytest-super.pid": str(pid),
+            "pytest-super.host": host,
+        },
+        name=f"super-cleanup-{uuid.uuid4().hex[:8]}",
+    )
+
+
+def test_cleanup_dead_runs_only_then_by_run_id(client, image, settings) -> None:
+    import socket
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    here = socket.gethostname()
+    dead = _labelled_container(client, image, settings.run_id, gone.pid, here)
+    alive = _labelled_container(client, image, settings.run_id, os.getpid(), here)
+    foreign = _labelled_container(client, image, settings.run_id, gone.pid, "another-host")
+
+    removed = cleanup_containers(client, dead_runs_only=True)
+    assert dead.name in removed
+    assert alive.name not in removed and foreign.name not in removed
+
+    removed = cleanup_containers(client, run_id=settings.run_id)
+    assert sorted(removed) == sorted([alive.name, foreign.name])
+    assert cleanup_containers(client, run_id=settings.run_id) == []
+
+
+def test_detach_leaves_the_box_running_and_says_how_to_get_in(settings, client) -> None:
+    kernel = provision_kernel(settings, task_id="keep")
+    box = kernel._box
+    how = kernel.detach()
+    try:
+        assert f"docker exec -it {box.name} bash" in how
+        assert f"jupyter console --existing {box.connection_file}" in how
+        assert os.path.exists(box.connection_file)
+        assert client.api.inspect_container(box.container_id)["State"]["Running"]
+    finally:
+        box.remove()
+    box.remove()  # idempotent
+    assert not box.is_alive()
+    assert not os.path.exists(box.connection_file)
+
+
+def test_pip_cache_is_a_named_volume(settings, client) -> None:
+    volume = f"pytest-super-test-pip-{uuid.uuid4().hex[:8]}"
+    settings.pip_cache = volume
+    kernel = provision_kernel(settings, task_id="pip-cache")
+    try:
+        mounts = client.api.inspect_container(kernel._box.container_id)["Mounts"]
+        [mount] = mounts
+        assert (mount["Type"], mount["Name"], mount["Destination"]) == (
+            "volume",
+            volume,
+            "/root/.cache/pip",
+        )
+        assert mount["RW"] is True
+    finally:
+        kernel.close()
+        client.volumes.get(volume).remove(force=True)
