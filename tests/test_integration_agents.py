@@ -166,9 +166,6 @@ def test_key_never_reaches_the_container(project, openai_server):
         "PATH" in observation and "SUPER_API_KEY" not in observation and SECRET not in observation
     )
     client = docker_client(KernelSettings())
-    assert (
-        client.containers.list(
-            all=True, filters={"label": "pytest-super.task=counter_configuration"}
-        )
-        == []
-    )
+    (run_id,) = [p.name for p in (project.path / "reports").iterdir()]
+    left = client.containers.list(all=True, filters={"label": f"pytest-super.run={run_id}"})
+    assert [c.name for c in left] == []
