@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from pytest_super.errors import SuperError
+from pytest_super.kernels.image import add_build_arguments, run_build_command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,17 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         dest="image_cmd", required=True
     )
     p = image.add_parser("build", help="build the kernel image (skipped when up to date)")
-    p.add_argument(
-        "--base", help="base image (default python:3.10-slim, or Debian via debootstrap)"
-    )
-    p.add_argument("--tag", help="image tag (default: pytest-super-kernel:<profile>-<hash>)")
-    p.add_argument("--requirements", type=Path, help="extra pip requirements file")
-    p.add_argument(
-        "--offline", action="store_true", help="bootstrap the base from Debian's archive"
-    )
-    p.add_argument("--profile", choices=("default", "colab"), default="default")
-    p.add_argument("--docker-host", help="Docker engine address (default DOCKER_HOST)")
-    p.set_defaults(func=_image_build)
+    add_build_arguments(p)
+    p.set_defaults(func=run_build_command)
 
     p = sub.add_parser("cleanup", help="remove containers left by runs")
     p.add_argument("--run", dest="run_id", help="only this run's containers")
@@ -89,21 +81,6 @@ def _column_name(path: Path, records: list, taken: dict) -> str:
     model = str(records[0].properties.get("model") or "")
     name = "/".join(x for x in (agent, model) if x and x != "None") or path.stem
     return name if name not in taken else f"{name}({path.name})"
-
-
-def _image_build(args: argparse.Namespace) -> int:
-    from pytest_super.kernels.image import build_image
-
-    tag = build_image(
-        base=args.base,
-        tag=args.tag,
-        requirements=args.requirements,
-        offline=args.offline,
-        profile=args.profile,
-        docker_host=args.docker_host,
-    )
-    print(tag)
-    return 0
 
 
 def _cleanup(args: argparse.Namespace) -> int:

@@ -528,7 +528,7 @@ class JupyterKernel:
                     "startup timeout on a slow machine"
                 )
             sent.add(client.kernel_info())
-            until = min(time.perf_counter() + 0.5, deadline)
+            until = min(time.perf_counter() + 0.1, deadline)  # resend soon: IOPub may join late
             while not (replied and published) and (left := until - time.perf_counter()) > 0:
                 for channel in (client.shell_channel, client.iopub_channel):
                     try:
