@@ -1,0 +1,1 @@
+"""Bag-of-words logistic regression for review sentiment."""

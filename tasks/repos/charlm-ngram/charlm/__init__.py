@@ -1,0 +1,1 @@
+"""Character n-gram language models."""

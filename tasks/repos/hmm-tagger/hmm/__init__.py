@@ -1,0 +1,1 @@
+"""Hidden Markov model part-of-speech tagging."""

@@ -1,0 +1,1 @@
+"""A numpy multi-layer perceptron for tabular classification."""
