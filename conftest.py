@@ -8,6 +8,7 @@ tasks name), which pyproject's `super_git_mirrors` serves to every kernel.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,5 +24,6 @@ def pytest_configure(config: pytest.Config) -> None:
             "build_mirrors", ROOT / "tasks" / "repos" / "build_mirrors.py"
         )
         module = importlib.util.module_from_spec(spec)
+        sys.modules.setdefault("build_mirrors", module)  # dataclasses look their module up here
         spec.loader.exec_module(module)
         module.build_mirrors(MIRRORS)
