@@ -217,6 +217,8 @@ def _make_run(config: pytest.Config, run_id: str) -> SuperRun:
         worker=worker,
     )
     agent = opt("super_agent")
+    if agent:
+        _check_agent(agent)
     settings = RunSettings(
         agent=agent or "",
         model=opt("super_model"),
@@ -240,6 +242,17 @@ def _make_run(config: pytest.Config, run_id: str) -> SuperRun:
         llm_settings=_llm_settings(config),
         live=live,
     )
+
+
+def _check_agent(spec: str) -> None:
+    """Reject an agent name at start-up, not in every task (SUPER's harness accepted names it
+    then rejected)."""
+    from pytest_super.agents import load_agent
+
+    try:
+        load_agent(spec)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--super-agent: {exc}") from None
 
 
 def _llm_settings(config: pytest.Config) -> Any:
@@ -431,7 +444,7 @@ def _live_printer(config: pytest.Config, task: Task):
 
     def show(step: Step) -> None:
         tail = (step.observation or step.output).strip().splitlines()[-5:]
-        text = [f"[{task.id}] {step.action}: {step.thought.strip()[:200]}"]
+        text = ["", f"[{task.id}] {step.action}: {step.thought.strip()[:200]}"]
         if step.content and step.action != "submit":
             text += ["    > " + ln for ln in step.content.strip().splitlines()[:10]]
         elif step.content:

@@ -304,7 +304,9 @@ def test_failing_prefix_cell_is_an_error_of_the_task(project):
         "tasks/masked/broken_data.yaml", "--super-agent=gold", "--super-backend=local"
     )
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*pre-executed cell 1*broken_data*failed*", "RuntimeError: prefix broke"])
+    result.stdout.fnmatch_lines(
+        ["*pre-executed cell 1*broken_data*failed*", "RuntimeError: prefix broke"]
+    )
 
 
 def test_engine_down_is_an_error_not_a_failure(project, monkeypatch):
@@ -366,3 +368,54 @@ def test_import_command_writes_yaml_tasks_that_collect(project):
     )
     result = project.runpytest_subprocess("tasks/masked", "--collect-only", "-q")
     result.stdout.fnmatch_lines(["tasks/masked/one_goal.yaml::one_goal"])
+
+
+def test_unknown_agent_is_a_usage_error_at_start(project):
+    result = project.runpytest_subprocess("tasks", "--super-agent=nosuch")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--super-agent*unknown agent 'nosuch'*gold*"])
+
+
+def test_llm_agent_without_model_is_a_usage_error(project):
+    result = project.runpytest_subprocess("tasks", "--super-agent=react")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--super-model*"])
+
+
+def test_live_prints_each_step(project):
+    result = project.runpytest_subprocess(
+        "tasks/expert", "--super-agent=gold", "--super-backend=local", "--super-live"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["[[]adder[]] execute:*", "*| adding 2 numbers*", "[[]adder[]] submit:*"]
+    )
+
+
+AGENT_MODULE = """
+from pytest_super.agents.base import AgentResult, ExitStatus
+from pytest_super.trajectory import Step
+
+
+class SumAgent:
+    name = "sum-agent"
+    needs_llm = False  # it asks no model, so no --super-model is needed
+
+    def run(self, env):
+        result = env.execute("print(2 + 3)")
+        env.record(Step(thought="add", action="execute", content="print(2 + 3)",
+                        output=result.output, code="print(2 + 3)", duration_s=result.duration_s))
+        total = int(result.output.strip())
+        return AgentResult(ExitStatus.SUBMITTED, '{"sum": %d, "label": "five"}' % total)
+"""
+
+
+def test_third_party_agent_by_module_path(project):
+    write(project, "my_agents.py", AGENT_MODULE)
+    result = project.runpytest_subprocess(
+        "tasks/expert",
+        "--super-agent=my_agents:SumAgent",
+        "--super-backend=local",
+        "--super-pass-metric=accuracy",
+    )
+    result.assert_outcomes(passed=1)
