@@ -3,7 +3,7 @@
 pytest-super import expert.jsonl --set expert --out tasks/expert/
 pytest-super report reports/junit.xml other-run.xml
 pytest-super image build [--base IMAGE] [--tag TAG] [--requirements FILE] [--offline] [--profile colab]
-pytest-super cleanup [--run RUN_ID]
+pytest-super cleanup [--run RUN_ID | --all]
 """
 
 from __future__ import annotations
@@ -38,8 +38,16 @@ def main(argv: list[str] | None = None) -> int:
     add_build_arguments(p)
     p.set_defaults(func=run_build_command)
 
-    p = sub.add_parser("cleanup", help="remove containers left by runs")
-    p.add_argument("--run", dest="run_id", help="only this run's containers")
+    p = sub.add_parser(
+        "cleanup", help="remove containers left by runs whose pytest process is gone"
+    )
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--run", dest="run_id", help="all containers of this run")
+    which.add_argument(
+        "--all",
+        action="store_true",
+        help="every pytest-super container, of live runs and kept ones too",
+    )
     p.add_argument("--docker-host", help="Docker engine address (default DOCKER_HOST)")
     p.set_defaults(func=_cleanup)
 
@@ -88,7 +96,9 @@ def _cleanup(args: argparse.Namespace) -> int:
     from pytest_super.kernels.base import KernelSettings
 
     client = docker_client(KernelSettings(docker_host=args.docker_host))
-    removed = cleanup_containers(client, run_id=args.run_id)
+    removed = cleanup_containers(
+        client, run_id=args.run_id, dead_runs_only=not (args.all or args.run_id)
+    )
     print(f"removed {len(removed)} containers" + (": " + ", ".join(removed) if removed else ""))
     return 0
 

@@ -4,6 +4,7 @@ the work is done in collect.py, runner.py, kernels/, agents/ and report.py.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import sys
@@ -16,10 +17,24 @@ import pytest
 
 from pytest_super import collect, slots
 from pytest_super import report as reports
-from pytest_super.errors import InfrastructureError, SuperError
+from pytest_super.errors import InfrastructureError, SuperError, TaskSetupError
 from pytest_super.kernels.base import KernelSettings
-from pytest_super.runner import PASS_METRICS, RunSettings, TaskResult, run_task, task_timeout_s
-from pytest_super.tasks import CATEGORIES, SETS, Task
+from pytest_super.runner import (
+    PASS_METRICS,
+    RunSettings,
+    TaskResult,
+    exit_status_of,
+    run_task,
+    task_timeout_s,
+)
+from pytest_super.tasks import (
+    CATEGORIES,
+    SETS,
+    Task,
+    categories_from_id,
+    infer_set,
+    load_yaml_task,
+)
 from pytest_super.trajectory import Step
 
 RUN_KEY = pytest.StashKey["SuperRun"]()
@@ -179,7 +194,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["PYTEST_SUPER_CONTROLLER_PID"] = str(os.getpid())
     run = config.stash[RUN_KEY] = _make_run(config, run_id)
     if workerinput is None and run.agent:
-        config.pluginmanager.register(RunRecorder(run), "pytest-super-recorder")
+        config.pluginmanager.register(RunRecorder(run, config.rootpath), "pytest-super-recorder")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -362,8 +377,6 @@ def super_task(request: pytest.FixtureRequest) -> Task:
         raise pytest.UsageError(
             "super_task needs a task: mark the test @pytest.mark.super_task('tasks/x.yaml')"
         )
-    from pytest_super.tasks import load_yaml_task
-
     return load_yaml_task(Path(marker.args[0]))
 
 
@@ -396,7 +409,15 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
 
         llm = LLMClient(run.llm_settings)
     item = request.node
-    item.user_properties.extend([("super.set", super_task.set), ("super.agent", run.agent)])
+    # known before the episode, so a task that errors is still filed under its set and agent
+    item.user_properties.extend(
+        [
+            ("super.set", super_task.set),
+            ("super.category", ",".join(super_task.categories)),
+            ("super.agent", run.agent),
+            ("super.model", run.settings.model or ""),
+        ]
+    )
     trajectory = run.run_dir / "trajectories" / f"{_safe_name(super_task.id)}.json"
     on_step = _live_printer(request.config, super_task) if run.live else None
     locks = run.run_dir / "locks"
@@ -406,6 +427,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
             return provision_kernel(run.kernel, task_id=super_task.id)
 
     retries = request.config.getoption("super_retries")
+    retried: list[tuple[str, Any]] = []
     try:
         with slots.container_slot(locks, request.config.getoption("super_max_containers")):
             for attempt in range(retries + 1):
@@ -423,14 +445,15 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
                 except InfrastructureError as exc:
                     if not exc.retryable or attempt == retries:
                         raise
-                    item.user_properties.append(
-                        ("super.retried_after", f"{type(exc).__name__}: {exc}"[:500])
-                    )
+                    retried.append(("super.retried_after", f"{type(exc).__name__}: {exc}"[:500]))
+    except (InfrastructureError, TaskSetupError) as exc:
+        item.user_properties.extend([*retried, ("super.exit_status", exit_status_of(exc).value)])
+        raise
     finally:
         if llm is not None:
             llm.close()
     item.user_properties[:] = [p for p in item.user_properties if not p[0].startswith("super.")]
-    item.user_properties.extend(result.properties().items())
+    item.user_properties.extend([*result.properties().items(), *retried])
     item.stash[RESULT_KEY] = result
     return result
 
@@ -469,8 +492,9 @@ class RunRecorder:
     exactly once however many workers ran it.
     """
 
-    def __init__(self, run: SuperRun) -> None:
+    def __init__(self, run: SuperRun, rootpath: Path) -> None:
         self.run = run
+        self.rootpath = rootpath
         self.phases: dict[str, list[pytest.TestReport]] = {}
         run.run_dir.mkdir(parents=True, exist_ok=True)
         self.writer = reports.ResultsWriter(run.run_dir / "results.jsonl")
@@ -489,6 +513,7 @@ class RunRecorder:
                     report.nodeid,
                     "error",
                     {
+                        **self._known_facts(report.nodeid),
                         **reports.strip_prefix(p for ph in phases for p in ph.user_properties),
                         "exit_status": "worker_crashed",
                     },
@@ -504,6 +529,22 @@ class RunRecorder:
         elif outcome == "skipped" or not properties:
             return  # not a task item, or a task that never ran
         self._write(report.nodeid, outcome, properties)
+
+    def _known_facts(self, nodeid: str) -> dict[str, Any]:
+        """What the controller can say of a task whose worker died before reporting anything
+        (under xdist the controller collected nothing, so it reads the task file)."""
+        facts: dict[str, Any] = {"agent": self.run.agent, "model": self.run.settings.model or ""}
+        path = self.rootpath / nodeid.split("::")[0]
+        try:
+            if path.suffix in (".yaml", ".yml"):
+                task = load_yaml_task(path)
+                facts.update(set=task.set, category=",".join(task.categories))
+            else:
+                task_id = nodeid.rsplit("::", 1)[-1]
+                facts.update(set=infer_set(path), category=",".join(categories_from_id(task_id)))
+        except SuperError:
+            pass
+        return facts
 
     def _is_task(self, nodeid: str, phases: list[pytest.TestReport]) -> bool:
         path = nodeid.split("::")[0]
@@ -554,10 +595,8 @@ def _remove_dead_runs(run: SuperRun) -> None:
 def _remove_run_containers(run: SuperRun) -> None:
     from pytest_super.kernels import cleanup_containers, docker_client
 
-    try:
+    with contextlib.suppress(InfrastructureError):  # no engine: nothing can be left on it
         cleanup_containers(docker_client(run.kernel), run_id=run.run_id)
-    except InfrastructureError:
-        pass  # no engine: nothing can be left on it
 
 
 def _outcome(phases: list[pytest.TestReport]) -> str:

@@ -24,7 +24,7 @@ from pytest_super.agents.base import (
     ExitStatus,
 )
 from pytest_super.edit import EditRequest, edit_file
-from pytest_super.errors import InfrastructureError, TaskSetupError
+from pytest_super.errors import InfrastructureError, LLMError, TaskSetupError
 from pytest_super.kernels.base import Kernel
 from pytest_super.kernels.output import clean_for_model
 from pytest_super.tasks import PRE_EXECUTED_THOUGHT, Cell, Task
@@ -261,17 +261,17 @@ def _run_agent(agent: Agent, env: Environment, trajectory: Trajectory) -> tuple[
     except EpisodeEnd as end:
         return AgentResult(end.status), str(end)
     except (InfrastructureError, TaskSetupError) as exc:
-        status = ExitStatus.TASK_ERROR if isinstance(exc, TaskSetupError) else _infra_status(exc)
-        trajectory.info.update(exit_status=status.value, detail=str(exc))
+        trajectory.info.update(exit_status=exit_status_of(exc).value, detail=str(exc))
         trajectory.save()
         raise
     except Exception as exc:  # a bug in the agent: the agent failed, the harness did not
         return AgentResult(ExitStatus.AGENT_ERROR), "".join(traceback.format_exception(exc))[-4000:]
 
 
-def _infra_status(exc: Exception) -> ExitStatus:
-    from pytest_super.errors import LLMError
-
+def exit_status_of(exc: Exception) -> ExitStatus:
+    """The exit status of an episode ended by a fault of the task or of the infrastructure."""
+    if isinstance(exc, TaskSetupError):
+        return ExitStatus.TASK_ERROR
     return ExitStatus.LLM_ERROR if isinstance(exc, LLMError) else ExitStatus.KERNEL_ERROR
 
 

@@ -72,14 +72,24 @@ class Trajectory:
     def save_notebook(self) -> Path:
         """Write the episode as a Jupyter notebook beside the JSON file and return its path."""
         nb = v4.new_notebook()
-        nb.metadata["pytest_super"] = {"task_id": self.task_id, "agent": self.agent, "model": self.model}
-        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nb.metadata["pytest_super"] = {
+            "task_id": self.task_id,
+            "agent": self.agent,
+            "model": self.model,
+        }
+        nb.metadata["kernelspec"] = {
+            "name": "python3",
+            "display_name": "Python 3",
+            "language": "python",
+        }
         nb.cells.append(v4.new_markdown_cell(f"# {self.task_id}\n\n**Query**\n\n{self.query}"))
         count = 0
         for step in self.steps:
             who = "pre-executed" if step.pre_executed else f"attempt {step.attempt}"
             if step.thought:
-                nb.cells.append(v4.new_markdown_cell(f"*{who}* · **{step.action}**\n\n{step.thought}"))
+                nb.cells.append(
+                    v4.new_markdown_cell(f"*{who}* · **{step.action}**\n\n{step.thought}")
+                )
             if step.code is not None:
                 count += 1
                 cell = v4.new_code_cell(step.code, execution_count=count)

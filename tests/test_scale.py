@@ -472,11 +472,6 @@ def test_worker_killed_mid_task_is_recorded_and_its_container_removed(project_di
     assert containers(engine, run_id=run_dir.name) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="plugin.py RunRecorder writes a crashed task without set/agent/model: the summary "
-    "puts it in a '?' group (see the scale report)",
-)
 def test_a_crashed_task_keeps_its_set_agent_and_model(project_dir, engine):
     make_project(
         project_dir,
@@ -860,11 +855,6 @@ def test_kernels_run_on_the_engine_named_by_docker_host(project_dir, engine, sec
     assert containers(engine, run_id=run_id) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="plugin.py super_result drops super.retried_after when it replaces the item's "
-    "super.* properties with the result's (see the scale report)",
-)
 def test_a_retried_task_says_so_in_its_properties(project_dir, engine, fail_once_image, volume):
     make_project(project_dir, {"expert/flaky": task_yaml("flaky", PASS)})
     junit = project_dir / "junit.xml"
@@ -885,11 +875,6 @@ def test_a_retried_task_says_so_in_its_properties(project_dir, engine, fail_once
 
 
 # -- faults of the machinery are never the agent's ------------------------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="docker.py DockerBox.restart lets docker.errors.NotFound escape: a container removed "
-    "under a running task is scored as the agent's failure (agent_error) and not retried",
-)
 def test_a_container_removed_under_a_task_is_an_infrastructure_error(project_dir, engine):
     make_project(project_dir, {"expert/gone": task_yaml("gone", sleep_then_answer(30), PASS)})
     run = PytestRun(project_dir, "tasks", "--super-agent=gold")
@@ -903,11 +888,6 @@ def test_a_container_removed_under_a_task_is_an_infrastructure_error(project_dir
     assert line.get("exit_status") in (None, "kernel_error"), line
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kernels/__init__.py cleanup_containers(dead_runs_only=True) also removes containers "
-    "kept with --super-keep, as soon as any other run starts (see the scale report)",
-)
 def test_a_kept_container_survives_the_next_run(project_dir, engine):
     make_project(project_dir, {"expert/wrong": task_yaml("wrong", FAIL)})
     code, out = run_pytest(project_dir, "tasks", "--super-agent=gold", "--super-keep")

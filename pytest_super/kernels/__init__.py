@@ -83,14 +83,16 @@ def forget_docker_client(docker_host: str | None) -> None:
 def _connect(docker_host: str | None, address: str) -> docker.DockerClient:
     import docker
     import docker.errors
+    import docker.utils
 
+    # DOCKER_TLS_VERIFY / DOCKER_CERT_PATH apply to --super-docker-host too; ssh:// engines go
+    # through the `ssh` command (no paramiko needed).
+    environment = {**os.environ, **({"DOCKER_HOST": docker_host} if docker_host else {})}
     try:
-        if docker_host:
-            client = docker.DockerClient(
-                base_url=docker_host, use_ssh_client=docker_host.startswith("ssh://")
-            )
-        else:
-            client = docker.from_env()
+        client = docker.DockerClient(
+            **docker.utils.kwargs_from_env(environment=environment),
+            use_ssh_client=address.startswith("ssh://"),
+        )
         client.ping()
     except Exception as exc:  # docker wraps requests/urllib3/socket errors inconsistently
         reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
@@ -100,6 +102,9 @@ def _connect(docker_host: str | None, address: str) -> docker.DockerClient:
     return client
 
 
+KEPT_SUFFIX = "-kept"
+
+
 def cleanup_containers(
     client: docker.DockerClient, *, run_id: str | None = None, dead_runs_only: bool = False
 ) -> list[str]:
@@ -107,7 +112,8 @@ def cleanup_containers(
 
     run_id: only that run's containers (from any host). dead_runs_only: only containers whose
     controller process is gone; a container made by another host is never judged dead (its pid
-    means nothing here), so it is removed only when its run id is named.
+    means nothing here), so it is removed only when its run id is named. Containers kept with
+    `--super-keep` (named `...-kept`) are never removed as a dead run's leftovers.
     """
     import docker.errors
 
@@ -116,7 +122,10 @@ def cleanup_containers(
     here = socket.gethostname()
     for container in client.containers.list(all=True, filters=filters, ignore_removed=True):
         labels = container.labels or {}
-        if dead_runs_only and not _controller_gone(labels, here, run_named=run_id is not None):
+        if dead_runs_only and (
+            container.name.endswith(KEPT_SUFFIX)
+            or not _controller_gone(labels, here, run_named=run_id is not None)
+        ):
             continue
         try:
             container.remove(force=True)

@@ -43,8 +43,14 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from pytest_super.errors import EngineUnavailable, ImageMissing, InfrastructureError
+from pytest_super.errors import (
+    EngineUnavailable,
+    ImageMissing,
+    InfrastructureError,
+    KernelStartError,
+)
 from pytest_super.kernels import (
+    KEPT_SUFFIX,
     LABEL,
     LABEL_HOST,
     LABEL_PID,
@@ -131,17 +137,35 @@ class DockerBox:
             state = self.api.inspect_container(self.container_id)["State"]
         except docker.errors.NotFound:
             return False
+        except requests.exceptions.ConnectionError as exc:
+            raise EngineUnavailable(
+                f"the Docker engine went away while {self.description} ran: {exc}"
+            ) from exc
         return bool(state.get("Running")) and not state.get("Restarting")
 
     def restart(self) -> dict[str, Any]:
-        if self.is_alive():
-            self.api.restart(self.container_id, timeout=STOP_TIMEOUT_S)
-        else:
-            self.api.start(self.container_id)
+        try:
+            if self.is_alive():
+                self.api.restart(self.container_id, timeout=STOP_TIMEOUT_S)
+            else:
+                self.api.start(self.container_id)
+        except docker.errors.NotFound as exc:
+            raise InfrastructureError(
+                f"{self.description} was removed while its task ran (docker rm, a prune, or "
+                "`pytest-super cleanup --all`)"
+            ) from exc
+        except (docker.errors.APIError, requests.exceptions.ConnectionError) as exc:
+            raise InfrastructureError(f"restarting {self.description} failed: {exc}") from exc
         self._refresh_connection()
         return dict(self._info)
 
     def detach(self) -> str:
+        # renamed, so that no later run takes it for a dead run's leftover
+        kept = self.name + KEPT_SUFFIX
+        with contextlib.suppress(docker.errors.APIError):
+            self.api.rename(self.container_id, kept)
+            self.name = kept
+            self.description = f"docker container {kept} ({self.container_id[:12]})"
         docker_cmd = "docker" if not self._docker_host else f"docker -H {self._docker_host}"
         return (
             f"{self.description} left running:\n"
@@ -171,6 +195,12 @@ class DockerBox:
         finally:
             self._removed = True
             shutil.rmtree(self._connection_dir, ignore_errors=True)
+
+    def _log_tail(self, lines: int = 20) -> str:
+        try:
+            return self.api.logs(self.container_id, tail=lines).decode(errors="replace").strip()
+        except docker.errors.APIError:
+            return "(no logs)"
 
     def death_reason(self) -> str:
         try:
@@ -215,6 +245,11 @@ class DockerBox:
                 bindings = published.get(f"{port}/tcp") or []
                 if not bindings:
                     state = attrs.get("State", {})
+                    if not state.get("Running"):
+                        raise KernelStartError(
+                            f"the kernel in {self.description} stopped as it started (exit code "
+                            f"{state.get('ExitCode')}); its last output:\n{self._log_tail()}"
+                        )
                     raise InfrastructureError(
                         f"{self.description}: port {port} is not published "
                         f"(state {state.get('Status')!r}, {state.get('Error') or 'no error'})"
