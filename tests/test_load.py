@@ -106,7 +106,6 @@ def test_forty_tasks_on_two_workers_lose_nothing_and_leak_nothing(project_dir, e
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None and suite.get("tests") == "40"
 
-    # the summary counts all 40 (the crashed task's set is unknown to the controller: see
-    # test_scale.py::test_a_crashed_task_keeps_its_set_agent_and_model)
-    assert "| all | 40 | 23 | 2 |" in (run_dir / "summary.md").read_text()
+    # the summary counts all 40 under their set, the crashed task too (one set: no "all" row)
+    assert "| expert | 40 | 23 | 2 |" in (run_dir / "summary.md").read_text()
     assert containers(engine, run_id=run_dir.name) == []
