@@ -23,7 +23,7 @@ from pytest_super.agents.base import (
     EpisodeLimits,
     ExitStatus,
 )
-from pytest_super.edit import EditRequest, edit_file
+from pytest_super.edit import EditRequest, edit_file, format_edit
 from pytest_super.errors import InfrastructureError, LLMError, TaskSetupError
 from pytest_super.kernels.base import Kernel
 from pytest_super.kernels.output import clean_for_model
@@ -145,7 +145,7 @@ def replay_prefix_cells(env: Environment) -> list[Step]:
     """
     steps: list[Step] = []
     for number, cell in enumerate(env.task.pre_executed, start=1):
-        step = _run_prefix_cell(env, cell)
+        step = run_task_cell(env, cell, thought=PRE_EXECUTED_THOUGHT, pre_executed=True)
         env.record(step)
         steps.append(step)
         if step.cell_status not in ("ok", None):
@@ -158,11 +158,18 @@ def replay_prefix_cells(env: Environment) -> list[Step]:
     return steps
 
 
-def _run_prefix_cell(env: Environment, cell: Cell) -> Step:
+def run_task_cell(
+    env: Environment, cell: Cell, *, thought: str, pre_executed: bool = False
+) -> Step:
+    """Run one cell of a task file (prefix or gold solution) and return its step, unrecorded.
+
+    Execute cells run as code; edit cells go through the edit tool, relative to the kernel's
+    current directory. A failed edit gives cell_status "error".
+    """
     if cell.kind == "execute":
         result = env.execute(cell.code)
         return Step(
-            thought=PRE_EXECUTED_THOUGHT,
+            thought=thought,
             action="execute",
             content=cell.code,
             observation=result.output,
@@ -170,7 +177,7 @@ def _run_prefix_cell(env: Environment, cell: Cell) -> Step:
             code=cell.code,
             cell_status=result.status,
             duration_s=result.duration_s,
-            pre_executed=True,
+            pre_executed=pre_executed,
         )
     request = EditRequest(
         file=cell.file, before=cell.before, after=cell.after, context=cell.context
@@ -178,14 +185,14 @@ def _run_prefix_cell(env: Environment, cell: Cell) -> Step:
     started = time.monotonic()
     outcome = edit_file(env.kernel, request)
     return Step(
-        thought=PRE_EXECUTED_THOUGHT,
+        thought=thought,
         action="edit",
-        content=f"{cell.file}\n<<<BEFORE_EDIT>>>\n{cell.before}<<<AFTER_EDIT>>>\n{cell.after}",
+        content=format_edit(request),
         observation=outcome.message,
         output=outcome.message,
         cell_status="ok" if outcome.ok else "error",
         duration_s=time.monotonic() - started,
-        pre_executed=True,
+        pre_executed=pre_executed,
     )
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import nbformat
 from nbformat import v4
+
+from pytest_super.atomic import write_atomically
 
 
 @dataclass
@@ -63,7 +64,7 @@ class Trajectory:
             "info": self.info,
             "steps": [asdict(s) for s in self.steps],
         }
-        _write_atomically(self.path, json.dumps(data, indent=1, default=str))
+        write_atomically(self.path, json.dumps(data, indent=1, default=str))
 
     @property
     def notebook_path(self) -> Path:
@@ -104,7 +105,7 @@ class Trajectory:
         summary = json.dumps(self.info, indent=2, default=str)
         nb.cells.append(v4.new_markdown_cell(f"## Result\n\n```json\n{summary}\n```"))
         nbformat.validate(nb)
-        _write_atomically(self.notebook_path, nbformat.writes(nb))
+        write_atomically(self.notebook_path, nbformat.writes(nb))
         return self.notebook_path
 
 
@@ -120,14 +121,3 @@ def load_trajectory(path: str | os.PathLike[str]) -> Trajectory:
         steps=[Step(**s) for s in data.get("steps", [])],
         info=data.get("info", {}),
     )
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

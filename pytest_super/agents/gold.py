@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from pytest_super.agents.base import AgentResult, Environment, ExitStatus
-from pytest_super.edit import EditRequest, edit_file
+from pytest_super.runner import run_task_cell
 from pytest_super.trajectory import Step
 
 GOLD_THOUGHT = "[gold solution cell {n}]"
@@ -30,35 +30,10 @@ class GoldAgent:
             return AgentResult(ExitStatus.NO_SUBMISSION)
         last_output = ""
         for n, cell in enumerate(solution, start=1):
-            thought = GOLD_THOUGHT.format(n=n)
-            if cell.kind == "edit":
-                request = EditRequest(cell.file, cell.before, cell.after, cell.context)
-                outcome = edit_file(env.kernel, request)
-                env.record(
-                    Step(
-                        thought=thought,
-                        action="edit",
-                        content=cell.file,
-                        observation=outcome.message,
-                        output=outcome.message,
-                        cell_status="ok" if outcome.ok else "error",
-                    )
-                )
-                continue
-            result = env.execute(cell.code)
-            last_output = result.output
-            env.record(
-                Step(
-                    thought=thought,
-                    action="execute",
-                    content=cell.code,
-                    observation=result.output,
-                    output=result.output,
-                    code=cell.code,
-                    cell_status=result.status,
-                    duration_s=result.duration_s,
-                )
-            )
+            step = run_task_cell(env, cell, thought=GOLD_THOUGHT.format(n=n))
+            env.record(step)
+            if cell.kind == "execute":
+                last_output = step.output
         submission = last_json_line(last_output)
         if submission is None:
             env.record(

@@ -17,7 +17,6 @@ import logging
 import os
 import random
 import re
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from pytest_super.atomic import write_atomically
 from pytest_super.errors import LLMError, LLMRefused
 
 log = logging.getLogger(__name__)
@@ -157,7 +157,7 @@ class LLMClient:
         data = self._post(body)
         text, prompt_tokens, completion_tokens = self._read_reply(data, body)
         if cache_file is not None:
-            _write_atomically(cache_file, json.dumps(data))
+            write_atomically(cache_file, json.dumps(data))
         price_in, price_out = model_prices(self.settings)
         cost = (prompt_tokens * price_in + completion_tokens * price_out) / 1_000_000
         return Completion(text, prompt_tokens, completion_tokens, cost)
@@ -294,15 +294,3 @@ def _retry_after(value: str | None) -> float | None:
             return None
         seconds = when.timestamp() - time.time()
     return min(max(0.0, seconds), _RETRY_AFTER_CAP_S)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
