@@ -1,0 +1,250 @@
+"""The run's settings, read once from pytest's options and ini values into plain records.
+
+Owns the plugin's command-line options (`add_options`), the `SuperRun` record every hook and
+fixture reads, and its construction (`make_run`), which rejects bad values at start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_super import report as reports
+from pytest_super.kernels.base import KernelSettings
+from pytest_super.runner import PASS_METRICS, RunSettings
+from pytest_super.tasks import SETS
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """The `--super-*` options (group "super") and the `super_*` ini values."""
+    g = parser.getgroup("super", "SUPER benchmark (pytest-super)")
+    g.addoption(
+        "--super-agent",
+        help="agent to run: gold, react, react-super, swe, reflexion, "
+        "replay, an entry point name, or package.module:Class. Without it tasks are skipped.",
+    )
+    g.addoption(
+        "--super-set",
+        action="append",
+        type=_split_sets,
+        default=None,
+        help="only tasks of these sets (expert, masked, auto; comma-separated or repeated)",
+    )
+    g.addoption(
+        "--super-backend",
+        choices=("docker", "local"),
+        default="docker",
+        help="where kernels run (default docker; local isolates nothing)",
+    )
+    g.addoption(
+        "--super-image", help="kernel image (default: what `pytest-super image build` makes)"
+    )
+    g.addoption("--super-docker-host", help="Docker engine address (default DOCKER_HOST)")
+    g.addoption("--super-mem", default="4g", help="container memory limit (default 4g)")
+    g.addoption("--super-cpus", type=float, default=2.0, help="container CPUs (default 2)")
+    g.addoption(
+        "--super-network",
+        choices=("bridge", "none"),
+        default="bridge",
+        help="container network (default bridge)",
+    )
+    g.addoption(
+        "--super-keep",
+        action="store_true",
+        help="keep the container of a failing task and print how to get in",
+    )
+    g.addoption("--super-cell-timeout", type=float, default=300.0, help="seconds per cell (300)")
+    g.addoption(
+        "--super-compute-limit",
+        type=float,
+        default=1800.0,
+        help="seconds of summed cell time per task, prefix cells included (1800)",
+    )
+    g.addoption(
+        "--super-git-mirror",
+        action="append",
+        default=[],
+        metavar="PREFIX=DIR",
+        help="clone PREFIX<name> from DIR/<name> inside kernels (repeatable)",
+    )
+    g.addoption("--super-pip-cache", help="docker volume shared by task containers as pip's cache")
+    g.addoption("--super-tolerance", type=float, default=0.01, help="numeric tolerance (0.01)")
+    g.addoption(
+        "--super-pass-metric",
+        choices=PASS_METRICS,
+        help="metric deciding pass (default accuracy; script-executed for auto)",
+    )
+    g.addoption(
+        "--super-pass-threshold", type=float, default=1.0, help="pass if metric >= this (1)"
+    )
+    g.addoption("--super-report-dir", help="where runs write reports (default: ini or `reports`)")
+    g.addoption("--super-model", help="model name for LLM agents")
+    g.addoption(
+        "--super-base-url",
+        default="https://api.openai.com/v1",
+        help="OpenAI-compatible endpoint; key from SUPER_API_KEY or OPENAI_API_KEY",
+    )
+    g.addoption("--super-price", metavar="IN,OUT", help="USD per million prompt,completion tokens")
+    g.addoption("--super-llm-cache", metavar="DIR", help="cache model responses on disk")
+    g.addoption(
+        "--super-token-budget",
+        type=int,
+        help="prompt-token budget per task (default 600k expert/auto, 400k masked)",
+    )
+    g.addoption("--super-steps", type=int, default=100, help="step limit per episode (100)")
+    g.addoption("--super-attempts", type=int, default=3, help="reflexion attempts (3)")
+    g.addoption(
+        "--super-replay", metavar="PATH", help="trajectory file or folder for the replay agent"
+    )
+    g.addoption("--super-live", action="store_true", help="print each step as it happens")
+    g.addoption(
+        "--super-max-containers",
+        type=int,
+        help="at most this many task containers at once, across all xdist workers",
+    )
+    g.addoption(
+        "--super-retries",
+        type=int,
+        default=0,
+        help="run a task again after an infrastructure error, up to N times (0)",
+    )
+    g.addoption(
+        "--super-resume",
+        action="store_true",
+        help="skip tasks that already have a final result for this agent and model in the "
+        "report folder; their results are carried into this run's reports",
+    )
+    parser.addini("super_tasks", "folders holding task files", type="paths", default=["tasks"])
+    parser.addini("super_git_mirrors", "PREFIX=DIR git mirrors", type="linelist", default=[])
+    parser.addini("super_report_dir", "where runs write reports", default="reports")
+    parser.addini("super_pip_cache", "docker volume for pip's cache in task containers", default="")
+
+
+def _split_sets(value: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    for n in names:
+        if n not in SETS:
+            raise pytest.UsageError(f"--super-set: unknown set {n!r}; use one of {', '.join(SETS)}")
+    return names
+
+
+@dataclass
+class SuperRun:
+    """The run-wide state: settings, the run id, the report folder, the results so far."""
+
+    run_id: str
+    report_dir: Path
+    agent: str | None
+    kernel: KernelSettings
+    settings: RunSettings
+    llm_settings: Any = None
+    live: bool = False
+    records: dict[str, reports.TaskRecord] = field(default_factory=dict)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.report_dir / self.run_id
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def make_run(config: pytest.Config, run_id: str) -> SuperRun:
+    opt = config.getoption
+    report_dir = Path(opt("super_report_dir") or config.getini("super_report_dir"))
+    if not report_dir.is_absolute():
+        report_dir = config.rootpath / report_dir
+    mirrors = {}
+    for spec in [*config.getini("super_git_mirrors"), *opt("super_git_mirror")]:
+        prefix, sep, directory = spec.rpartition("=")
+        if not sep or not prefix:
+            raise pytest.UsageError(f"--super-git-mirror {spec!r}: expected PREFIX=DIR")
+        path = Path(directory)
+        mirrors[prefix] = str(path if path.is_absolute() else (config.rootpath / path).resolve())
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    kernel = KernelSettings(
+        backend=opt("super_backend"),
+        image=opt("super_image"),
+        docker_host=opt("super_docker_host"),
+        mem=opt("super_mem"),
+        cpus=opt("super_cpus"),
+        network=opt("super_network"),
+        git_mirrors=mirrors,
+        pip_cache=opt("super_pip_cache") or config.getini("super_pip_cache") or None,
+        run_id=run_id,
+        worker=worker,
+    )
+    agent = opt("super_agent")
+    if agent:
+        _check_agent(agent)
+    settings = RunSettings(
+        agent=agent or "",
+        model=opt("super_model"),
+        tolerance=opt("super_tolerance"),
+        pass_metric=opt("super_pass_metric"),
+        pass_threshold=opt("super_pass_threshold"),
+        token_budget=opt("super_token_budget"),
+        compute_limit_s=opt("super_compute_limit"),
+        cell_timeout_s=opt("super_cell_timeout"),
+        steps=opt("super_steps"),
+        keep_failed=opt("super_keep"),
+        options={"attempts": opt("super_attempts"), "replay_path": opt("super_replay")},
+    )
+    live = opt("super_live") or opt("capture") == "no"
+    return SuperRun(
+        run_id=run_id,
+        report_dir=report_dir,
+        agent=agent,
+        kernel=kernel,
+        settings=settings,
+        llm_settings=_llm_settings(config),
+        live=live,
+    )
+
+
+def _check_agent(spec: str) -> None:
+    """Reject an agent name at start-up, not in every task (SUPER's harness accepted names it
+    then rejected)."""
+    from pytest_super.agents import load_agent
+
+    try:
+        load_agent(spec)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--super-agent: {exc}") from None
+
+
+def _llm_settings(config: pytest.Config) -> Any:
+    from pytest_super.agents import needs_llm
+    from pytest_super.agents.llm import LLMSettings, api_key_from_env
+
+    agent = config.getoption("super_agent")
+    if not agent or not needs_llm(agent):
+        return None
+    model = config.getoption("super_model")
+    if not model:
+        raise pytest.UsageError(
+            f"--super-agent={agent} talks to a model: name it with --super-model"
+        )
+    price_in = price_out = None
+    if config.getoption("super_price"):
+        try:
+            price_in, price_out = (float(x) for x in config.getoption("super_price").split(","))
+        except ValueError:
+            raise pytest.UsageError(
+                "--super-price takes IN,OUT in USD per million tokens, e.g. 2.5,10"
+            ) from None
+    return LLMSettings(
+        model=model,
+        base_url=config.getoption("super_base_url"),
+        api_key=api_key_from_env(),
+        price_in=price_in,
+        price_out=price_out,
+        cache_dir=config.getoption("super_llm_cache"),
+    )

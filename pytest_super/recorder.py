@@ -1,0 +1,142 @@
+"""The controller's record of a run: results.jsonl as tasks finish, the summary at the end, and
+the removal of containers that killed processes left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_super import collect
+from pytest_super import report as reports
+from pytest_super.errors import InfrastructureError, SuperError
+from pytest_super.options import SuperRun
+from pytest_super.tasks import categories_from_id, infer_set, load_yaml_task
+
+
+class RunRecorder:
+    """The controller's record of the run: results.jsonl as tasks finish, the summary at the end.
+
+    Registered only in the controlling process (never in xdist workers), so each task is written
+    exactly once however many workers ran it.
+    """
+
+    def __init__(self, run: SuperRun, rootpath: Path) -> None:
+        self.run = run
+        self.rootpath = rootpath
+        self.phases: dict[str, list[pytest.TestReport]] = {}
+        run.run_dir.mkdir(parents=True, exist_ok=True)
+        self.writer = reports.ResultsWriter(run.run_dir / "results.jsonl")
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.run.kernel.backend == "docker":
+            _remove_dead_runs(self.run)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        phases = self.phases.setdefault(report.nodeid, [])
+        phases.append(report)
+        if report.when == "???":  # xdist: the worker died while running this item
+            self.phases.pop(report.nodeid, None)
+            if self._is_task(report.nodeid, phases):
+                self._write(
+                    report.nodeid,
+                    "error",
+                    {
+                        **self._known_facts(report.nodeid),
+                        **reports.strip_prefix(p for ph in phases for p in ph.user_properties),
+                        "exit_status": "worker_crashed",
+                    },
+                )
+            return
+        if report.when != "teardown":
+            return
+        del self.phases[report.nodeid]
+        outcome = _outcome(phases)
+        properties = reports.strip_prefix(report.user_properties)
+        if "resumed_outcome" in properties:
+            outcome = properties.pop("resumed_outcome")
+        elif outcome == "skipped" or not properties:
+            return  # not a task item, or a task that never ran
+        self._write(report.nodeid, outcome, properties)
+
+    def _known_facts(self, nodeid: str) -> dict[str, Any]:
+        """What the controller can say of a task whose worker died before reporting anything
+        (under xdist the controller collected nothing, so it reads the task file)."""
+        facts: dict[str, Any] = {"agent": self.run.agent, "model": self.run.settings.model or ""}
+        path = self.rootpath / nodeid.split("::")[0]
+        try:
+            if path.suffix in (".yaml", ".yml"):
+                task = load_yaml_task(path)
+                facts.update(set=task.set, category=",".join(task.categories))
+            else:
+                task_id = nodeid.rsplit("::", 1)[-1]
+                facts.update(set=infer_set(path), category=",".join(categories_from_id(task_id)))
+        except SuperError:
+            pass
+        return facts
+
+    def _is_task(self, nodeid: str, phases: list[pytest.TestReport]) -> bool:
+        path = nodeid.split("::")[0]
+        return path.endswith(collect.TASK_SUFFIXES) or any(
+            k.startswith("super.") for p in phases for k, _ in p.user_properties
+        )
+
+    def _write(self, nodeid: str, outcome: str, properties: dict[str, Any]) -> None:
+        record = reports.TaskRecord(
+            task_id=nodeid.rsplit("::", 1)[-1], outcome=outcome, properties=properties
+        )
+        self.run.records[nodeid] = record
+        self.writer.write(record)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.writer.close()
+        if self.run.kernel.backend == "docker" and not self.run.settings.keep_failed:
+            _remove_run_containers(self.run)  # what killed workers left behind
+        if self.run.records:
+            table = reports.format_table({self.run.agent or "run": self._rows()}, markdown=True)
+            (self.run.run_dir / "summary.md").write_text(
+                f"# pytest-super run {self.run.run_id}\n\nagent: {self.run.agent}, model: "
+                f"{self.run.settings.model or '-'}\n\n{table}\n"
+            )
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.run.records:
+            return
+        terminalreporter.section(f"SUPER summary (run {self.run.run_id}, agent {self.run.agent})")
+        terminalreporter.write_line(reports.format_table({self.run.agent or "run": self._rows()}))
+        terminalreporter.write_line(f"reports: {self.run.run_dir}")
+
+    def _rows(self) -> list[reports.SummaryRow]:
+        return reports.summarize(self.run.records.values())
+
+
+def _remove_dead_runs(run: SuperRun) -> None:
+    """Containers of runs whose controller died (kill -9) are removed when the next run starts."""
+    from pytest_super.kernels import cleanup_containers, docker_client
+
+    try:
+        client = docker_client(run.kernel)
+    except InfrastructureError:
+        return  # each task will report the engine as an error of its own
+    cleanup_containers(client, dead_runs_only=True)
+
+
+def _remove_run_containers(run: SuperRun) -> None:
+    from pytest_super.kernels import cleanup_containers, docker_client
+
+    with contextlib.suppress(InfrastructureError):  # no engine: nothing can be left on it
+        cleanup_containers(docker_client(run.kernel), run_id=run.run_id)
+
+
+def _outcome(phases: list[pytest.TestReport]) -> str:
+    if any(p.skipped for p in phases):
+        return "skipped"
+    if any(p.failed for p in phases if p.when != "call"):
+        return "error"
+    call = next((p for p in phases if p.when == "call"), None)
+    if call is None:
+        return "error"
+    return "failed" if call.failed else "passed"
