@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -169,3 +170,31 @@ def test_key_never_reaches_the_container(project, openai_server):
     (run_id,) = [p.name for p in (project.path / "reports").iterdir()]
     left = client.containers.list(all=True, filters={"label": f"pytest-super.run={run_id}"})
     assert [c.name for c in left] == []
+
+
+def test_reflexion_retries_in_a_fresh_container_with_its_plan(project, openai_server):
+    plan = (
+        "Plan: the device line has no leading spaces; edit it exactly, run count.py, submit. [END]"
+    )
+    openai_server.script(["no format", "still no format", "nope", plan, EDIT_FIXED, RUN, SUBMIT])
+    started = time.time()
+    result = run(project, openai_server, "--super-agent=reflexion", "--super-attempts=2")
+    result.assert_outcomes(passed=1)
+    # the second attempt's prompt carries the plan, and starts again from the prefix
+    second_attempt = openai_server.requests[4].prompt_text
+    assert "edit it exactly" in second_attempt and "[pre-executed by the user]" in second_attempt
+    (run_id,) = [p.name for p in (project.path / "reports").iterdir()]
+    trajectory = json.loads(
+        next((project.path / "reports" / run_id / "trajectories").glob("*.json")).read_text()
+    )
+    prefix_attempts = [s["attempt"] for s in trajectory["steps"] if s["pre_executed"]]
+    assert prefix_attempts == [1, 1, 2, 2]  # the prefix was replayed in the new container
+    client = docker_client(KernelSettings())
+    events = client.events(
+        since=int(started) - 1,
+        until=int(time.time()) + 1,
+        decode=True,
+        filters={"type": "container", "event": "create"},
+    )
+    created = [e for e in events if e["Actor"]["Attributes"].get("pytest-super.run") == run_id]
+    assert len(created) == 2  # one container per attempt
