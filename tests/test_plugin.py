@@ -422,7 +422,10 @@ def test_third_party_agent_by_module_path(project):
 
 
 def test_fixtures_serve_a_users_own_tests(project):
-    write(project, "test_mine.py", """\
+    write(
+        project,
+        "test_mine.py",
+        """\
         import pytest
 
         def test_kernel_runs_cells(super_kernel):
@@ -432,6 +435,7 @@ def test_fixtures_serve_a_users_own_tests(project):
         @pytest.mark.super_task("tasks/expert/adder.yaml")
         def test_task_of_a_file(super_task):
             assert super_task.id == "adder" and super_task.answer == {"sum": 5, "label": "five"}
-        """)
+        """,
+    )
     result = project.runpytest_subprocess("test_mine.py", "--super-backend=local")
     result.assert_outcomes(passed=2)
