@@ -234,3 +234,23 @@ def ask_model(
         )
         raise
     return completion
+
+
+FORMAT_ERROR_ACTION = "format_error"  # recorded for replies that were not in the format
+
+
+def record_with_usage(env: Environment, step: Step, completion: Completion | None) -> None:
+    """Record a step with the usage of the model call that chose it (none for automatic ones)."""
+    if completion is not None:
+        step.prompt_tokens = completion.prompt_tokens
+        step.completion_tokens = completion.completion_tokens
+        step.cost_usd = completion.cost_usd
+    env.record(step)
+
+
+def format_error_turn(reply: str, note: str) -> tuple[Step, list[dict[str, str]]]:
+    """The step recorded for a malformed reply, and the correction shown with the next call only
+    (a good reply drops both from the history)."""
+    step = Step(thought="", action=FORMAT_ERROR_ACTION, content=reply, observation=note)
+    correction = [{"role": "assistant", "content": reply}, {"role": "user", "content": note}]
+    return step, correction

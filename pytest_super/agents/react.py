@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from pytest_super.agents.base import AgentResult, Environment, ExitStatus, StepLimitReached
 from pytest_super.agents.history import (
+    FORMAT_ERROR_ACTION,
     INTERRUPT_ACTION,
     WAIT_ACTION,
     FormatError,
@@ -25,6 +26,8 @@ from pytest_super.agents.history import (
     RunningCell,
     ask_model,
     clean_observation,
+    format_error_turn,
+    record_with_usage,
     step_for_cell,
     truncate_history,
 )
@@ -35,7 +38,6 @@ from pytest_super.tasks import PRE_EXECUTED_THOUGHT
 from pytest_super.trajectory import Step
 
 STOP = ["</content>", "Observation:"]
-FORMAT_ERROR_ACTION = "format_error"  # recorded for replies that were not in the format
 
 _ACTION_LINE = re.compile(
     r"^[ \t]*\**Action\**[ \t]*:[ \t]*\**[ \t]*`?([A-Za-z_\-]*)`?\**[ \t]*(.*)$", re.M
@@ -236,19 +238,11 @@ class ReActAgent:
             try:
                 reply = parse_reply(completion.text, actions)
             except FormatError as exc:
-                note = correction_message(str(exc), actions)
-                step = Step(
-                    thought="",
-                    action=FORMAT_ERROR_ACTION,
-                    content=completion.text,
-                    observation=note,
+                step, correction = format_error_turn(
+                    completion.text, correction_message(str(exc), actions)
                 )
                 self._record(env, steps, step, completion)
                 errors.failed(str(exc))
-                correction = [
-                    {"role": "assistant", "content": completion.text},
-                    {"role": "user", "content": note},
-                ]
                 continue
             errors.passed()
             correction = []
@@ -332,11 +326,7 @@ class ReActAgent:
     def _record(
         env: Environment, steps: list[Step], step: Step, completion: Completion | None
     ) -> None:
-        if completion is not None:
-            step.prompt_tokens = completion.prompt_tokens
-            step.completion_tokens = completion.completion_tokens
-            step.cost_usd = completion.cost_usd
-        env.record(step)
+        record_with_usage(env, step, completion)
         steps.append(step)
 
 

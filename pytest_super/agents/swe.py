@@ -30,11 +30,12 @@ from pytest_super.agents.history import (
     RunningCell,
     ask_model,
     clean_observation,
+    format_error_turn,
+    record_with_usage,
     require_llm,
     step_for_cell,
     truncate_history,
 )
-from pytest_super.agents.llm import Completion
 from pytest_super.agents.swe_commands import (
     WINDOW,
     Command,
@@ -47,7 +48,6 @@ from pytest_super.agents.swe_commands import (
 from pytest_super.edit import EditFormatError, parse_edit
 from pytest_super.trajectory import Step
 
-FORMAT_ERROR_ACTION = "format_error"  # recorded for replies that were not in the format
 #: a model that starts writing the next state prompt itself has finished its reply
 STOP_STRINGS = ["\n(Open file:", "\n(Current directory:"]
 
@@ -207,19 +207,9 @@ class SWEAgent:
                 thought, command = parse_reply(completion.text)
             except CommandFormatError as exc:
                 note = FORMAT_CORRECTION.format(problem=exc) + f"\n{state}"
-                step = Step(
-                    thought="",
-                    action=FORMAT_ERROR_ACTION,
-                    content=completion.text,
-                    observation=note,
-                )
-                _record(env, step, completion)
+                step, correction = format_error_turn(completion.text, note)
+                record_with_usage(env, step, completion)
                 errors.failed(str(exc))
-                # shown once, with the next call only; a good reply drops both from the history
-                correction = [
-                    {"role": "assistant", "content": completion.text},
-                    {"role": "user", "content": note},
-                ]
                 continue
             errors.passed()
             correction = []
@@ -227,15 +217,15 @@ class SWEAgent:
             notes: list[str] = []
             interrupted = running.interrupt_before(env, command.name)
             if interrupted is not None:
-                _record(env, interrupted, None)
+                record_with_usage(env, interrupted, None)
                 notes.append(interrupted.observation)
             if command.name == "submit":
-                _record(
+                record_with_usage(
                     env, Step(thought=thought, action="submit", content=command.body), completion
                 )
                 return AgentResult(ExitStatus.SUBMITTED, command.body)
             step = self._act(env, viewer, running, thought, command)
-            _record(env, step, completion)
+            record_with_usage(env, step, completion)
             if not running.running:  # a running cell keeps the kernel busy: keep the last cwd
                 cwd = _current_dir(viewer, cwd)
             notes.append(step.observation)
@@ -320,15 +310,6 @@ def parse_reply(reply: str) -> tuple[str, Command]:
         )
     thought = _DISCUSSION.sub("", reply[: blocks[0].start()], count=1).strip()
     return thought, parse_command(blocks[0][1])
-
-
-def _record(env: Environment, step: Step, completion: Completion | None) -> None:
-    """Record a step with the usage of the model call that chose it (none for automatic ones)."""
-    if completion is not None:
-        step.prompt_tokens = completion.prompt_tokens
-        step.completion_tokens = completion.completion_tokens
-        step.cost_usd = completion.cost_usd
-    env.record(step)
 
 
 def _current_dir(viewer: FileViewer, fallback: str) -> str:
