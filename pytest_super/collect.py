@@ -133,9 +133,17 @@ class BrokenTaskLine(pytest.Collector):
         return str(excinfo.value)
 
 
+ROOTS = pytest.StashKey[list[Path]]()
+
+
 def task_roots(config: pytest.Config) -> list[Path]:
-    """The directories named by the `super_tasks` ini option, resolved against the rootdir."""
-    return [Path(config.rootpath, p).resolve() for p in config.getini("super_tasks")]
+    """The directories named by the `super_tasks` ini option, resolved once per session
+    (pytest asks about every file and folder it walks)."""
+    if ROOTS not in config.stash:
+        config.stash[ROOTS] = [
+            Path(config.rootpath, p).resolve() for p in config.getini("super_tasks")
+        ]
+    return config.stash[ROOTS]
 
 
 def is_under(path: Path, roots: list[Path]) -> bool:
@@ -157,13 +165,11 @@ def collect_task_file(file_path: Path, parent: pytest.Collector) -> pytest.File 
 
 
 def ignore_in_task_roots(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Skip `repos/` (the demo research repositories) and hidden folders inside task roots."""
-    if (
-        collection_path.is_dir()
-        and (collection_path.name == "repos" or collection_path.name.startswith("."))
-        and is_under(collection_path, task_roots(config))
+    """Skip `repos/` (the demo research repositories), hidden folders and .py files inside task
+    roots."""
+    skip_dir = collection_path.name == "repos" or collection_path.name.startswith(".")
+    if (collection_path.suffix == ".py" or (skip_dir and collection_path.is_dir())) and is_under(
+        collection_path, task_roots(config)
     ):
-        return True
-    if collection_path.suffix == ".py" and is_under(collection_path, task_roots(config)):
         return True
     return None

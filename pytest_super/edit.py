@@ -360,3 +360,13 @@ def edit_file(kernel: Kernel, request: EditRequest) -> EditOutcome:
         except OSError as exc:
             return EditOutcome(False, f"Edit failed: cannot write {request.file}: {exc}", None)
     return outcome
+
+
+def edit_action(kernel: Kernel, content: str) -> EditOutcome:
+    """An agent's `edit` action: parse SUPER's edit format and apply it; a malformed edit is a
+    failed outcome whose message shows the format."""
+    try:
+        request = parse_edit(content)
+    except EditFormatError as exc:
+        return EditOutcome(False, str(exc), None)
+    return edit_file(kernel, request)

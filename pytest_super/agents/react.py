@@ -32,7 +32,7 @@ from pytest_super.agents.history import (
     truncate_history,
 )
 from pytest_super.agents.llm import Completion
-from pytest_super.edit import EditFormatError, edit_file, parse_edit
+from pytest_super.edit import edit_action
 from pytest_super.scoring import parse_submission
 from pytest_super.tasks import PRE_EXECUTED_THOUGHT
 from pytest_super.trajectory import Step
@@ -281,19 +281,13 @@ class ReActAgent:
         )
 
     def _edit(self, env: Environment, reply: Reply) -> Step:
-        try:
-            request = parse_edit(reply.content)
-        except EditFormatError as exc:
-            message, ok = str(exc), False
-        else:
-            outcome = edit_file(env.kernel, request)
-            message, ok = outcome.message, outcome.ok
+        outcome = edit_action(env.kernel, reply.content)
         return Step(
             thought=reply.thought,
             action="edit",
             content=reply.content,
-            observation=message,
-            cell_status="ok" if ok else "error",
+            observation=outcome.message,
+            cell_status="ok" if outcome.ok else "error",
         )
 
     def messages(

@@ -19,7 +19,7 @@ from pytest_super.agents.history import (
     RunningCell,
     step_for_cell,
 )
-from pytest_super.edit import EditFormatError, edit_file, parse_edit
+from pytest_super.edit import edit_action
 from pytest_super.trajectory import Step, Trajectory, load_trajectory
 
 REPLAYED = ("execute", "edit", WAIT_ACTION, INTERRUPT_ACTION, "submit")
@@ -114,16 +114,11 @@ class ReplayAgent:
 
     @staticmethod
     def _edit(env: Environment, old: Step) -> Step:
-        try:
-            outcome = edit_file(env.kernel, parse_edit(old.content))
-        except EditFormatError as exc:
-            message, ok = str(exc), False
-        else:
-            message, ok = outcome.message, outcome.ok
+        outcome = edit_action(env.kernel, old.content)
         return Step(
             thought=old.thought,
             action="edit",
             content=old.content,
-            observation=message,
-            cell_status="ok" if ok else "error",
+            observation=outcome.message,
+            cell_status="ok" if outcome.ok else "error",
         )
