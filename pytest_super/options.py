@@ -9,13 +9,12 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_super import report as reports
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.runner import PASS_METRICS, RunSettings
 from pytest_super.tasks import SETS
@@ -136,7 +135,7 @@ def _split_sets(value: str) -> list[str]:
 
 @dataclass
 class SuperRun:
-    """The run-wide state: settings, the run id, the report folder, the results so far."""
+    """The run-wide settings: the run id, the report folder, the kernel, agent and model settings."""
 
     run_id: str
     report_dir: Path
@@ -145,7 +144,6 @@ class SuperRun:
     settings: RunSettings
     llm_settings: Any = None
     live: bool = False
-    records: dict[str, reports.TaskRecord] = field(default_factory=dict)
 
     @property
     def run_dir(self) -> Path:

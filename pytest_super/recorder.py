@@ -28,6 +28,7 @@ class RunRecorder:
         self.run = run
         self.rootpath = rootpath
         self.phases: dict[str, list[pytest.TestReport]] = {}
+        self.records: dict[str, reports.TaskRecord] = {}
         run.run_dir.mkdir(parents=True, exist_ok=True)
         self.writer = reports.ResultsWriter(run.run_dir / "results.jsonl")
 
@@ -88,14 +89,14 @@ class RunRecorder:
         record = reports.TaskRecord(
             task_id=nodeid.rsplit("::", 1)[-1], outcome=outcome, properties=properties
         )
-        self.run.records[nodeid] = record
+        self.records[nodeid] = record
         self.writer.write(record)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.writer.close()
         if self.run.kernel.backend == "docker" and not self.run.settings.keep_failed:
             _remove_run_containers(self.run)  # what killed workers left behind
-        if self.run.records:
+        if self.records:
             table = reports.format_table({self.run.agent or "run": self._rows()}, markdown=True)
             (self.run.run_dir / "summary.md").write_text(
                 f"# pytest-super run {self.run.run_id}\n\nagent: {self.run.agent}, model: "
@@ -103,14 +104,14 @@ class RunRecorder:
             )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.run.records:
+        if not self.records:
             return
         terminalreporter.section(f"SUPER summary (run {self.run.run_id}, agent {self.run.agent})")
         terminalreporter.write_line(reports.format_table({self.run.agent or "run": self._rows()}))
         terminalreporter.write_line(f"reports: {self.run.run_dir}")
 
     def _rows(self) -> list[reports.SummaryRow]:
-        return reports.summarize(self.run.records.values())
+        return reports.summarize(self.records.values())
 
 
 def _remove_dead_runs(run: SuperRun) -> None:
