@@ -2,6 +2,7 @@
 
 pytest-super import expert.jsonl --set expert --out tasks/expert/
 pytest-super report reports/junit.xml other-run.xml
+pytest-super html reports/RUN_ID [reports/OTHER_RUN ...] [--out DIR]
 pytest-super image build [--base IMAGE] [--tag TAG] [--requirements FILE] [--offline] [--profile colab]
 pytest-super cleanup [--run RUN_ID | --all]
 """
@@ -30,6 +31,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("files", type=Path, nargs="+")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
     p.set_defaults(func=_report)
+
+    p = sub.add_parser(
+        "html",
+        help="(re)build a run's HTML report; with several runs also a page comparing them",
+    )
+    p.add_argument("runs", type=Path, nargs="+", help="run folders (reports/<run id>)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="folder of the comparison page (default: reports/compare-<first>-<last>)",
+    )
+    p.set_defaults(func=_html)
 
     image = sub.add_parser("image", help="the kernel image").add_subparsers(
         dest="image_cmd", required=True
@@ -81,6 +94,26 @@ def _report(args: argparse.Namespace) -> int:
             return 2
         columns[_column_name(path, records, columns)] = report.summarize(records)
     print(report.format_table(columns, markdown=args.markdown))
+    return 0
+
+
+def _html(args: argparse.Namespace) -> int:
+    from pytest_super import html
+
+    for run_dir in args.runs:
+        if not (run_dir / "results.jsonl").is_file():
+            print(
+                f"pytest-super html: {run_dir}: no results.jsonl in it; name a run folder "
+                "such as reports/<run id>",
+                file=sys.stderr,
+            )
+            return 2
+    if len(args.runs) == 1:
+        print(html.write_run_report(args.runs[0]))
+        return 0
+    first, last = args.runs[0].resolve(), args.runs[-1].resolve()
+    out = args.out or first.parent / f"compare-{first.name}-{last.name}"
+    print(html.write_comparison(list(args.runs), out))
     return 0
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_super import collect
+from pytest_super import collect, html
 from pytest_super import report as reports
 from pytest_super.errors import InfrastructureError, SuperError
 from pytest_super.options import SuperRun
@@ -29,6 +29,7 @@ class RunRecorder:
         self.rootpath = rootpath
         self.phases: dict[str, list[pytest.TestReport]] = {}
         self.records: dict[str, reports.TaskRecord] = {}
+        self.html: Path | None = None
         run.run_dir.mkdir(parents=True, exist_ok=True)
         self.writer = reports.ResultsWriter(run.run_dir / "results.jsonl")
 
@@ -102,6 +103,7 @@ class RunRecorder:
                 f"# pytest-super run {self.run.run_id}\n\nagent: {self.run.agent}, model: "
                 f"{self.run.settings.model or '-'}\n\n{table}\n"
             )
+            self.html = html.write_run_report(self.run.run_dir)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.records:
@@ -109,6 +111,8 @@ class RunRecorder:
         terminalreporter.section(f"SUPER summary (run {self.run.run_id}, agent {self.run.agent})")
         terminalreporter.write_line(reports.format_table({self.run.agent or "run": self._rows()}))
         terminalreporter.write_line(f"reports: {self.run.run_dir}")
+        if self.html is not None:
+            terminalreporter.write_line(f"HTML report: {self.html}")
 
     def _rows(self) -> list[reports.SummaryRow]:
         return reports.summarize(self.records.values())

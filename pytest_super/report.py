@@ -8,13 +8,14 @@ files written with `--junitxml`, one column group per file.
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_super import scoring
+from pytest_super import scoring, stats
 from pytest_super.kernels.output import clean_for_model
 
 PROPERTY_PREFIX = "super."
@@ -94,8 +95,12 @@ def strip_prefix(properties: Iterable[tuple[str, Any]]) -> dict[str, Any]:
 
 @dataclass
 class SummaryRow:
+    """One group of the summary (a set, a masked category, or all): means over tasks, each with
+    its 95% interval (`stats`), and with repeats pass@k and pass^k for k = `repeats`."""
+
     group: str
     tasks: int = 0
+    runs: int = 0
     passed: int = 0
     errors: int = 0
     accuracy: float | None = None
@@ -105,6 +110,24 @@ class SummaryRow:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    intervals: dict[str, stats.Estimate] = field(default_factory=dict)
+    repeats: int = 1
+    pass_at_k: float | None = None
+    pass_hat_k: float | None = None
+
+
+SCORES = ("accuracy", "landmarks", "submitted", "script_executed")
+_REPEAT_SUFFIX = re.compile(r"\[repeat(\d+)\]\Z")
+
+
+def base_task_id(task_id: str) -> str:
+    """The task id without the `[repeatN]` suffix of `--super-repeat` items."""
+    return _REPEAT_SUFFIX.sub("", task_id)
+
+
+def repeat_suffix(number: int) -> str:
+    """The item-name suffix of the `number`-th run of a task under `--super-repeat`."""
+    return f"[repeat{number}]"
 
 
 def summarize(records: Iterable[TaskRecord]) -> list[SummaryRow]:
@@ -128,27 +151,56 @@ def summarize(records: Iterable[TaskRecord]) -> list[SummaryRow]:
     return rows
 
 
-def _row(group: str, records: list[TaskRecord]) -> SummaryRow:
-    def values(name: str) -> list[float | None]:
-        out = []
-        for r in records:
-            v = r.properties.get(name)
-            out.append(None if v in (None, "", "None") else float(_as_bool_num(v)))
-        return out
+def score_value(record: TaskRecord, name: str) -> float | None:
+    """A record's numeric property (scores, tokens, cost) as a float; None when absent or empty
+    (JUnit files carry "" and older ones "None")."""
+    v = record.properties.get(name)
+    return None if v in (None, "", "None") else float(_as_bool_num(v))
 
+
+def _row(group: str, records: list[TaskRecord]) -> SummaryRow:
+    by_task: dict[str, list[TaskRecord]] = {}
+    for r in records:
+        by_task.setdefault(base_task_id(r.task_id), []).append(r)
+
+    def per_task(name: str) -> list[list[float]]:
+        return [
+            [v for v in (score_value(r, name) for r in runs) if v is not None]
+            for runs in by_task.values()
+        ]
+
+    def total(name: str) -> float:
+        return sum(score_value(r, name) or 0 for r in records)
+
+    intervals = {}
+    for name in SCORES:
+        estimate = stats.bootstrap_mean(per_task(name))
+        if estimate is not None:
+            intervals[name] = estimate
+    repeats = max((len(runs) for runs in by_task.values()), default=1)
+    outcomes = [[r.outcome == "passed" for r in runs] for runs in by_task.values()]
     return SummaryRow(
         group=group,
-        tasks=len(records),
+        tasks=len(by_task),
+        runs=len(records),
         passed=sum(r.outcome == "passed" for r in records),
         errors=sum(r.outcome == "error" for r in records),
-        accuracy=scoring.mean_or_none(values("accuracy")),
-        landmarks=scoring.mean_or_none(values("landmarks")),
-        submitted=scoring.mean_or_none(values("submitted")),
-        script_executed=scoring.mean_or_none(values("script_executed")),
-        prompt_tokens=int(sum(v or 0 for v in values("prompt_tokens"))),
-        completion_tokens=int(sum(v or 0 for v in values("completion_tokens"))),
-        cost_usd=sum(v or 0 for v in values("cost_usd")),
+        accuracy=_mean_of(intervals.get("accuracy")),
+        landmarks=_mean_of(intervals.get("landmarks")),
+        submitted=_mean_of(intervals.get("submitted")),
+        script_executed=_mean_of(intervals.get("script_executed")),
+        prompt_tokens=int(total("prompt_tokens")),
+        completion_tokens=int(total("completion_tokens")),
+        cost_usd=total("cost_usd"),
+        intervals=intervals,
+        repeats=repeats,
+        pass_at_k=stats.mean_pass_at_k(outcomes, repeats) if repeats > 1 else None,
+        pass_hat_k=stats.mean_pass_hat_k(outcomes, repeats) if repeats > 1 else None,
     )
+
+
+def _mean_of(estimate: stats.Estimate | None) -> float | None:
+    return None if estimate is None else estimate.mean
 
 
 def _as_bool_num(v: Any) -> float:
@@ -161,46 +213,59 @@ def _as_bool_num(v: Any) -> float:
 
 
 COLUMNS = ("tasks", "pass", "err", "acc%", "lm%", "sub%", "exec%", "tokens", "cost$")
+REPEAT_COLUMNS = ("runs", "pass@k", "pass^k")
 
 
-def _cells(row: SummaryRow) -> list[str]:
-    def pct(v: float | None) -> str:
-        return "-" if v is None else f"{100 * v:.1f}"
+def format_percent(value: float | None, estimate: stats.Estimate | None = None) -> str:
+    """A share as a percentage, with its 95% interval when it has width: `45.0 [30.0-60.0]`."""
+    if value is None:
+        return "-"
+    shown = f"{100 * value:.1f}"
+    if estimate is not None and estimate.high > estimate.low:
+        shown += f" [{100 * estimate.low:.1f}-{100 * estimate.high:.1f}]"
+    return shown
 
-    return [
+
+def _cells(row: SummaryRow, with_repeats: bool) -> list[str]:
+    cells = [
         str(row.tasks),
         str(row.passed),
         str(row.errors),
-        pct(row.accuracy),
-        pct(row.landmarks),
-        pct(row.submitted),
-        pct(row.script_executed),
+        *(format_percent(getattr(row, name), row.intervals.get(name)) for name in SCORES),
         str(row.prompt_tokens + row.completion_tokens),
         f"{row.cost_usd:.2f}",
     ]
+    if with_repeats:
+        cells += [str(row.runs), format_percent(row.pass_at_k), format_percent(row.pass_hat_k)]
+    return cells
 
 
 def format_table(columns: dict[str, list[SummaryRow]], *, markdown: bool = False) -> str:
-    """One table; each key of `columns` (a run, an agent, a file) gets its own column group."""
+    """One table; each key of `columns` (a run, an agent, a file) gets its own column group.
+    Percentages carry their 95% interval; runs, pass@k and pass^k (k = the repeats) are added
+    when a task ran more than once."""
     groups: list[str] = []
     for rows in columns.values():
         for row in rows:
             if row.group not in groups:
                 groups.append(row.group)
+    with_repeats = any(row.repeats > 1 for rows in columns.values() for row in rows)
+    names = COLUMNS + (REPEAT_COLUMNS if with_repeats else ())
     header = ["group"]
     for name in columns:
-        header += [f"{c}" if len(columns) == 1 else f"{name}:{c}" for c in COLUMNS]
+        header += [f"{c}" if len(columns) == 1 else f"{name}:{c}" for c in names]
     body = []
     for g in groups:
         line = [g]
         for rows in columns.values():
             row = next((r for r in rows if r.group == g), None)
-            line += _cells(row) if row else ["-"] * len(COLUMNS)
+            line += _cells(row, with_repeats) if row else ["-"] * len(names)
         body.append(line)
     if markdown:
         out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         out += ["| " + " | ".join(r) + " |" for r in body]
-        return "\n".join(out)
+        note = "Percentages: mean over tasks [95% bootstrap interval], see docs/report.md."
+        return "\n".join([*out, "", note])
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
 
     def fmt(cells: list[str]) -> str:

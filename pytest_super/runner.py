@@ -254,10 +254,33 @@ def run_task(
         prompt_tokens=result.prompt_tokens,
         completion_tokens=result.completion_tokens,
         cost_usd=result.cost_usd,
+        **scoring_details(task, result, trajectory.steps),
     )
     trajectory.save()
     result.trajectory = str(trajectory.save_notebook())
     return result
+
+
+def scoring_details(task: Task, result: TaskResult, steps: list[Step]) -> dict[str, Any]:
+    """What the reports show of the scoring: the expected answer key by key beside the
+    submission, and each landmark with the step and excerpt that matched it."""
+    return {
+        "expected": task.answer,
+        "comparisons": [
+            {
+                "path": c.path,
+                "expected": c.expected,
+                "submitted": None if c.submitted is scoring.MISSING else c.submitted,
+                "missing": c.submitted is scoring.MISSING,
+                "score": c.score,
+            }
+            for c in result.comparisons
+        ],
+        "landmark_matches": [
+            {"regex": m.regex, "step": m.step, "excerpt": m.excerpt}
+            for m in scoring.match_landmarks(task.landmarks, [s.output for s in steps])
+        ],
+    }
 
 
 def _run_agent(agent: Agent, env: Environment, trajectory: Trajectory) -> tuple[AgentResult, str]:

@@ -193,6 +193,39 @@ def _landmark_hits(landmarks: Sequence[str], outputs: Iterable[str]) -> list[boo
     return [any(pattern.search(text) for text in flat) for pattern in patterns]
 
 
+@dataclass(frozen=True)
+class LandmarkMatch:
+    """One landmark regex and where it was found: the step index and an excerpt around the match
+    (None and "" when no output matches)."""
+
+    regex: str
+    step: int | None
+    excerpt: str
+
+
+#: Characters of output shown either side of a landmark's match in the reports.
+LANDMARK_EXCERPT_CHARS = 120
+
+
+def match_landmarks(landmarks: Sequence[str], outputs: Sequence[str]) -> list[LandmarkMatch]:
+    """For each landmark, the first output it matches (as `score_landmarks` searches) and an
+    excerpt of that output around the match."""
+    matches = []
+    flat = [output.replace("\n", " ") for output in outputs]
+    for landmark in landmarks:
+        pattern = re.compile(landmark)
+        found = LandmarkMatch(landmark, None, "")
+        for index, text in enumerate(flat):
+            m = pattern.search(text)
+            if m:
+                start = max(0, m.start() - LANDMARK_EXCERPT_CHARS)
+                end = m.end() + LANDMARK_EXCERPT_CHARS
+                found = LandmarkMatch(landmark, index, text[start:end])
+                break
+        matches.append(found)
+    return matches
+
+
 def score_landmarks(landmarks: Sequence[str], outputs: Iterable[str]) -> float | None:
     """Fraction of landmark regexes found (`re.search`) in some cell output; None if no landmarks.
 

@@ -1,0 +1,272 @@
+"""The HTML report: a run's front page, one page per task, and several runs side by side.
+
+`write_run_report(run_dir)` writes `run_dir/index.html` and `run_dir/tasks/<task>.html` from the
+run's results.jsonl and trajectories; `write_comparison(run_dirs, out_dir)` writes a page with each
+run's outcome and scores per task and the tasks whose outcome flipped. The pages are self-contained:
+CSS and JavaScript are inlined, nothing is fetched, and they open from disk. Every value from a run
+(task output is hostile) goes through Jinja's autoescaping.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from pytest_super import report as reports
+from pytest_super.edit import EditFormatError, parse_edit
+
+HERE = Path(__file__).parent
+#: Observations longer than this many lines are folded (the first lines stay visible). SUPER's
+#: agent sees at most ~50 lines of a cell's output; anything longer is a wall a reader scrolls past.
+FOLD_LINES = 12
+#: Characters of one observation the task page shows (a pip install can print megabytes).
+OBSERVATION_CHARS = 20_000
+TASK_COLUMNS = (
+    "outcome",
+    "accuracy",
+    "landmarks",
+    "submitted",
+    "script_executed",
+    "exit_status",
+    "steps",
+    "tokens",
+    "cost_usd",
+    "duration_s",
+)
+
+
+@dataclass
+class TaskView:
+    """One task of one run as the pages show it."""
+
+    record: reports.TaskRecord
+    page: str  # the task page's path relative to the run folder
+    trajectory: dict[str, Any] | None = None
+    trajectory_json: str | None = None  # relative to the run folder
+    notebook: str | None = None
+
+    @property
+    def task_id(self) -> str:
+        return self.record.task_id
+
+    @property
+    def outcome(self) -> str:
+        return self.record.outcome
+
+    def prop(self, name: str) -> Any:
+        return self.record.properties.get(name)
+
+    def number(self, name: str) -> float | None:
+        if name == "tokens":
+            parts = [
+                reports.score_value(self.record, n) for n in ("prompt_tokens", "completion_tokens")
+            ]
+            return None if all(p is None for p in parts) else sum(p or 0 for p in parts)
+        return reports.score_value(self.record, name)
+
+    @property
+    def categories(self) -> list[str]:
+        return [c for c in str(self.prop("category") or "").split(",") if c]
+
+
+@dataclass
+class RunView:
+    """One run: its folder, its tasks and its summary rows."""
+
+    run_dir: Path
+    tasks: list[TaskView] = field(default_factory=list)
+    rows: list[reports.SummaryRow] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return self.run_dir.name
+
+    @property
+    def label(self) -> str:
+        first = self.tasks[0] if self.tasks else None
+        agent = str(first.prop("agent") or "") if first else ""
+        model = str(first.prop("model") or "") if first else ""
+        who = "/".join(x for x in (agent, model) if x and x != "None")
+        return f"{who} ({self.run_id})" if who else self.run_id
+
+
+def page_name(task_id: str) -> str:
+    """The file name of a task's page (task ids may hold any character)."""
+    safe = "".join(c if c.isalnum() or c in "-_.," else "_" for c in task_id)
+    return f"tasks/{safe}.html"
+
+
+def load_run(run_dir: Path) -> RunView:
+    """Read a run folder (results.jsonl and trajectories/) into what the pages show."""
+    results = run_dir / "results.jsonl"
+    if not results.is_file():
+        raise FileNotFoundError(f"{run_dir}: no results.jsonl; name a run folder under reports/")
+    records = [r for r in reports.read_results(results) if r.outcome != "skipped"]
+    # a resumed run repeats a task's line when it is run again: the last line is the task's result
+    latest = {r.task_id: r for r in records}
+    run = RunView(run_dir=run_dir, rows=reports.summarize(latest.values()))
+    for record in latest.values():
+        view = TaskView(record=record, page=page_name(record.task_id))
+        json_path = _trajectory_file(run_dir, record)
+        if json_path is not None:
+            view.trajectory = json.loads(json_path.read_text())
+            view.trajectory_json = os.path.relpath(json_path, run_dir)
+            notebook = json_path.with_suffix(".ipynb")
+            if notebook.is_file():
+                view.notebook = os.path.relpath(notebook, run_dir)
+        run.tasks.append(view)
+    return run
+
+
+def _trajectory_file(run_dir: Path, record: reports.TaskRecord) -> Path | None:
+    """The trajectory JSON of a task: named by the record (absolute, relative to the report
+    folder's parent, or only by file name inside this run's trajectories/)."""
+    named = str(record.properties.get("trajectory") or "")
+    if not named:
+        return None
+    path = Path(named).with_suffix(".json")
+    for candidate in (run_dir / "trajectories" / path.name, path, run_dir.parent.parent / path):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+# -- rendering ---------------------------------------------------------------------------------
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals.update(
+        css=(HERE / "static" / "report.css").read_text(),
+        js=(HERE / "static" / "report.js").read_text(),
+        columns=TASK_COLUMNS,
+        percent=reports.format_percent,
+        scores=reports.SCORES,
+        fold_lines=FOLD_LINES,
+    )
+    env.filters.update(cell=_cell_text, as_json=_as_json, diff=edit_diff, clip=_clip)
+    return env
+
+
+def _cell_text(value: float | None, column: str) -> str:
+    if value is None:
+        return "–"
+    if column in ("accuracy", "landmarks"):
+        return f"{100 * value:.0f}%"
+    if column in ("submitted", "script_executed"):
+        return "yes" if value >= 1 else "no"
+    if column == "cost_usd":
+        return f"${value:.4f}"
+    if column == "duration_s":
+        return f"{value:.1f}s"
+    return f"{value:g}"
+
+
+def _as_json(value: Any) -> str:
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def _clip(text: str | None, chars: int = OBSERVATION_CHARS) -> str:
+    text = text or ""
+    if len(text) <= chars:
+        return text
+    return f"[… {len(text) - chars} characters cut; the notebook has them all …]\n" + text[-chars:]
+
+
+def edit_diff(content: str) -> list[tuple[str, str]] | None:
+    """An edit action's content as unified-diff lines `(kind, text)`, kind one of "file", "hunk",
+    "del", "add", "ctx"; None when the content is not SUPER's edit format."""
+    try:
+        request = parse_edit(content)
+    except EditFormatError:
+        return None
+    lines: list[tuple[str, str]] = [("file", request.file)]
+    before = request.before.splitlines()
+    after = request.after.splitlines()
+    for line in list(difflib.unified_diff(before, after, lineterm="", n=3))[2:]:
+        kind = {"@": "hunk", "-": "del", "+": "add"}.get(line[:1], "ctx")
+        lines.append((kind, line))
+    return lines
+
+
+def write_run_report(run_dir: Path) -> Path:
+    """Write `run_dir/index.html` and one page per task; return the index's path."""
+    run = load_run(run_dir)
+    env = _environment()
+    (run_dir / "tasks").mkdir(exist_ok=True)
+    for task in run.tasks:
+        html = env.get_template("task.html.j2").render(run=run, task=task, root="../")
+        (run_dir / task.page).write_text(html, encoding="utf-8")
+    index = run_dir / "index.html"
+    sets = sorted({str(t.prop("set") or "?") for t in run.tasks})
+    categories = sorted({c for t in run.tasks for c in t.categories})
+    outcomes = [o for o in reports.OUTCOMES if any(t.outcome == o for t in run.tasks)]
+    index.write_text(
+        env.get_template("index.html.j2").render(
+            run=run, sets=sets, categories=categories, outcomes=outcomes, root=""
+        ),
+        encoding="utf-8",
+    )
+    return index
+
+
+@dataclass
+class ComparedTask:
+    """One task across runs: each run's view of it (None where the run lacks it)."""
+
+    task_id: str
+    views: list[TaskView | None]
+
+    @property
+    def flipped(self) -> bool:
+        outcomes = {v.outcome for v in self.views if v is not None}
+        return len(outcomes) > 1
+
+    @property
+    def set_name(self) -> str:
+        return next(str(v.prop("set") or "?") for v in self.views if v is not None)
+
+
+def compare_runs(runs: list[RunView]) -> list[ComparedTask]:
+    """Every task of any run, in first-seen order, with each run's result for it."""
+    order: list[str] = []
+    by_run = []
+    for run in runs:
+        tasks = {t.task_id: t for t in run.tasks}
+        by_run.append(tasks)
+        order += [t for t in tasks if t not in order]
+    return [ComparedTask(tid, [tasks.get(tid) for tasks in by_run]) for tid in order]
+
+
+def write_comparison(run_dirs: list[Path], out_dir: Path) -> Path:
+    """Write each run's own report and `out_dir/index.html`, the runs side by side."""
+    for run_dir in run_dirs:
+        write_run_report(run_dir)
+    runs = [load_run(d) for d in run_dirs]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    links = [os.path.relpath(run.run_dir, out_dir) for run in runs]
+    compared = compare_runs(runs)
+    index = out_dir / "index.html"
+    index.write_text(
+        _environment()
+        .get_template("compare.html.j2")
+        .render(
+            runs=runs,
+            links=links,
+            compared=compared,
+            flipped=sum(c.flipped for c in compared),
+            root="",
+        ),
+        encoding="utf-8",
+    )
+    return index
