@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_super.errors import SuperError, TaskFileError
+from pytest_super.report import repeat_suffix
 from pytest_super.tasks import Task, infer_set, iter_jsonl_tasks, load_yaml_task
 
 TASK_SUFFIXES = (".yaml", ".yml", ".jsonl")
@@ -37,11 +38,16 @@ class SuperTaskItem(pytest.Function):
     """One SUPER task. Its episode runs in fixtures, so infrastructure faults are pytest errors."""
 
     task: Task
+    repeat: int | None = None  # which run of the task under --super-repeat N > 1
 
     @classmethod
-    def from_task(cls, parent: pytest.Collector, task: Task) -> SuperTaskItem:
-        item = cls.from_parent(parent, name=task.id, callobj=run_super_task)
+    def from_task(
+        cls, parent: pytest.Collector, task: Task, repeat: int | None = None
+    ) -> SuperTaskItem:
+        name = task.id if repeat is None else task.id + repeat_suffix(repeat)
+        item = cls.from_parent(parent, name=name, callobj=run_super_task)
         item.task = task
+        item.repeat = repeat
         item.add_marker(task.set)
         for category in task.categories:
             item.add_marker(category)
@@ -59,6 +65,15 @@ class SuperTaskItem(pytest.Function):
         if isinstance(excinfo.value, SuperError):
             return f"{type(excinfo.value).__name__}: {excinfo.value}"
         return super().repr_failure(excinfo, style=style)
+
+
+def task_items(parent: pytest.Collector, task: Task) -> list[SuperTaskItem]:
+    """The items of one task: one, or with `--super-repeat N` N items `<id>[repeat1]`..., each
+    its own episode in its own container."""
+    repeats = parent.config.getoption("super_repeat", 1) or 1
+    if repeats == 1:
+        return [SuperTaskItem.from_task(parent, task)]
+    return [SuperTaskItem.from_task(parent, task, n) for n in range(1, repeats + 1)]
 
 
 class _TaskFileCollector(pytest.File):
@@ -94,7 +109,7 @@ class YamlTaskFile(_TaskFileCollector):
         task = load_yaml_task(self.path)
         self._register(task)
         if self._selected(task):
-            yield SuperTaskItem.from_task(self, task)
+            yield from task_items(self, task)
 
 
 class JsonlTaskFile(_TaskFileCollector):
@@ -116,7 +131,7 @@ class JsonlTaskFile(_TaskFileCollector):
                 yield BrokenTaskLine.from_parent(self, name=f"line{entry.line}", error=exc)
                 continue
             if self._selected(entry):
-                yield SuperTaskItem.from_task(self, entry)
+                yield from task_items(self, entry)
 
 
 class BrokenTaskLine(pytest.Collector):

@@ -119,6 +119,14 @@ def add_options(parser: pytest.Parser) -> None:
         help="skip tasks that already have a final result for this agent and model in the "
         "report folder; their results are carried into this run's reports",
     )
+    g.addoption(
+        "--super-repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run each task N times, each in a fresh container, as items <id>[repeat1].. "
+        "(the summary adds pass@k and pass^k, k = N)",
+    )
     parser.addini("super_tasks", "folders holding task files", type="paths", default=["tasks"])
     parser.addini("super_git_mirrors", "PREFIX=DIR git mirrors", type="linelist", default=[])
     parser.addini("super_report_dir", "where runs write reports", default="reports")
@@ -179,6 +187,10 @@ def make_run(config: pytest.Config, run_id: str) -> SuperRun:
         run_id=run_id,
         worker=worker,
     )
+    if opt("super_repeat") < 1:
+        raise pytest.UsageError(
+            f"--super-repeat {opt('super_repeat')}: give 1 or more runs per task"
+        )
     agent = opt("super_agent")
     if agent:
         _check_agent(agent)

@@ -110,7 +110,7 @@ def _skip_finished_tasks(run: SuperRun, items: list[collect.SuperTaskItem]) -> N
         run.report_dir, agent=run.agent or "", model=run.settings.model, exclude_run=run.run_id
     )
     for item in items:
-        previous = finished.get(item.task.id)
+        previous = finished.get(item.name)
         if previous is None:
             continue
         run_id, record = previous
@@ -178,6 +178,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
 
         llm = LLMClient(run.llm_settings)
     item = request.node
+    repeat = [("super.repeat", item.repeat)] if getattr(item, "repeat", None) else []
     # known before the episode, so a task that errors is still filed under its set and agent
     item.user_properties.extend(
         [
@@ -185,15 +186,16 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
             ("super.category", ",".join(super_task.categories)),
             ("super.agent", run.agent),
             ("super.model", run.settings.model or ""),
+            *repeat,
         ]
     )
-    trajectory = run.run_dir / "trajectories" / f"{_safe_name(super_task.id)}.json"
+    trajectory = run.run_dir / "trajectories" / f"{_safe_name(item.name)}.json"
     on_step = _live_printer(request.config, super_task) if run.live else None
     locks = run.run_dir / "locks"
 
     def new_kernel():
         with slots.start_lock(locks):
-            return provision_kernel(run.kernel, task_id=super_task.id)
+            return provision_kernel(run.kernel, task_id=item.name)
 
     retries = request.config.getoption("super_retries")
     retried: list[tuple[str, Any]] = []
@@ -222,7 +224,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
         if llm is not None:
             llm.close()
     item.user_properties[:] = [p for p in item.user_properties if not p[0].startswith("super.")]
-    item.user_properties.extend([*result.properties().items(), *retried])
+    item.user_properties.extend([*result.properties().items(), *repeat, *retried])
     item.stash[RESULT_KEY] = result
     return result
 

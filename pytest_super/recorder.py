@@ -74,7 +74,7 @@ class RunRecorder:
                 task = load_yaml_task(path)
                 facts.update(set=task.set, category=",".join(task.categories))
             else:
-                task_id = nodeid.rsplit("::", 1)[-1]
+                task_id = reports.base_task_id(nodeid.rsplit("::", 1)[-1])
                 facts.update(set=infer_set(path), category=",".join(categories_from_id(task_id)))
         except SuperError:
             pass
