@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 JOBS ?= 2
 
-.PHONY: venv docker image demo test lint bench cleanup
+.PHONY: venv docker chromium image demo test lint bench cleanup
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,14 +18,18 @@ venv: $(VENV)/.installed
 docker:
 	@scripts/ensure-docker.sh
 
+chromium:
+	@scripts/ensure-chromium.sh
+
 image: venv docker
 	$(BIN)/pytest-super image build
 
 demo: image
 	mkdir -p reports
-	$(BIN)/pytest tasks --super-agent=gold -n $(JOBS) --dist worksteal --junitxml=reports/junit.xml -q
+	@$(BIN)/pytest tasks --super-agent=gold -n $(JOBS) --dist worksteal --junitxml=reports/junit.xml -q; \
+		status=$$?; echo "HTML report: $$(ls -td reports/*/index.html | head -1)"; exit $$status
 
-test: image
+test: image chromium
 	$(BIN)/pytest tests -n $(JOBS) -q -ra
 
 lint: venv

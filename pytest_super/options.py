@@ -19,6 +19,8 @@ from pytest_super.kernels.base import KernelSettings
 from pytest_super.runner import PASS_METRICS, RunSettings
 from pytest_super.tasks import SETS
 
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
 
 def add_options(parser: pytest.Parser) -> None:
     """The `--super-*` options (group "super") and the `super_*` ini values."""
@@ -86,7 +88,7 @@ def add_options(parser: pytest.Parser) -> None:
     g.addoption("--super-model", help="model name for LLM agents")
     g.addoption(
         "--super-base-url",
-        default="https://api.openai.com/v1",
+        default=DEFAULT_BASE_URL,
         help="OpenAI-compatible endpoint; key from SUPER_API_KEY or OPENAI_API_KEY",
     )
     g.addoption("--super-price", metavar="IN,OUT", help="USD per million prompt,completion tokens")
@@ -250,10 +252,17 @@ def _llm_settings(config: pytest.Config) -> Any:
             raise pytest.UsageError(
                 "--super-price takes IN,OUT in USD per million tokens, e.g. 2.5,10"
             ) from None
+    base_url = config.getoption("super_base_url")
+    api_key = api_key_from_env()
+    if api_key is None and base_url.rstrip("/") == DEFAULT_BASE_URL:
+        raise pytest.UsageError(
+            f"--super-agent={agent} asks {DEFAULT_BASE_URL} but no API key is set: export "
+            "SUPER_API_KEY (or OPENAI_API_KEY), or point --super-base-url at your own endpoint"
+        )
     return LLMSettings(
         model=model,
-        base_url=config.getoption("super_base_url"),
-        api_key=api_key_from_env(),
+        base_url=base_url,
+        api_key=api_key,
         price_in=price_in,
         price_out=price_out,
         cache_dir=config.getoption("super_llm_cache"),

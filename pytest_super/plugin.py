@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,26 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["PYTEST_SUPER_CONTROLLER_PID"] = str(os.getpid())
     run = config.stash[RUN_KEY] = options.make_run(config, run_id)
     if workerinput is None and run.agent:
+        if run.llm_settings is not None and not config.option.collectonly:
+            check_llm_endpoint(run.llm_settings)
         config.pluginmanager.register(RunRecorder(run, config.rootpath), "pytest-super-recorder")
+
+
+def check_llm_endpoint(settings: Any) -> None:
+    """Before any container starts: one small request to the model endpoint. A refusal (bad key,
+    unknown model, wrong URL) or no answer stops the session with one message, instead of every
+    task retrying. With --super-llm-cache an unreachable endpoint only warns (replies may all be
+    cached)."""
+    from pytest_super.agents.llm import LLMClient
+
+    with LLMClient(settings) as client:
+        problem = client.preflight()
+    if problem is None:
+        return
+    if not problem.reached and settings.cache_dir:
+        warnings.warn(f"pytest-super: {problem.message} Going on with the LLM cache.", stacklevel=1)
+        return
+    raise pytest.UsageError(f"{problem.message} (checked before any task ran)")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -224,7 +244,10 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
         if llm is not None:
             llm.close()
     item.user_properties[:] = [p for p in item.user_properties if not p[0].startswith("super.")]
-    item.user_properties.extend([*result.properties().items(), *repeat, *retried])
+    properties = result.properties()
+    # relative to the report folder's parent, so an archived report folder keeps its links
+    properties["super.trajectory"] = os.path.relpath(result.trajectory, run.report_dir.parent)
+    item.user_properties.extend([*properties.items(), *repeat, *retried])
     item.stash[RESULT_KEY] = result
     return result
 

@@ -99,10 +99,10 @@ class TaskResult:
             "super.category": ",".join(self.task.categories),
             "super.agent": self.agent,
             "super.model": self.model or "",
-            "super.accuracy": self.accuracy,
-            "super.landmarks": self.landmarks,
+            "super.accuracy": _empty_if_none(self.accuracy),
+            "super.landmarks": _empty_if_none(self.landmarks),
             "super.submitted": self.submitted,
-            "super.script_executed": self.script_executed,
+            "super.script_executed": _empty_if_none(self.script_executed),
             "super.exit_status": self.exit_status.value,
             "super.steps": self.steps,
             "super.prompt_tokens": self.prompt_tokens,
@@ -111,6 +111,11 @@ class TaskResult:
             "super.duration_s": round(self.duration_s, 3),
             "super.trajectory": self.trajectory,
         }
+
+
+def _empty_if_none(score: float | None) -> float | str:
+    """A score that does not apply to the task is empty in JUnit (not the string "None")."""
+    return "" if score is None else score
 
 
 def default_pass_metric(task: Task) -> str:

@@ -3,7 +3,9 @@
 It plays a script: each item is a reply text (answered as `choices[0].message.content`, cut at the
 first stop string of the request as a real endpoint does, with a usage block of about four
 characters a token) or a `Status` (an HTTP error with headers and body). Every request is recorded
-with its headers and JSON body. When the script runs out it answers 500 saying so.
+with its headers and JSON body. When the script runs out it answers 500 saying so. The plugin's
+preflight request (before a run) is answered with `preflight_answer` and recorded in `preflights`,
+apart from the script.
 
     server.script(["Thought: ...", Status(429, {"Retry-After": "0"}), "Thought: ..."])
     client = LLMClient(LLMSettings(model="gpt-4o", base_url=server.base_url))
@@ -45,6 +47,13 @@ class RecordedRequest:
         return "\n".join(str(m.get("content", "")) for m in self.messages)
 
 
+def _is_preflight(body: Any) -> bool:
+    from pytest_super.agents.llm import PREFLIGHT_PROMPT
+
+    messages = body.get("messages") if isinstance(body, dict) else None
+    return messages == [{"role": "user", "content": PREFLIGHT_PROMPT}]
+
+
 def count_tokens(text: str) -> int:
     """The fake tokenizer: four characters a token."""
     return len(text) // 4
@@ -57,6 +66,9 @@ class FakeOpenAIServer:
         self._items: deque[str | Status] = deque()
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
+        # the plugin's preflight request is answered apart from the script (and recorded apart)
+        self.preflights: list[RecordedRequest] = []
+        self.preflight_answer: str | Status = "ok"
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -73,6 +85,15 @@ class FakeOpenAIServer:
                 except ValueError:
                     body = raw
                 headers = {k.lower(): v for k, v in self.headers.items()}
+                if _is_preflight(body):  # the plugin's check before a run: not part of the script
+                    with server._lock:
+                        server.preflights.append(RecordedRequest(self.path, headers, body, raw))
+                        item = server.preflight_answer
+                    if isinstance(item, Status):
+                        self._send(item.code, item.body or {"error": {"message": "scripted"}})
+                    else:
+                        self._send(200, server._completion(body, item))
+                    return
                 with server._lock:
                     server.requests.append(RecordedRequest(self.path, headers, body, raw))
                     item = server._items.popleft() if server._items else None

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -160,6 +161,7 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
                 "--super-agent=gold",
                 "--super-backend=local",
                 f"--super-tolerance={tolerance}",
+                f"--junitxml={root / f'junit-{tolerance}.xml'}",
                 "--super-report-dir=reports",
                 "-p",
                 "no:randomly",
@@ -180,6 +182,19 @@ def test_every_run_writes_its_report_and_the_terminal_names_it(two_runs):
     for run_dir in two_runs:
         assert (run_dir / "index.html").is_file()
         assert len(list((run_dir / "tasks").glob("*.html"))) == 3
+
+
+def test_junit_links_trajectories_relative_to_the_report_folders_parent(two_runs):
+    root = two_runs[0].parent.parent
+    props = {
+        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+        for case in ET.parse(root / "junit-0.01.xml").getroot().iter("testcase")
+    }
+    trajectory = props["almost"]["super.trajectory"]
+    assert trajectory == f"reports/{two_runs[0].name}/trajectories/almost.ipynb"
+    assert (root / trajectory).is_file()
+    # no entrypoint: the script-executed metric does not apply, and says so with an empty value
+    assert props["almost"]["super.script_executed"] == ""
 
 
 def test_pages_are_self_contained(two_runs):

@@ -51,6 +51,12 @@ PRICES: dict[str, tuple[float, float]] = {
     "o4-mini": (1.10, 4.40),
 }
 
+#: The preflight request's prompt (a one-token answer; the test server knows it by this text).
+PREFLIGHT_PROMPT = "pytest-super checks the endpoint before a run: reply with the word ok."
+#: Seconds the preflight waits: a cold local server (vLLM, Ollama) loads its model on the first
+#: request, which can take a minute; longer than that, the tasks would suffer too.
+PREFLIGHT_TIMEOUT_S = 90.0
+
 #: reasoning models take `max_completion_tokens` and reject temperature, top_p and stop
 _REASONING = re.compile(r"^(o\d|gpt-5)")
 _RETRY_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
@@ -103,6 +109,14 @@ def model_prices(settings: LLMSettings) -> tuple[float, float]:
     return price_in, price_out
 
 
+@dataclass(frozen=True)
+class PreflightProblem:
+    """Why the preflight request failed: refused (`reached`) or no answer at all."""
+
+    message: str
+    reached: bool
+
+
 class LLMClient:
     """Talks to one OpenAI-compatible endpoint.
 
@@ -138,6 +152,32 @@ class LLMClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- the check before a run --------------------------------------------------------------
+    def preflight(self) -> PreflightProblem | None:
+        """One small request (a one-token reply to `PREFLIGHT_PROMPT`, never cached) that checks
+        the endpoint, the key and the model before any task starts.
+
+        Returns None when the endpoint answered (200, or a busy or failing server that the tasks'
+        own retries deal with), else the problem: the endpoint refused the request (401, 403,
+        404 and other 4xx but 408/409/429) or could not be reached.
+        """
+        s = self.settings
+        body = self.request_body([{"role": "user", "content": PREFLIGHT_PROMPT}])
+        body["max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"] = 1
+        where = f"{self._url} (model {s.model!r})"
+        try:
+            response = self._http.post(self._url, json=body, timeout=PREFLIGHT_TIMEOUT_S)
+        except httpx.TransportError as exc:
+            return PreflightProblem(
+                f"LLM endpoint {where} cannot be reached: {type(exc).__name__}: "
+                f"{self._scrub(str(exc))}. Check --super-base-url and the network.",
+                reached=False,
+            )
+        code = response.status_code
+        if code == 200 or code in _RETRY_STATUSES:
+            return None
+        return PreflightProblem(self._refusal(response, where), reached=True)
 
     # -- the call ------------------------------------------------------------------------------
     def complete(

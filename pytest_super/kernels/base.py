@@ -7,7 +7,9 @@ Provisioning (starting a box) and running cells in it are different jobs: see `d
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
 CellStatus = Literal["ok", "error", "timeout", "died"]
@@ -94,3 +96,11 @@ class Kernel(Protocol):
     def close(self) -> None:
         """Shut the kernel down and remove its box. Safe to call twice."""
         ...
+
+
+def console_command(connection_file: str) -> str:
+    """The command that opens a console on a kept kernel: the `jupyter` of this Python's
+    environment (jupyter_console is a dependency), so it works whichever venv is active."""
+    jupyter = Path(sys.executable).parent / "jupyter"
+    program = str(jupyter) if jupyter.exists() else "jupyter"
+    return f"{program} console --existing {connection_file}"

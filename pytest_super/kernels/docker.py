@@ -60,7 +60,7 @@ from pytest_super.kernels import (
     docker_client,
     engine_address,
 )
-from pytest_super.kernels.base import KernelSettings
+from pytest_super.kernels.base import KernelSettings, console_command
 from pytest_super.kernels.image import BUILD_COMMAND, default_image_tag
 
 #: the kernel's ports inside the container (each container has its own network namespace)
@@ -170,7 +170,7 @@ class DockerBox:
         return (
             f"{self.description} left running:\n"
             f"  {docker_cmd} exec -it {self.name} bash\n"
-            f"  jupyter console --existing {self.connection_file}\n"
+            f"  {console_command(self.connection_file)}\n"
             f"remove it with: {docker_cmd} rm -f {self.name}"
         )
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from jupyter_client.connect import write_connection_file
 
-from pytest_super.kernels.base import KernelSettings
+from pytest_super.kernels.base import KernelSettings, console_command
 from pytest_super.kernels.runtime import JupyterKernel
 
 SECRET_NAME_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
@@ -174,7 +174,7 @@ class LocalBox:
         _LIVE_BOXES.discard(self)
         return (
             f"{self.description} left running (pid {self.pid}).\n"
-            f"  connect:  jupyter console --existing {self.connection_file}\n"
+            f"  connect:  {console_command(self.connection_file)}\n"
             f"  files:    cd {self.work_dir}\n"
             f"  stop:     kill -9 -{self.pid}; rm -rf {self.work_dir} {self._private_dir}"
         )

@@ -1,0 +1,124 @@
+"""The check before a run with an LLM agent: one small request to the endpoint; a refusal or no
+answer stops the session at once with one message, before any task or kernel starts."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from openai_server import FakeOpenAIServer, Status
+
+from pytest_super.agents.llm import PREFLIGHT_PROMPT, LLMClient, LLMSettings
+
+SECRET = "sk-preflight-secret-0123456789"
+
+TASK = """\
+id: adder
+query: 'Report the sum as {"sum": 0}.'
+answer: {sum: 5}
+solution:
+  - execute: |
+      print('{"sum": 5}')
+"""
+
+SUBMIT = """Thought: The sum is 5.
+Action: submit
+<content>
+{"sum": 5}
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch) -> pytest.Pytester:
+    monkeypatch.setenv("SUPER_API_KEY", SECRET)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    pytester.makeini("[pytest]\nsuper_tasks = tasks\n")
+    (pytester.path / "tasks/expert").mkdir(parents=True)
+    (pytester.path / "tasks/expert/adder.yaml").write_text(TASK)
+    (pytester.path / "tasks/expert/other.yaml").write_text(TASK.replace("adder", "other"))
+    return pytester
+
+
+def run(project: pytest.Pytester, base_url: str, *extra: str):
+    return project.runpytest_subprocess(
+        "tasks",
+        "--super-agent=react",
+        "--super-model=gpt-4o",
+        f"--super-base-url={base_url}",
+        "--super-backend=local",
+        "--super-report-dir=out",
+        *extra,
+    )
+
+
+def nothing_ran(project: pytest.Pytester) -> bool:
+    return not list(project.path.glob("out/*/trajectories/*"))
+
+
+@pytest.mark.parametrize(
+    ("code", "says"),
+    [
+        (401, "refused the API key"),
+        (403, "no access to this model"),
+        (404, "unknown model or wrong base URL"),
+    ],
+)
+def test_a_refusal_stops_the_session_before_any_task(project, openai_server, code, says):
+    openai_server.preflight_answer = Status(code)
+    openai_server.script([SUBMIT, SUBMIT])
+    result = run(project, openai_server.base_url, "-n", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert err.count(f"HTTP {code}") == 1 and says in err, err
+    assert "checked before any task ran" in err
+    assert SECRET not in err + result.stdout.str()
+    assert len(openai_server.preflights) == 1  # once, by the controller, not per worker
+    assert openai_server.requests == [] and nothing_ran(project)
+
+
+def test_an_unreachable_endpoint_stops_the_session(project):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = run(project, f"http://127.0.0.1:{port}/v1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*cannot be reached*ConnectError*Check --super-base-url*"])
+    assert nothing_ran(project)
+
+
+def test_a_good_endpoint_is_checked_once_and_the_run_goes_on(project, openai_server):
+    openai_server.script([SUBMIT, SUBMIT])
+    result = run(project, openai_server.base_url, "-n", "2")
+    result.assert_outcomes(passed=2)
+    assert len(openai_server.preflights) == 1
+    (check,) = openai_server.preflights
+    assert check.body["max_tokens"] == 1
+    assert check.headers["authorization"] == f"Bearer {SECRET}"
+
+
+def test_a_busy_endpoint_is_left_to_the_tasks_retries(project, openai_server):
+    openai_server.preflight_answer = Status(429, {"Retry-After": "0"})
+    openai_server.script([SUBMIT, SUBMIT])
+    run(project, openai_server.base_url).assert_outcomes(passed=2)
+
+
+def test_no_key_with_the_default_endpoint_is_a_usage_error(project, monkeypatch):
+    monkeypatch.delenv("SUPER_API_KEY")
+    result = project.runpytest_subprocess(
+        "tasks", "--super-agent=react", "--super-model=gpt-4o", "--super-backend=local"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*no API key is set: export SUPER_API_KEY*"])
+
+
+def test_preflight_asks_for_one_token_of_a_reasoning_model():
+    server = FakeOpenAIServer()
+    try:
+        client = LLMClient(LLMSettings(model="o3-mini", base_url=server.base_url))
+        assert client.preflight() is None
+        (check,) = server.preflights
+        assert check.body["max_completion_tokens"] == 1
+        assert check.body["messages"] == [{"role": "user", "content": PREFLIGHT_PROMPT}]
+        client.close()
+    finally:
+        server.stop()
