@@ -91,7 +91,11 @@ def add_options(parser: pytest.Parser) -> None:
         default=DEFAULT_BASE_URL,
         help="OpenAI-compatible endpoint; key from SUPER_API_KEY or OPENAI_API_KEY",
     )
-    g.addoption("--super-price", metavar="IN,OUT", help="USD per million prompt,completion tokens")
+    g.addoption(
+        "--super-price",
+        metavar="IN,OUT[,CACHED]",
+        help="USD per million prompt, completion (and cached prompt) tokens",
+    )
     g.addoption("--super-llm-cache", metavar="DIR", help="cache model responses on disk")
     g.addoption(
         "--super-token-budget",
@@ -244,14 +248,18 @@ def _llm_settings(config: pytest.Config) -> Any:
         raise pytest.UsageError(
             f"--super-agent={agent} talks to a model: name it with --super-model"
         )
-    price_in = price_out = None
+    price_in = price_out = price_cached = None
     if config.getoption("super_price"):
         try:
-            price_in, price_out = (float(x) for x in config.getoption("super_price").split(","))
+            prices = [float(x) for x in config.getoption("super_price").split(",")]
+            if len(prices) not in (2, 3):
+                raise ValueError
         except ValueError:
             raise pytest.UsageError(
-                "--super-price takes IN,OUT in USD per million tokens, e.g. 2.5,10"
+                "--super-price takes IN,OUT[,CACHED] in USD per million tokens, e.g. 2.5,10,1.25"
             ) from None
+        price_in, price_out = prices[:2]
+        price_cached = prices[2] if len(prices) == 3 else None
     base_url = config.getoption("super_base_url")
     api_key = api_key_from_env()
     if api_key is None and base_url.rstrip("/") == DEFAULT_BASE_URL:
@@ -265,5 +273,6 @@ def _llm_settings(config: pytest.Config) -> Any:
         api_key=api_key,
         price_in=price_in,
         price_out=price_out,
+        price_cached=price_cached,
         cache_dir=config.getoption("super_llm_cache"),
     )

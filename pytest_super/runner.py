@@ -69,6 +69,7 @@ class TaskResult:
     landmarks_missed: list[str] = field(default_factory=list)
     steps: int = 0
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
     duration_s: float = 0.0
@@ -106,6 +107,7 @@ class TaskResult:
             "super.exit_status": self.exit_status.value,
             "super.steps": self.steps,
             "super.prompt_tokens": self.prompt_tokens,
+            "super.cached_prompt_tokens": self.cached_prompt_tokens,
             "super.completion_tokens": self.completion_tokens,
             "super.cost_usd": round(self.cost_usd, 6),
             "super.duration_s": round(self.duration_s, 3),
@@ -257,6 +259,7 @@ def run_task(
         landmarks=result.landmarks,
         script_executed=result.script_executed,
         prompt_tokens=result.prompt_tokens,
+        cached_prompt_tokens=result.cached_prompt_tokens,
         completion_tokens=result.completion_tokens,
         cost_usd=result.cost_usd,
         **scoring_details(task, result, trajectory.steps),
@@ -354,6 +357,7 @@ def score_episode(
         landmarks_missed=scoring.missed_landmarks(task.landmarks, outputs),
         steps=sum(1 for s in steps if not s.pre_executed and s.action not in NOT_ACTIONS),
         prompt_tokens=env.prompt_tokens,
+        cached_prompt_tokens=env.cached_prompt_tokens,
         completion_tokens=env.completion_tokens,
         cost_usd=env.cost_usd,
         detail=detail,

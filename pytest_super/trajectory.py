@@ -32,6 +32,7 @@ class Step:
     cell_status: str | None = None  # ok, error, timeout, died
     duration_s: float = 0.0
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, served from the provider's cache
     completion_tokens: int = 0
     cost_usd: float = 0.0
     attempt: int = 1

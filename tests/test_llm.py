@@ -216,3 +216,53 @@ def test_timeouts_are_retried(openai_server):
     finally:
         listener.close()
     assert issubclass(httpx.ReadTimeout, httpx.TransportError)
+
+
+# -- cached prompt tokens ------------------------------------------------------------------------
+def reply_with_cache(prompt: int, cached: int, completion: int) -> Status:
+    """A 200 answer whose usage says `cached` of the `prompt` tokens came from the provider's cache
+    (OpenAI's `usage.prompt_tokens_details.cached_tokens`)."""
+    return Status(
+        200,
+        body={
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "prompt_tokens_details": {"cached_tokens": cached},
+            },
+        },
+    )
+
+
+def test_cached_prompt_tokens_are_recorded_and_priced_at_the_cached_rate(openai_server):
+    openai_server.script([reply_with_cache(1000, 600, 10)])
+    with LLMClient(LLMSettings(model="gpt-4o-2024-08-06", base_url=openai_server.base_url)) as c:
+        reply = c.complete([{"role": "user", "content": "hi"}])
+    assert (reply.prompt_tokens, reply.cached_prompt_tokens, reply.completion_tokens) == (
+        1000,
+        600,
+        10,
+    )
+    # gpt-4o: 400 uncached x $2.50 + 600 cached x $1.25 + 10 x $10.00 per million = $0.00185
+    assert reply.cost_usd == pytest.approx((400 * 2.50 + 600 * 1.25 + 10 * 10.00) / 1e6)
+
+
+def test_cached_tokens_without_a_cached_rate_cost_the_prompt_price(openai_server):
+    openai_server.script([reply_with_cache(1000, 600, 0), reply_with_cache(1000, 600, 0)])
+    # gpt-4o-2024-05-13 has its own price and no cached rate in the table: 1000 x $5.00
+    settings = LLMSettings(model="gpt-4o-2024-05-13", base_url=openai_server.base_url)
+    with LLMClient(settings) as c:
+        assert c.complete([{"role": "user", "content": "a"}]).cost_usd == pytest.approx(5000 / 1e6)
+    # --super-price 1,2,0.1: 400 x $1 + 600 x $0.10
+    settings = LLMSettings(
+        model="mine", base_url=openai_server.base_url, price_in=1, price_out=2, price_cached=0.1
+    )
+    with LLMClient(settings) as c:
+        assert c.complete([{"role": "user", "content": "b"}]).cost_usd == pytest.approx(460 / 1e6)
+
+
+def test_usage_without_details_has_no_cached_tokens(openai_server):
+    openai_server.script(["plain"])
+    with LLMClient(LLMSettings(model="gpt-4o", base_url=openai_server.base_url)) as c:
+        assert c.complete([{"role": "user", "content": "x"}]).cached_prompt_tokens == 0

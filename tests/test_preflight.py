@@ -3,6 +3,7 @@ answer stops the session at once with one message, before any task or kernel sta
 
 from __future__ import annotations
 
+import json
 import socket
 
 import pytest
@@ -122,3 +123,25 @@ def test_preflight_asks_for_one_token_of_a_reasoning_model():
         client.close()
     finally:
         server.stop()
+
+
+def test_cached_prompt_tokens_reach_steps_and_results(project, openai_server):
+    """(Not the preflight, but the same run set-up: usage with cached tokens, end to end.)"""
+    reply = {
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": SUBMIT}}],
+        "usage": {
+            "prompt_tokens": 1000,
+            "completion_tokens": 10,
+            "prompt_tokens_details": {"cached_tokens": 600},
+        },
+    }
+    openai_server.script([Status(200, body=reply)])
+    run(project, openai_server.base_url, "-k", "adder").assert_outcomes(passed=1)
+    (results,) = project.path.glob("out/*/results.jsonl")
+    line = json.loads(results.read_text())
+    assert line["prompt_tokens"] == 1000 and line["cached_prompt_tokens"] == 600
+    # gpt-4o: 400 x $2.50 + 600 x $1.25 + 10 x $10 per million
+    assert line["cost_usd"] == pytest.approx(0.00185)
+    (trajectory,) = project.path.glob("out/*/trajectories/adder.json")
+    steps = json.loads(trajectory.read_text())["steps"]
+    assert [s["cached_prompt_tokens"] for s in steps] == [600]

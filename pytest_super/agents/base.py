@@ -115,6 +115,7 @@ class Environment:
         self.attempt = 1
         self.compute_used_s = 0.0
         self.prompt_tokens = 0
+        self.cached_prompt_tokens = 0  # of prompt_tokens, served from the provider's cache
         self.completion_tokens = 0
         self.cost_usd = 0.0
         self.started = time.monotonic()
@@ -154,9 +155,16 @@ class Environment:
             )
 
     # -- model -------------------------------------------------------------------------------
-    def count_tokens(self, prompt_tokens: int, completion_tokens: int, cost_usd: float) -> None:
+    def count_tokens(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cost_usd: float,
+        cached_prompt_tokens: int = 0,
+    ) -> None:
         """Add one model call's usage (the budget is checked by `check_budget`)."""
         self.prompt_tokens += prompt_tokens
+        self.cached_prompt_tokens += cached_prompt_tokens
         self.completion_tokens += completion_tokens
         self.cost_usd += cost_usd
 

@@ -217,7 +217,12 @@ def ask_model(
     llm = require_llm(env, env.trajectory.agent)
     env.check_budget(budget)
     completion = llm.complete(messages, stop=stop)
-    env.count_tokens(completion.prompt_tokens, completion.completion_tokens, completion.cost_usd)
+    env.count_tokens(
+        completion.prompt_tokens,
+        completion.completion_tokens,
+        completion.cost_usd,
+        completion.cached_prompt_tokens,
+    )
     try:
         env.check_budget(budget)
     except BudgetExceeded as exc:
@@ -228,6 +233,7 @@ def ask_model(
                 content=completion.text,
                 observation=f"[not acted on: {exc}]",
                 prompt_tokens=completion.prompt_tokens,
+                cached_prompt_tokens=completion.cached_prompt_tokens,
                 completion_tokens=completion.completion_tokens,
                 cost_usd=completion.cost_usd,
             )
@@ -243,6 +249,7 @@ def record_with_usage(env: Environment, step: Step, completion: Completion | Non
     """Record a step with the usage of the model call that chose it (none for automatic ones)."""
     if completion is not None:
         step.prompt_tokens = completion.prompt_tokens
+        step.cached_prompt_tokens = completion.cached_prompt_tokens
         step.completion_tokens = completion.completion_tokens
         step.cost_usd = completion.cost_usd
     env.record(step)

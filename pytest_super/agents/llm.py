@@ -50,6 +50,23 @@ PRICES: dict[str, tuple[float, float]] = {
     "o3-mini": (1.10, 4.40),
     "o4-mini": (1.10, 4.40),
 }
+#: USD per million cached prompt tokens (`usage.prompt_tokens_details.cached_tokens`), same source;
+#: models not listed here are charged the full prompt price for cached tokens.
+CACHED_PRICES: dict[str, float] = {
+    "gpt-4o": 1.25,
+    "gpt-4o-mini": 0.075,
+    "gpt-4.1": 0.50,
+    "gpt-4.1-mini": 0.10,
+    "gpt-4.1-nano": 0.025,
+    "gpt-5": 0.125,
+    "gpt-5-mini": 0.025,
+    "gpt-5-nano": 0.005,
+    "o1": 7.50,
+    "o1-mini": 0.55,
+    "o3": 0.50,
+    "o3-mini": 0.55,
+    "o4-mini": 0.275,
+}
 
 #: The preflight request's prompt (a one-token answer; the test server knows it by this text).
 PREFLIGHT_PROMPT = "pytest-super checks the endpoint before a run: reply with the word ok."
@@ -78,6 +95,7 @@ class LLMSettings:
     max_tokens: int = 1500
     price_in: float | None = None  # USD per million prompt tokens; None: from PRICES, else 0
     price_out: float | None = None
+    price_cached: float | None = None  # USD per million cached prompt tokens; None: table/price_in
     cache_dir: str | None = None  # --super-llm-cache
     max_retries: int = 6
     timeout_s: float = 300.0
@@ -93,20 +111,53 @@ class Completion:
     """One model reply with its usage. A cache hit has `cached=True` and costs nothing."""
 
     text: str
-    prompt_tokens: int
+    prompt_tokens: int  # all of them, cached ones included (as the API counts them)
     completion_tokens: int
     cost_usd: float
     cached: bool = False
+    cached_prompt_tokens: int = 0  # of prompt_tokens, those the provider served from its cache
+
+
+def _price_key(model: str) -> str | None:
+    """The price-table entry of a model: the longest key its name starts with
+    ("gpt-4o-2024-08-06" -> "gpt-4o"); None when none does."""
+    name = model.rsplit("/", 1)[-1].lower()
+    matches = [key for key in PRICES if name.startswith(key)]
+    return max(matches, key=len) if matches else None
 
 
 def model_prices(settings: LLMSettings) -> tuple[float, float]:
     """(USD per million prompt tokens, per million completion tokens) for the settings' model."""
-    name = settings.model.rsplit("/", 1)[-1].lower()
-    matches = [key for key in PRICES if name.startswith(key)]
-    table = PRICES[max(matches, key=len)] if matches else (0.0, 0.0)
+    key = _price_key(settings.model)
+    table = PRICES[key] if key else (0.0, 0.0)
     price_in = table[0] if settings.price_in is None else settings.price_in
     price_out = table[1] if settings.price_out is None else settings.price_out
     return price_in, price_out
+
+
+def cached_prompt_price(settings: LLMSettings) -> float:
+    """USD per million cached prompt tokens: --super-price's third value; else the table's
+    cached rate for the model when its prompt price is the table's; else the prompt price."""
+    if settings.price_cached is not None:
+        return settings.price_cached
+    key = _price_key(settings.model)
+    if settings.price_in is None and key in CACHED_PRICES:
+        return CACHED_PRICES[key]
+    return model_prices(settings)[0]
+
+
+def completion_cost(
+    settings: LLMSettings, prompt_tokens: int, cached_tokens: int, completion_tokens: int
+) -> float:
+    """USD for one call: uncached prompt tokens at the prompt price, cached ones at the cached
+    price, completion tokens at the completion price."""
+    price_in, price_out = model_prices(settings)
+    cached = min(cached_tokens, prompt_tokens)
+    return (
+        (prompt_tokens - cached) * price_in
+        + cached * cached_prompt_price(settings)
+        + completion_tokens * price_out
+    ) / 1_000_000
 
 
 @dataclass(frozen=True)
@@ -192,15 +243,16 @@ class LLMClient:
             except ValueError:
                 log.warning("ignoring unreadable LLM cache file %s", cache_file)
             else:
-                text, prompt_tokens, completion_tokens = self._read_reply(data, body)
-                return Completion(text, prompt_tokens, completion_tokens, 0.0, cached=True)
+                text, prompt_tokens, completion_tokens, cached = self._read_reply(data, body)
+                return Completion(
+                    text, prompt_tokens, completion_tokens, 0.0, True, cached_prompt_tokens=cached
+                )
         data = self._post(body)
-        text, prompt_tokens, completion_tokens = self._read_reply(data, body)
+        text, prompt_tokens, completion_tokens, cached = self._read_reply(data, body)
         if cache_file is not None:
             write_atomically(cache_file, json.dumps(data))
-        price_in, price_out = model_prices(self.settings)
-        cost = (prompt_tokens * price_in + completion_tokens * price_out) / 1_000_000
-        return Completion(text, prompt_tokens, completion_tokens, cost)
+        cost = completion_cost(self.settings, prompt_tokens, cached, completion_tokens)
+        return Completion(text, prompt_tokens, completion_tokens, cost, cached_prompt_tokens=cached)
 
     def request_body(
         self, messages: list[dict[str, str]], *, stop: list[str] | None = None
@@ -301,7 +353,8 @@ class LLMClient:
             text = text.replace(key, "<API key>")
         return _KEYLIKE.sub("<API key>", text)
 
-    def _read_reply(self, data: dict[str, Any], body: dict[str, Any]) -> tuple[str, int, int]:
+    def _read_reply(self, data: dict[str, Any], body: dict[str, Any]) -> tuple[str, int, int, int]:
+        """The reply's text, prompt tokens, completion tokens and cached prompt tokens."""
         try:
             message = data["choices"][0]["message"]
         except (KeyError, IndexError, TypeError):
@@ -317,7 +370,9 @@ class LLMClient:
             prompt_tokens = sum(len(m.get("content") or "") for m in body["messages"]) // 4
         if completion_tokens is None:
             completion_tokens = len(text) // 4
-        return text, int(prompt_tokens), int(completion_tokens)
+        details = usage.get("prompt_tokens_details") or {}
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        return text, int(prompt_tokens), int(completion_tokens), int(cached or 0)
 
 
 def _retry_after(value: str | None) -> float | None:

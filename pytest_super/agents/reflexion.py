@@ -96,6 +96,7 @@ class ReflexionAgent:
                 action=REFLECTION_ACTION,
                 content=plan,
                 prompt_tokens=completion.prompt_tokens,
+                cached_prompt_tokens=completion.cached_prompt_tokens,
                 completion_tokens=completion.completion_tokens,
                 cost_usd=completion.cost_usd,
             )
