@@ -1,5 +1,6 @@
 """The `pytest-super` command: import SUPER's data, report on runs, build the image, clean up.
 
+pytest-super download [--out tasks/super] [--set expert] [--revision COMMIT]
 pytest-super import expert.jsonl --set expert --out tasks/expert/
 pytest-super report reports/junit.xml other-run.xml
 pytest-super html reports/RUN_ID [reports/OTHER_RUN ...] [--out DIR]
@@ -20,6 +21,23 @@ from pytest_super.kernels.image import add_build_arguments, run_build_command
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pytest-super", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser(
+        "download",
+        help="fetch SUPER's task files (Expert, Masked, Auto) from the Hugging Face Hub",
+    )
+    p.add_argument(
+        "--out", type=Path, default=Path("tasks/super"), help="folder (default tasks/super)"
+    )
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        choices=("expert", "masked", "auto"),
+        help="only this set (repeatable; default all three)",
+    )
+    p.add_argument("--revision", help="dataset commit (default: the pinned one)")
+    p.set_defaults(func=_download)
 
     p = sub.add_parser("import", help="turn SUPER's JSON lines into one YAML task file per task")
     p.add_argument("file", type=Path)
@@ -70,6 +88,17 @@ def main(argv: list[str] | None = None) -> int:
     except SuperError as exc:
         print(f"pytest-super: {exc}", file=sys.stderr)
         return 2
+
+
+def _download(args: argparse.Namespace) -> int:
+    from pytest_super.download import DEFAULT_REVISION, download_tasks
+
+    written = download_tasks(args.out, sets=args.sets, revision=args.revision or DEFAULT_REVISION)
+    for item in written:
+        lines = sum(1 for ln in item.path.read_text().splitlines() if ln.strip())
+        print(f"{item.set_name}: {item.path} ({lines} tasks, dataset commit {item.commit})")
+    print(f"run them: pytest {args.out} --super-agent=react-super --super-model=gpt-4o")
+    return 0
 
 
 def _import(args: argparse.Namespace) -> int:
