@@ -301,3 +301,30 @@ def test_html_command_rebuilds_a_run_and_rejects_a_folder_without_results(
     assert (two_runs[0] / "index.html").is_file()
     assert cli_main(["html", str(tmp_path)]) == 2
     assert "no results.jsonl" in capsys.readouterr().err
+
+
+def test_runs_of_any_origin_render_with_what_they_have(tmp_path):
+    """A run in the results.jsonl + trajectory form with less in it (an imported run: no scoring
+    details; a broken trajectory; an unknown exit status) still renders, and compares."""
+    run = tmp_path / "reports" / "paper-react-super"
+    (run / "trajectories").mkdir(parents=True)
+    (run / "trajectories" / "colbert.json").write_text(
+        '{"task_id": "colbert", "query": "Train it.", "agent": "react-super", "info": '
+        '{"submission": {"loss": 0.4}}, "steps": [{"thought": "go", "action": "execute", '
+        '"content": "!python train.py", "observation": "loss: 0.4"}]}'
+    )
+    (run / "trajectories" / "broken.json").write_text('{"task_id": "bro')
+    (run / "results.jsonl").write_text(
+        '{"task_id": "colbert", "outcome": "failed", "set": "expert", "accuracy": 0.0, '
+        '"trajectory": "trajectories/colbert.ipynb", "exit_status": "imported"}\n'
+        '{"task_id": "broken", "outcome": "passed", "set": "expert", "accuracy": 1.0, '
+        '"trajectory": "trajectories/broken.ipynb"}\n'
+    )
+    index = html.write_run_report(run)
+    colbert = (run / html.page_name("colbert")).read_text()
+    assert "submitted: <code>{&#34;loss&#34;: 0.4}</code>" in colbert
+    assert "!python train.py" in colbert and "loss: 0.4" in colbert
+    assert "no readable trajectory" in (run / html.page_name("broken")).read_text()
+    assert 'data-task="colbert"' in index.read_text()
+    compare = html.write_comparison([run, run], tmp_path / "cmp")
+    assert "0 flipped" in compare.read_text()

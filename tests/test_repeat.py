@@ -94,6 +94,9 @@ def test_repeats_under_xdist_give_pass_at_k_and_pass_hat_k(project):
     assert cells["acc%"].startswith("83.3 [")
     assert cells["pass@k"] == "100.0" and cells["pass^k"] == "50.0"
     assert "pass@k" in result.stdout.str() and "pass^k" in result.stdout.str()
+    page = (run_dir / "index.html").read_text()
+    assert "<th>pass@k</th><th>pass^k</th>" in page
+    assert 'data-task="flaky[repeat2]"' in page
 
 
 def cells_of(markdown_row: str) -> list[str]:

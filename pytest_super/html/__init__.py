@@ -115,7 +115,10 @@ def load_run(run_dir: Path) -> RunView:
         view = TaskView(record=record, page=page_name(record.task_id))
         json_path = _trajectory_file(run_dir, record)
         if json_path is not None:
-            view.trajectory = json.loads(json_path.read_text())
+            try:
+                view.trajectory = json.loads(json_path.read_text())
+            except (OSError, ValueError):  # a hand-edited or foreign file: show the rest
+                view.trajectory = None
             view.trajectory_json = os.path.relpath(json_path, run_dir)
             notebook = json_path.with_suffix(".ipynb")
             if notebook.is_file():
