@@ -209,7 +209,7 @@ LANDMARK_EXCERPT_CHARS = 120
 
 def match_landmarks(landmarks: Sequence[str], outputs: Sequence[str]) -> list[LandmarkMatch]:
     """For each landmark, the first output it matches (as `score_landmarks` searches) and an
-    excerpt of that output around the match."""
+    excerpt of that output around the match, with its line breaks."""
     matches = []
     flat = [output.replace("\n", " ") for output in outputs]
     for landmark in landmarks:
@@ -220,7 +220,8 @@ def match_landmarks(landmarks: Sequence[str], outputs: Sequence[str]) -> list[La
             if m:
                 start = max(0, m.start() - LANDMARK_EXCERPT_CHARS)
                 end = m.end() + LANDMARK_EXCERPT_CHARS
-                found = LandmarkMatch(landmark, index, text[start:end])
+                # the same span of the output as it was (flattening keeps every position)
+                found = LandmarkMatch(landmark, index, outputs[index][start:end])
                 break
         matches.append(found)
     return matches

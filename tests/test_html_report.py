@@ -328,3 +328,13 @@ def test_runs_of_any_origin_render_with_what_they_have(tmp_path):
     assert 'data-task="colbert"' in index.read_text()
     compare = html.write_comparison([run, run], tmp_path / "cmp")
     assert "0 flipped" in compare.read_text()
+
+
+def test_landmark_excerpts_keep_the_outputs_lines():
+    from pytest_super.scoring import match_landmarks
+
+    outputs = ["warming up\n", "epoch 1\r epoch 5 | loss 0.5\nsaved to out.json\n"]
+    hit, miss = match_landmarks([r"epoch 5 \| loss [\d.]+ saved", "never"], outputs)
+    assert (hit.step, miss.step, miss.excerpt) == (1, None, "")
+    assert hit.excerpt == outputs[1].rstrip("\n") + "\n"
+    assert html.clean_for_model(hit.excerpt) == " epoch 5 | loss 0.5\nsaved to out.json\n"

@@ -20,6 +20,7 @@ import jinja2
 
 from pytest_super import report as reports
 from pytest_super.edit import EditFormatError, parse_edit
+from pytest_super.kernels.output import clean_for_model
 
 HERE = Path(__file__).parent
 #: Observations longer than this many lines are folded (the first lines stay visible). SUPER's
@@ -124,6 +125,8 @@ def load_run(run_dir: Path) -> RunView:
             if notebook.is_file():
                 view.notebook = os.path.relpath(notebook, run_dir)
         run.tasks.append(view)
+    order = {name: i for i, name in enumerate(("expert", "masked", "auto"))}
+    run.tasks.sort(key=lambda t: (order.get(str(t.prop("set")), 9), t.task_id))
     return run
 
 
@@ -157,7 +160,10 @@ def _environment() -> jinja2.Environment:
         scores=reports.SCORES,
         fold_lines=FOLD_LINES,
     )
-    env.filters.update(cell=_cell_text, as_json=_as_json, diff=edit_diff, clip=_clip)
+    # outputs are shown as a terminal would have left them (no ANSI codes, progress bars settled)
+    env.filters.update(
+        cell=_cell_text, as_json=_as_json, diff=edit_diff, clip=_clip, terminal=clean_for_model
+    )
     return env
 
 
