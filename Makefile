@@ -1,5 +1,6 @@
 # The two commands of the README: `make demo` (the demo benchmark) and `make test` (the test suite).
-# Both set up everything first: the virtual environment, a Docker engine, the kernel image.
+# Both set up everything first: the virtual environment, a Docker engine, the kernel image (and for
+# `make test` a headless Chromium for the HTML report's browser tests, scripts/ensure-chromium.sh).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

@@ -5,6 +5,7 @@ the removal of containers that killed processes left behind.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +104,10 @@ class RunRecorder:
                 f"# pytest-super run {self.run.run_id}\n\nagent: {self.run.agent}, model: "
                 f"{self.run.settings.model or '-'}\n\n{table}\n"
             )
-            self.html = html.write_run_report(self.run.run_dir)
+            try:
+                self.html = html.write_run_report(self.run.run_dir)
+            except OSError as exc:  # a full disk must not cost the run its other reports
+                warnings.warn(f"pytest-super: the HTML report was not written: {exc}", stacklevel=1)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.records:
