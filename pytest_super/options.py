@@ -99,6 +99,12 @@ def add_options(parser: pytest.Parser) -> None:
     g.addoption("--super-steps", type=int, default=100, help="step limit per episode (100)")
     g.addoption("--super-attempts", type=int, default=3, help="reflexion attempts (3)")
     g.addoption(
+        "--super-format-errors",
+        type=int,
+        metavar="N",
+        help="end an episode after N malformed replies in a row (default: no cap, as SUPER)",
+    )
+    g.addoption(
         "--super-replay", metavar="PATH", help="trajectory file or folder for the replay agent"
     )
     g.addoption("--super-live", action="store_true", help="print each step as it happens")
@@ -192,6 +198,7 @@ def make_run(config: pytest.Config, run_id: str) -> SuperRun:
         compute_limit_s=opt("super_compute_limit"),
         cell_timeout_s=opt("super_cell_timeout"),
         steps=opt("super_steps"),
+        format_errors=opt("super_format_errors"),
         keep_failed=opt("super_keep"),
         options={"attempts": opt("super_attempts"), "replay_path": opt("super_replay")},
     )

@@ -23,16 +23,23 @@ from pytest_super.agents.base import (
     EpisodeLimits,
     ExitStatus,
 )
+from pytest_super.agents.history import (
+    BUDGET_ACTION,
+    COMPUTE_ACTION,
+    CONTINUED_THOUGHT,
+    FORMAT_ERROR_ACTION,
+    PRE_EXECUTED_THOUGHT,
+    WAIT_ACTION,
+)
 from pytest_super.edit import EditRequest, edit_file, format_edit
 from pytest_super.errors import InfrastructureError, LLMError, TaskSetupError
-from pytest_super.kernels.base import Kernel
-from pytest_super.kernels.output import clean_for_model
-from pytest_super.tasks import PRE_EXECUTED_THOUGHT, Cell, Task
+from pytest_super.kernels.base import CellResult, Kernel
+from pytest_super.tasks import Cell, Task
 from pytest_super.trajectory import Step, Trajectory
 
 PASS_METRICS = ("accuracy", "landmarks", "script-executed")
 # steps an agent records that are not actions in the kernel (they do not count as steps)
-NOT_ACTIONS = frozenset({"format_error", "budget_exceeded", "reflection"})
+NOT_ACTIONS = frozenset({FORMAT_ERROR_ACTION, BUDGET_ACTION, COMPUTE_ACTION, "reflection"})
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,9 @@ class RunSettings:
     compute_limit_s: float = 1800.0
     cell_timeout_s: float = 300.0
     steps: int = 100
+    format_errors: int | None = (
+        None  # --super-format-errors: malformed replies in a row that end it
+    )
     keep_failed: bool = False  # --super-keep: leave a failing task's container running
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -126,6 +136,7 @@ def episode_limits(task: Task, settings: RunSettings) -> EpisodeLimits:
         token_budget=lim.token_budget or budget,
         compute_s=lim.compute_s or settings.compute_limit_s,
         cell_timeout_s=lim.cell_timeout_s or settings.cell_timeout_s,
+        format_errors=settings.format_errors,
     )
 
 
@@ -140,22 +151,48 @@ def task_timeout_s(task: Task, settings: RunSettings, *, uses_model: bool) -> fl
 def replay_prefix_cells(env: Environment) -> list[Step]:
     """Run a masked task's pre-executed cells, recorded as steps the user took.
 
-    Execute cells run as code, edit cells go through the edit tool. A cell that fails (error,
-    timeout, dead kernel, edit not applied) is an error of the task: `TaskSetupError`.
+    As in the reference, a cell that fails (an error, an edit that is not applied, a dead kernel)
+    is recorded as it is and the next cell runs: the agent starts from whatever state the prefix
+    left. A cell that runs out of its cell timeout is waited on once more (a `continue_wait` step,
+    thought "[continued after timeout]"); if it is still running then, it is interrupted and the
+    next cell runs. Prefix cells are never stopped by the compute limit, but their time counts.
+    Only faults of the harness (`InfrastructureError`: the kernel would not start, the engine is
+    gone) propagate.
     """
     steps: list[Step] = []
-    for number, cell in enumerate(env.task.pre_executed, start=1):
+    for cell in env.task.pre_executed:
         step = run_task_cell(env, cell, thought=PRE_EXECUTED_THOUGHT, pre_executed=True)
         env.record(step)
         steps.append(step)
-        if step.cell_status not in ("ok", None):
-            raise TaskSetupError(
-                f"{env.task.source}: pre-executed cell {number} ({cell.kind}) of task "
-                f"{env.task.id!r} failed ({step.cell_status}); fix the task's pre_executed "
-                f"cells. Its output ends with:\n{clean_for_model(step.output)[-2000:]}"
-            )
+        if step.cell_status == "timeout":  # left running: wait once more
+            wait = _wait_once(env)
+            env.record(wait)
+            steps.append(wait)
     env.set_prefix_steps(steps)
     return steps
+
+
+def _wait_once(env: Environment) -> Step:
+    """The one wait for a pre-executed cell that ran out of time; stops it if it still runs."""
+    result = env.wait(check_limit=False)
+    if result.still_running:
+        rest = env.interrupt()
+        result = CellResult(
+            output=result.output + rest.output,
+            status=rest.status,
+            duration_s=result.duration_s + rest.duration_s,
+            truncated=result.truncated or rest.truncated,
+        )
+    return Step(
+        thought=CONTINUED_THOUGHT,
+        action=WAIT_ACTION,
+        content="",
+        observation=result.output,
+        output=result.output,
+        cell_status=result.status,
+        duration_s=result.duration_s,
+        pre_executed=True,
+    )
 
 
 def run_task_cell(
@@ -164,10 +201,13 @@ def run_task_cell(
     """Run one cell of a task file (prefix or gold solution) and return its step, unrecorded.
 
     Execute cells run as code; edit cells go through the edit tool, relative to the kernel's
-    current directory. A failed edit gives cell_status "error".
+    current directory. A failed edit gives cell_status "error". A pre-executed cell that runs out
+    of time is left running (status "timeout"), for the one wait of `replay_prefix_cells`.
     """
     if cell.kind == "execute":
-        result = env.execute(cell.code)
+        result = env.execute(
+            cell.code, interrupt_on_timeout=not pre_executed, check_limit=not pre_executed
+        )
         return Step(
             thought=thought,
             action="execute",
@@ -292,12 +332,11 @@ def score_episode(
     status = outcome.exit_status
     detail = ""
     if outcome.exit_status is ExitStatus.SUBMITTED and outcome.submission is not None:
+        submitted = True
         try:
             submission = scoring.parse_submission(outcome.submission)
-            submitted = True
-        except ValueError as exc:
-            status = ExitStatus.NO_SUBMISSION
-            detail = str(exc)
+        except ValueError as exc:  # submitted, but not JSON (SWE-agent's `submit` takes any text)
+            detail = f"{exc}; it scores 0"
     accuracy = None
     comparisons: list[scoring.Comparison] = []
     if task.answer is not None:
