@@ -137,17 +137,13 @@ class SWEAgent:
             if interrupted is not None:
                 record_with_usage(env, interrupted, None)
                 notes.append(interrupted.observation)
-            if command.name == "submit":
-                record_with_usage(
-                    env, Step(thought=thought, action="submit", content=command.body), completion
-                )
-                return AgentResult(ExitStatus.SUBMITTED, command.body)
             stray = viewer.take_stray_output()
+            if command.name == "submit":
+                step = Step(thought=thought, action="submit", content=command.body)
+                record_with_usage(env, _with_stray(step, stray), completion)
+                return AgentResult(ExitStatus.SUBMITTED, command.body)
             step = self._act(env, viewer, running, thought, command)
-            stray += viewer.take_stray_output()
-            if stray:  # late output of an earlier cell, caught by a viewer snippet: keep it
-                step.output = stray + (step.output or "")
-                step.observation = f"{clean_observation(stray).rstrip()}\n{step.observation}"
+            step = _with_stray(step, stray + viewer.take_stray_output())
             record_with_usage(env, step, completion)
             if not running.running:  # a running cell keeps the kernel busy: keep the last cwd
                 cwd = _current_dir(viewer, cwd)
@@ -233,6 +229,15 @@ def parse_reply(reply: str) -> tuple[str, Command]:
         )
     thought = _DISCUSSION.sub("", reply[: blocks[0].start()], count=1).strip()
     return thought, parse_command(blocks[0][1])
+
+
+def _with_stray(step: Step, stray: str) -> Step:
+    """`step` with the output a viewer snippet caught that was not its own (late output of an
+    earlier cell) put first: in its output (landmarks see it) and its observation."""
+    if stray:
+        step.output = stray + step.output
+        step.observation = f"{clean_observation(stray).rstrip()}\n{step.observation}".rstrip("\n")
+    return step
 
 
 def _current_dir(viewer: FileViewer, fallback: str) -> str:
