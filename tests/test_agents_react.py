@@ -151,7 +151,7 @@ def test_executes_then_submits(make_env, openai_server, agent):
         "x = 6 * 7\nprint(x)",
         "ok",
     )
-    assert execute.output == "42\n" and execute.observation == "42"
+    assert execute.output == "42\n" and execute.observation == "42\n"  # as printed
     assert execute.prompt_tokens > 0 and execute.completion_tokens > 0 and execute.cost_usd > 0
     assert (submit.action, submit.content) == ("submit", '{"answer": 42}')
     assert env.prompt_tokens == execute.prompt_tokens + submit.prompt_tokens

@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 
 from pytest_super.agents.base import AgentResult, Environment, ExitStatus, StepLimitReached
 from pytest_super.agents.history import (
@@ -38,6 +37,7 @@ from pytest_super.agents.history import (
     truncate_history,
 )
 from pytest_super.agents.llm import Completion
+from pytest_super.agents.prompts import load_prompt
 from pytest_super.edit import edit_action
 from pytest_super.scoring import parse_submission
 from pytest_super.trajectory import Step
@@ -109,10 +109,6 @@ def correction_message(problem: str, actions: Sequence[str]) -> str:
     )
 
 
-def _prompt(name: str) -> str:
-    return resources.files("pytest_super.agents").joinpath("prompts", name).read_text("utf-8")
-
-
 def _duration(seconds: float) -> str:
     return f"{seconds / 60:g}-minute" if seconds >= 60 else f"{seconds:g}-second"
 
@@ -121,15 +117,15 @@ def system_prompt(*, with_edit: bool, cell_timeout_s: float) -> str:
     """The system prompt of react (`with_edit=False`) and react-super: the reference's structure,
     its demonstrations (the edit one for react-super only), the cell timeout as configured."""
     commands = (
-        _prompt("react_commands.txt")
+        load_prompt("react_commands.txt")
         .replace("{count}", "three" if with_edit else "two")
-        .replace("{edit}", _prompt("react_edit_command.txt") if with_edit else "")
+        .replace("{edit}", load_prompt("react_edit_command.txt") if with_edit else "")
         .replace("{submit_number}", "3" if with_edit else "2")
         .rstrip("\n")
     )
-    demonstration = _prompt("react_edit_demonstration.txt") if with_edit else ""
+    demonstration = load_prompt("react_edit_demonstration.txt") if with_edit else ""
     return (
-        _prompt("react_system.txt")
+        load_prompt("react_system.txt")
         .replace("{commands}", commands)
         .replace("{timeout}", f"a {_duration(cell_timeout_s)} timeout")
         .replace("{edit_demonstration}", demonstration.rstrip("\n"))

@@ -23,7 +23,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 
 from pytest_super.agents.base import AgentResult, Environment, ExitStatus, StepLimitReached
 from pytest_super.agents.history import (
@@ -39,6 +38,7 @@ from pytest_super.agents.history import (
     step_for_cell,
     truncate_history,
 )
+from pytest_super.agents.prompts import load_prompt
 from pytest_super.agents.swe_commands import (
     WINDOW,
     Command,
@@ -58,15 +58,11 @@ _FENCE = re.compile(r"^[ \t]*```[^\n`]*\n(.*?)^[ \t]*```[ \t]*$", re.MULTILINE |
 _DISCUSSION = re.compile(r"^\s*DISCUSSION\s*:?\s*\n?", re.IGNORECASE)
 
 
-def _prompt(name: str) -> str:
-    return resources.files("pytest_super.agents").joinpath("prompts", name).read_text("utf-8")
-
-
 #: the published SWE-agent episodes' system prompt structure, in our words: setting, the
 #: notebook's three kinds of cells, the command list (docstring, signature, arguments), the
 #: indentation warning, the response format, one command per reply; no demonstrations
-SYSTEM_PROMPT = _prompt("swe_system.txt")
-INSTANCE_PROMPT = _prompt("swe_instance.txt")
+SYSTEM_PROMPT = load_prompt("swe_system.txt")
+INSTANCE_PROMPT = load_prompt("swe_instance.txt")
 
 FORMAT_CORRECTION = """\
 Your reply could not be run: {problem}
