@@ -55,9 +55,8 @@ class RunSettings:
     compute_limit_s: float = 1800.0
     cell_timeout_s: float = 300.0
     steps: int = 100
-    format_errors: int | None = (
-        None  # --super-format-errors: malformed replies in a row that end it
-    )
+    # --super-format-errors: malformed replies in a row that end an episode (None: no cap)
+    format_errors: int | None = None
     keep_failed: bool = False  # --super-keep: leave a failing task's container running
     options: dict[str, Any] = field(default_factory=dict)
 

@@ -157,10 +157,6 @@ class Environment:
         self.compute_used_s += result.duration_s
         return result
 
-    @property
-    def compute_left_s(self) -> float:
-        return max(0.0, self.limits.compute_s - self.compute_used_s)
-
     def check_compute(self) -> None:
         """Raise `ComputeLimitReached` if cell time is strictly above the compute limit."""
         if self.compute_used_s > self.limits.compute_s:
