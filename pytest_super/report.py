@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_super import scoring
 from pytest_super.kernels.output import clean_for_model
+from pytest_super.tasks import categories_of
 
 PROPERTY_PREFIX = "super."
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -115,9 +116,8 @@ def summarize(records: Iterable[TaskRecord]) -> list[SummaryRow]:
         set_name = str(r.properties.get("set") or "?")
         groups.setdefault(set_name, []).append(r)
         if set_name == "masked":
-            for cat in str(r.properties.get("category") or "").split(","):
-                if cat:
-                    groups.setdefault(f"masked:{cat}", []).append(r)
+            for cat in categories_of(str(r.properties.get("category") or "")):
+                groups.setdefault(f"masked:{cat}", []).append(r)
     order = ["expert", "masked", "auto"]
     keys = sorted(
         groups, key=lambda k: (order.index(k.split(":")[0]) if k.split(":")[0] in order else 9, k)
