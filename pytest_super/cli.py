@@ -1,6 +1,7 @@
 """The `pytest-super` command: import SUPER's data, report on runs, build the image, clean up.
 
 pytest-super import expert.jsonl --set expert --out tasks/expert/
+pytest-super import-trajectories ../super-benchmark/trajectories [--out reports/]
 pytest-super report reports/junit.xml other-run.xml
 pytest-super image build [--base IMAGE] [--tag TAG] [--requirements FILE] [--offline] [--profile colab]
 pytest-super cleanup [--run RUN_ID | --all]
@@ -25,6 +26,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", dest="set_name", choices=("expert", "masked", "auto"))
     p.add_argument("--out", type=Path, required=True, help="folder for the YAML files")
     p.set_defaults(func=_import)
+
+    p = sub.add_parser(
+        "import-trajectories",
+        help="turn SUPER's published episodes (history.ipynb + metrics.json) into trajectories "
+        "and results.jsonl",
+    )
+    p.add_argument("dir", type=Path, help="a published run folder, or a folder of them")
+    p.add_argument("--out", type=Path, default=Path("reports"), help="where to write (reports/)")
+    p.set_defaults(func=_import_trajectories)
 
     p = sub.add_parser("report", help="the summary table from JUnit XML or results.jsonl files")
     p.add_argument("files", type=Path, nargs="+")
@@ -64,6 +74,15 @@ def _import(args: argparse.Namespace) -> int:
 
     written = import_jsonl(args.file, args.set_name, args.out)
     print(f"wrote {len(written)} task files to {args.out}")
+    return 0
+
+
+def _import_trajectories(args: argparse.Namespace) -> int:
+    from pytest_super.episodes import import_run, published_runs
+
+    for run_dir in published_runs(args.dir):
+        target, count = import_run(run_dir, args.out)
+        print(f"imported {count} episodes of {run_dir.name} into {target}")
     return 0
 
 

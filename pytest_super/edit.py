@@ -269,9 +269,7 @@ def apply_edit(text: str, request: EditRequest) -> EditOutcome:
             )
         else:
             done = f"Deleted {_span(start, len(before))} of {request.file}."
-        shown = _numbered(
-            edited, start - SHOWN_BEFORE_EDIT, start + len(after) + SHOWN_AFTER_EDIT
-        )
+        shown = _numbered(edited, start - SHOWN_BEFORE_EDIT, start + len(after) + SHOWN_AFTER_EDIT)
         message = (
             f"Edit was successful. {done} The file now reads, around the edit"
             f" (check the indentation):\n{shown}"

@@ -307,11 +307,7 @@ def score_episode(
         comparisons = scoring.compare_answer(task.answer, submission, settings.tolerance)
     outputs = scoring.observed_texts(s for s in steps if s.action not in NOT_ACTIONS)
     landmarks, missed = scoring.check_landmarks(task.landmarks, outputs)
-    cells = [
-        scoring.ExecutedCell(code=s.code, output=s.output, duration_s=s.duration_s)
-        for s in steps
-        if s.code is not None
-    ]
+    cells = scoring.executed_cells(steps)
     last = next(
         (s.observation or s.output for s in reversed(steps) if s.observation or s.output), ""
     )

@@ -316,6 +316,16 @@ class ExecutedCell:
     duration_s: float
 
 
+def executed_cells(steps: Iterable[Step]) -> list[ExecutedCell]:
+    """The steps that ran code in the kernel, as script-executed sees them (pre-executed cells
+    included, as in the reference, whose environment history holds them too)."""
+    return [
+        ExecutedCell(code=s.code, output=s.output, duration_s=s.duration_s)
+        for s in steps
+        if s.code is not None
+    ]
+
+
 def _entrypoint_patterns(entrypoint: str) -> list[re.Pattern[str]]:
     """Regexes that say a cell's code runs the entrypoint.
 

@@ -605,9 +605,7 @@ def task_from_super_row(row: dict, *, path: str, line: int, set_name: str | None
     if not isinstance(task_id, str) or not task_id:
         raise fail("missing task_id", field="task_id", value=task_id, hint='add a "task_id"')
     if not _ID_PATTERN.match(task_id):
-        raise fail(
-            f"task_id may contain only {_ID_CHARACTERS}", field="task_id", value=task_id
-        )
+        raise fail(f"task_id may contain only {_ID_CHARACTERS}", field="task_id", value=task_id)
     query = row.get("query")
     if not isinstance(query, str) or not query.strip():
         raise fail("missing query", field="query", value=query, hint='add the prompt as "query"')
