@@ -197,14 +197,17 @@ def _step(raw: dict[str, Any], *, swe: bool) -> Step:
 
 def _submission_text(content: str, *, swe: bool) -> str:
     """The submitted JSON text. ReAct-SUPER's notebooks show the parsed value as Python prints it
-    (`{'a': 1}`, `None`); SWE-agent's the command (`submit {"a": 1}`)."""
-    text = content.strip()
+    (`{'a': 1}`, `None`, and a JSON string without its quotes); SWE-agent's the command
+    (`submit {"a": 1}`)."""
     if swe:
+        text = content.strip()
         return text[len("submit") :].strip() if text.startswith("submit") else text
     try:
-        return json.dumps(ast.literal_eval(text))
+        return json.dumps(ast.literal_eval(content.strip()))
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return text  # not a Python literal (e.g. nan inside): keep it as it was shown
+        # the reference parsed every submission as JSON, so what Python cannot read back was a
+        # JSON string, printed without its quotes
+        return json.dumps(content)
 
 
 def entrypoint_from_query(query: str) -> str | None:
