@@ -31,9 +31,10 @@ if TYPE_CHECKING:
 DEFAULT_TOLERANCE = 0.01
 SCRIPT_MIN_DURATION_S = 10.0
 SCRIPT_SUFFIXES = (".py", ".sh", ".bash")
-#: time one landmark regex may take over all of an episode's observations. A sane regex over the
-#: 10 MB output cap takes well under a second here; a catastrophic one (`(a+)+$`) never ends.
-LANDMARK_TIMEOUT_S = 10.0
+#: CPU seconds one landmark regex may take over all of an episode's observations (the `regex`
+#: engine counts process CPU time, so wall time stretches on a busy machine). A plain regex over
+#: the 10 MB output cap of a cell takes milliseconds here; a catastrophic one (`(a+)+$`) never ends.
+LANDMARK_TIMEOUT_S = 5.0
 
 
 class _Missing:

@@ -451,3 +451,12 @@ def test_edit_file_on_a_directory_is_feedback_not_a_crash(kernel, workdir):
     outcome = edit_file(kernel, EditRequest("adir", "x\n", "y\n"))
     assert not outcome.ok and outcome.new_text is None
     assert "cannot read adir" in outcome.message and "Is a directory" in outcome.message
+
+
+def test_failed_edit_of_a_latin1_file_leaves_it_alone(kernel, workdir):
+    path = workdir / "other.py"
+    path.write_bytes(b"# Ren\xe9\nlr = 0.1\n")
+    outcome = edit_file(kernel, EditRequest("other.py", "lr = 0.5\n", "lr = 0.01\n"))
+    assert not outcome.ok
+    outcome.message.encode("utf-8")  # valid text for the model and the trajectory
+    assert path.read_bytes() == b"# Ren\xe9\nlr = 0.1\n"
