@@ -1,6 +1,7 @@
 """The `pytest-super` command: import SUPER's data, report on runs, build the image, clean up.
 
 pytest-super import expert.jsonl --set expert --out tasks/expert/
+pytest-super import-trajectories ../super-benchmark/trajectories [--out reports/]
 pytest-super report reports/junit.xml other-run.xml
 pytest-super image build [--base IMAGE] [--tag TAG] [--requirements FILE] [--offline] [--profile colab]
 pytest-super cleanup [--run RUN_ID | --all]
@@ -26,9 +27,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True, help="folder for the YAML files")
     p.set_defaults(func=_import)
 
+    p = sub.add_parser(
+        "import-trajectories",
+        help="turn SUPER's published episodes (history.ipynb + metrics.json) into trajectories "
+        "and results.jsonl",
+    )
+    p.add_argument("dir", type=Path, help="a published run folder, or a folder of them")
+    p.add_argument("--out", type=Path, default=Path("reports"), help="where to write (reports/)")
+    p.set_defaults(func=_import_trajectories)
+
     p = sub.add_parser("report", help="the summary table from JUnit XML or results.jsonl files")
     p.add_argument("files", type=Path, nargs="+")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    p.add_argument(
+        "--by-task", action="store_true", help="one row per task (e.g. ours next to the paper's)"
+    )
     p.set_defaults(func=_report)
 
     image = sub.add_parser("image", help="the kernel image").add_subparsers(
@@ -67,10 +80,20 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_trajectories(args: argparse.Namespace) -> int:
+    from pytest_super.episodes import import_run, published_runs
+
+    for run_dir in published_runs(args.dir):
+        target, count = import_run(run_dir, args.out)
+        print(f"imported {count} episodes of {run_dir.name} into {target}")
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from pytest_super import report
 
     columns = {}
+    records_of = {}
     for path in args.files:
         if not path.exists():
             print(f"pytest-super report: {path}: no such file", file=sys.stderr)
@@ -79,8 +102,13 @@ def _report(args: argparse.Namespace) -> int:
         if not records:
             print(f"pytest-super report: {path}: no SUPER task results in it", file=sys.stderr)
             return 2
-        columns[_column_name(path, records, columns)] = report.summarize(records)
-    print(report.format_table(columns, markdown=args.markdown))
+        name = _column_name(path, records, columns)
+        columns[name] = report.summarize(records)
+        records_of[name] = records
+    if args.by_task:
+        print(report.format_task_table(records_of))
+    else:
+        print(report.format_table(columns, markdown=args.markdown))
     return 0
 
 
@@ -88,7 +116,7 @@ def _column_name(path: Path, records: list, taken: dict) -> str:
     agent = str(records[0].properties.get("agent") or "")
     model = str(records[0].properties.get("model") or "")
     name = "/".join(x for x in (agent, model) if x and x != "None") or path.stem
-    return name if name not in taken else f"{name}({path.name})"
+    return name if name not in taken else f"{name}({path.parent.name}/{path.name})"
 
 
 def _cleanup(args: argparse.Namespace) -> int:

@@ -76,3 +76,7 @@ class LLMRefused(LLMError):
 
 class TaskSetupError(SuperError):
     """The task itself is broken: a pre-executed (prefix) cell failed. Reported as a pytest error."""
+
+
+class SuperWarning(UserWarning):
+    """Something a user should fix that does not stop the run (shown in pytest's warnings)."""

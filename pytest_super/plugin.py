@@ -27,6 +27,7 @@ from pytest_super.tasks import (
     SETS,
     Task,
     load_yaml_task,
+    task_file_stem,
 )
 from pytest_super.trajectory import Step
 
@@ -182,12 +183,12 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
     item.user_properties.extend(
         [
             ("super.set", super_task.set),
-            ("super.category", ",".join(super_task.categories)),
+            ("super.category", super_task.category),
             ("super.agent", run.agent),
             ("super.model", run.settings.model or ""),
         ]
     )
-    trajectory = run.run_dir / "trajectories" / f"{_safe_name(super_task.id)}.json"
+    trajectory = run.run_dir / "trajectories" / f"{task_file_stem(super_task.id)}.json"
     on_step = _live_printer(request.config, super_task) if run.live else None
     locks = run.run_dir / "locks"
 

@@ -14,7 +14,7 @@ from pytest_super import collect
 from pytest_super import report as reports
 from pytest_super.errors import InfrastructureError, SuperError
 from pytest_super.options import SuperRun
-from pytest_super.tasks import categories_from_id, infer_set, load_yaml_task
+from pytest_super.tasks import category_suffix, infer_set, load_yaml_task
 
 
 class RunRecorder:
@@ -71,10 +71,12 @@ class RunRecorder:
         try:
             if path.suffix in (".yaml", ".yml"):
                 task = load_yaml_task(path)
-                facts.update(set=task.set, category=",".join(task.categories))
+                facts.update(set=task.set, category=task.category)
             else:
                 task_id = nodeid.rsplit("::", 1)[-1]
-                facts.update(set=infer_set(path), category=",".join(categories_from_id(task_id)))
+                set_name = infer_set(path)
+                category = category_suffix(task_id) if set_name == "masked" else ""
+                facts.update(set=set_name, category=category)
         except SuperError:
             pass
         return facts

@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_super import scoring
 from pytest_super.kernels.output import clean_for_model
+from pytest_super.tasks import categories_of
 
 PROPERTY_PREFIX = "super."
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -115,9 +116,8 @@ def summarize(records: Iterable[TaskRecord]) -> list[SummaryRow]:
         set_name = str(r.properties.get("set") or "?")
         groups.setdefault(set_name, []).append(r)
         if set_name == "masked":
-            for cat in str(r.properties.get("category") or "").split(","):
-                if cat:
-                    groups.setdefault(f"masked:{cat}", []).append(r)
+            for cat in categories_of(str(r.properties.get("category") or "")):
+                groups.setdefault(f"masked:{cat}", []).append(r)
     order = ["expert", "masked", "auto"]
     keys = sorted(
         groups, key=lambda k: (order.index(k.split(":")[0]) if k.split(":")[0] in order else 9, k)
@@ -210,6 +210,47 @@ def format_table(columns: dict[str, list[SummaryRow]], *, markdown: bool = False
         )
 
     return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, body)])
+
+
+TASK_COLUMNS = ("outcome", "acc%", "lm%", "sub", "exec%")
+
+
+def _task_cells(record: TaskRecord | None) -> list[str]:
+    if record is None:
+        return ["-"] * len(TASK_COLUMNS)
+
+    def pct(name: str) -> str:
+        v = record.properties.get(name)
+        return "-" if v in (None, "", "None") else f"{100 * _as_bool_num(v):.1f}"
+
+    submitted = record.properties.get("submitted")
+    sub = "-" if submitted in (None, "", "None") else str(int(_as_bool_num(submitted)))
+    return [record.outcome, pct("accuracy"), pct("landmarks"), sub, pct("script_executed")]
+
+
+def format_task_table(columns: dict[str, list[TaskRecord]]) -> str:
+    """One row per task, one column group per run (ours next to the paper's, for example)."""
+    tasks: list[str] = []
+    by_column: dict[str, dict[str, TaskRecord]] = {}
+    for name, records in columns.items():
+        by_column[name] = {}
+        for record in records:
+            if record.task_id not in tasks:
+                tasks.append(record.task_id)
+            by_column[name][record.task_id] = record
+    header = ["task"] + [f"{name}:{c}" for name in columns for c in TASK_COLUMNS]
+    body = [
+        [task] + [c for name in columns for c in _task_cells(by_column[name].get(task))]
+        for task in tasks
+    ]
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    lines = [
+        "  ".join(
+            c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in [header, *body]
+    ]
+    return "\n".join(lines)
 
 
 # -- files ---------------------------------------------------------------------------------------

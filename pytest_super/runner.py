@@ -105,7 +105,7 @@ class TaskResult:
         """The `super.*` JUnit properties (names are a public interface: keep them)."""
         return {
             "super.set": self.task.set,
-            "super.category": ",".join(self.task.categories),
+            "super.category": self.task.category,
             "super.agent": self.agent,
             "super.model": self.model or "",
             "super.accuracy": self.accuracy,
@@ -334,19 +334,20 @@ def score_episode(
         submitted = True
         try:
             submission = scoring.parse_submission(outcome.submission)
+            submitted = scoring.is_submitted(submission)
         except ValueError as exc:  # submitted, but not JSON (SWE-agent's `submit` takes any text)
+            submitted = bool(str(outcome.submission).strip())
             detail = f"{exc}; it scores 0"
     accuracy = None
     comparisons: list[scoring.Comparison] = []
+    if not submitted:
+        submission = None  # the reference scores an empty submission as none
     if task.answer is not None:
         accuracy = scoring.score_accuracy(task.answer, submission, settings.tolerance)
         comparisons = scoring.compare_answer(task.answer, submission, settings.tolerance)
-    outputs = [s.output for s in steps]
-    cells = [
-        scoring.ExecutedCell(code=s.code, output=s.output, duration_s=s.duration_s)
-        for s in steps
-        if s.code is not None
-    ]
+    outputs = scoring.observed_texts(s for s in steps if s.action not in NOT_ACTIONS)
+    landmarks, missed = scoring.check_landmarks(task.landmarks, outputs)
+    cells = scoring.executed_cells(steps)
     last = next(
         (s.observation or s.output for s in reversed(steps) if s.observation or s.output), ""
     )
@@ -358,10 +359,10 @@ def score_episode(
         submission=submission,
         submitted=submitted,
         accuracy=accuracy,
-        landmarks=scoring.score_landmarks(task.landmarks, outputs),
+        landmarks=landmarks,
         script_executed=scoring.score_script_executed(task.entrypoint, cells),
         comparisons=comparisons,
-        landmarks_missed=scoring.missed_landmarks(task.landmarks, outputs),
+        landmarks_missed=missed,
         steps=sum(1 for s in steps if not s.pre_executed and s.action not in NOT_ACTIONS),
         prompt_tokens=env.prompt_tokens,
         completion_tokens=env.completion_tokens,

@@ -83,6 +83,14 @@ class Kernel(Protocol):
         """Write a text file, relative paths resolved against the kernel's current directory."""
         ...
 
+    def read_bytes(self, path: str) -> bytes:
+        """Read a file's bytes, relative paths resolved against the kernel's current directory."""
+        ...
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Write a file's bytes, relative paths resolved against the kernel's current directory."""
+        ...
+
     def detach(self) -> str:
         """Stop talking to the kernel but leave its box running (`--super-keep`).
 

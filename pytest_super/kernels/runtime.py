@@ -370,6 +370,25 @@ class JupyterKernel:
         )
         self._evaluate(expr, path)
 
+    def read_bytes(self, path: str) -> bytes:
+        """Read a file's bytes in the kernel (the edit tool keeps bytes it does not touch)."""
+        expr = (
+            "__import__('base64').b64encode(__import__('io').open("
+            f"__import__('base64').b64decode({_b64(path)!r}).decode(), 'rb').read()).decode()"
+        )
+        return base64.b64decode(self._evaluate(expr, path))
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Write a file's bytes in the kernel, creating parent directories."""
+        p = f"__import__('base64').b64decode({_b64(path)!r}).decode()"
+        payload = base64.b64encode(data).decode("ascii")
+        expr = (
+            f"(__import__('os').makedirs(__import__('os').path.dirname(__import__('os').path.abspath({p})),"
+            f" exist_ok=True), __import__('io').open({p}, 'wb').write("
+            f"__import__('base64').b64decode({payload!r})))[1]"
+        )
+        self._evaluate(expr, path)
+
     def _evaluate(self, expression: str, path: str) -> str:
         """Evaluate one expression in the kernel, silently, and return its repr without quotes."""
         if self._cell is not None:
