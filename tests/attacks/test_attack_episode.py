@@ -7,13 +7,18 @@ harness's memory and files grew with what the task printed.
 
 from __future__ import annotations
 
+import errno
+import json
+import os
 import socket
 import threading
 import time
 from pathlib import Path
 
 import pytest
+import test_scale
 from openai_server import Status
+from test_scale import PytestRun, make_project, only_run_dir, results, task_yaml
 
 from pytest_super.agents.base import Agent, AgentResult, Environment
 from pytest_super.agents.llm import LLMClient, LLMSettings
@@ -21,9 +26,13 @@ from pytest_super.agents.react import ReActAgent
 from pytest_super.errors import HarnessError, InfrastructureError, LLMError
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.local import start_local_kernel
+from pytest_super.kernels.runtime import MAX_READ_BYTES
 from pytest_super.runner import RunSettings, run_task
 from pytest_super.tasks import Task
-from pytest_super.trajectory import load_trajectory
+from pytest_super.trajectory import Step, Trajectory, load_trajectory
+
+# test_scale's fixtures, used here by name
+engine, image, project_dir = test_scale.engine, test_scale.image, test_scale.project_dir
 
 MESSAGES = [{"role": "user", "content": "2+2?"}]
 QUERY = 'Compute 2+2. Report it as a json structured as follows: {"answer": 0}'
@@ -179,3 +188,123 @@ def test_our_own_bug_is_a_harness_error_not_the_agents_failure(episode):
     assert info["exit_status"] == "harness_error"
     assert "KeyError" in info["detail"]
     assert Path(path).with_suffix(".json").exists()
+
+
+# -- 16. what a task prints must not grow the harness ----------------------------------------------
+#: The run's peak memory and bytes written, recorded by the run itself as it ends (Linux).
+PEAK_CONFTEST = """
+import json, pathlib, resource
+
+def pytest_unconfigure(config):
+    io = dict(line.split(": ") for line in pathlib.Path("/proc/self/io").read_text().splitlines())
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    stats = {"peak_rss_mb": peak_kb / 1024, "written_bytes": int(io["wchar"])}
+    pathlib.Path(str(config.rootpath), "stats.json").write_text(json.dumps(stats))
+"""
+#: The harness's memory bound of issue 11 for a run in which one task prints 500 MB.
+PEAK_RSS_LIMIT_MB = 400
+FLOOD_CELLS = 20
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_task_printing_500_mb_leaves_the_harness_small(project_dir):
+    """One write of 500 MB, then 20 cells of 12 MB: the old harness peaked at 1.5 GB and rewrote
+    the trajectory after every cell; now its peak stays small and it writes each byte about once
+    to the trajectory JSON (plus once to the notebook)."""
+    cells = [
+        "print('x' * 500_000_000)",
+        *[f"print('{i}' * 12_000_000)" for i in range(FLOOD_CELLS)],
+        "print('{\"x\": 1}')",
+    ]
+    make_project(project_dir, {"expert/flood": task_yaml("flood", *cells)})
+    (project_dir / "conftest.py").write_text(PEAK_CONFTEST)
+    run = PytestRun(project_dir, "tasks", "--super-agent=gold", "-p", "no:cacheprovider")
+    try:
+        code = run.wait(600)
+    finally:
+        run.kill_group()
+    assert code == 0, run.output()
+    (line,) = results(only_run_dir(project_dir))
+    assert line["outcome"] == "passed", line
+    stats = json.loads((project_dir / "stats.json").read_text())
+    print(f"peak RSS {stats['peak_rss_mb']:.0f} MB, written {stats['written_bytes'] / 1e6:.0f} MB")
+    assert stats["peak_rss_mb"] < PEAK_RSS_LIMIT_MB, stats
+    folder = only_run_dir(project_dir) / "trajectories"
+    trajectory = folder / "flood.json"
+    steps = json.loads(trajectory.read_text())["steps"]
+    assert "characters cut in the kernel" in steps[0]["output"]
+    assert len(steps[0]["output"]) < 10_000_000
+    assert len([s for s in steps if s["code"]]) == FLOOD_CELLS + 2
+    stored = trajectory.stat().st_size + (folder / "flood.ipynb").stat().st_size
+    # appending each step once, rewriting the file once at the end, the notebook once: about
+    # twice what is stored; rewriting after every step wrote about FLOOD_CELLS / 2 times as much
+    assert stats["written_bytes"] < 2.5 * stored, (stats, stored)
+
+
+def test_a_task_that_undoes_the_kernel_side_cap_loses_its_output_not_the_harness_memory():
+    """The message cap runs in the kernel, where task code can undo it; the client's ZeroMQ
+    sockets then drop the oversized frame unread (the old client read all 30 MB of it)."""
+    undo = "from jupyter_client.session import Session\nSession.serialize = Session._pytest_super_serialize"
+    with start_local_kernel(KernelSettings(backend="local"), task_id="undo") as kernel:
+        assert kernel.execute(undo, timeout=30).status == "ok"
+        flood = kernel.execute("print('h' * 30_000_000)", timeout=5)
+        assert "h" * 1000 not in flood.output
+        after = kernel.execute("print('still here')", timeout=30)
+        assert after.status == "ok" and "still here" in after.output
+
+
+def test_trajectory_writing_is_linear(tmp_path):
+    """200 steps of 100 kB: each step is written once (rewriting after each step wrote 2 GB)."""
+    trajectory = Trajectory(path=tmp_path / "t.json", task_id="t", query="q", agent="gold")
+    trajectory.save()
+    before = _written_bytes()
+    for number in range(200):
+        trajectory.append(Step(thought="t", action="execute", content="", output="o" * 100_000))
+        if number % 50 == 0:  # the file is complete JSON after every step
+            assert len(json.loads(trajectory.path.read_text())["steps"]) == number + 1
+    written = _written_bytes() - before
+    size = trajectory.path.stat().st_size
+    assert size > 200 * 100_000
+    assert written < 1.2 * size, (written, size)
+    trajectory.info["exit_status"] = "submitted"
+    trajectory.save()
+    assert load_trajectory(trajectory.path).steps[-1].output == "o" * 100_000
+
+
+def _written_bytes() -> int:
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("wchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no wchar in /proc/self/io")
+
+
+# -- 17. reading a file through the kernel, and the files the harness writes -----------------------
+def test_reading_a_huge_file_through_the_kernel_is_refused(tmp_path):
+    big = tmp_path / "big.bin"
+    with big.open("wb") as f:
+        f.truncate(MAX_READ_BYTES + 1)  # sparse: no disk used
+    (tmp_path / "fits.txt").write_text("a" * 1000)
+    with start_local_kernel(KernelSettings(backend="local"), task_id="read") as kernel:
+        with pytest.raises(OSError) as raised:
+            kernel.read_file(str(big))
+        assert raised.value.errno == errno.EFBIG
+        assert "head, sed -n" in str(raised.value)
+        assert kernel.read_file(str(tmp_path / "fits.txt")) == "a" * 1000
+
+
+def test_trajectories_are_created_like_results_jsonl(tmp_path):
+    """Trajectory and notebook files take the umask's mode, as results.jsonl does (not 0600)."""
+    old = os.umask(0o022)
+    try:
+        trajectory = Trajectory(path=tmp_path / "t.json", task_id="t", query="q", agent="gold")
+        trajectory.save()
+        trajectory.append(Step(thought="t", action="execute", content="1"))
+        notebook = trajectory.save_notebook()
+        with open(tmp_path / "results.jsonl", "a") as f:
+            f.write("{}\n")
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (trajectory.path, notebook)}
+    assert modes == {"t.json": 0o644, "t.ipynb": 0o644}
+    assert (tmp_path / "results.jsonl").stat().st_mode & 0o777 == 0o644
