@@ -24,7 +24,10 @@ from typing import Any
 #: a character JSON-escaped takes at most 6 bytes ("\u0000"): below this many characters per
 #: byte of the cap a message cannot exceed it, and nothing is measured
 JSON_BYTES_PER_CHAR_MAX = 6
-MARKER = "\n... [{} characters cut in the kernel: the output was larger than {} bytes] ...\n"
+#: the same line the harness's own cap (`output.CappedText`) puts where it cut
+MARKER = "\n... [{} bytes cut] ...\n"
+#: set (true) in the content of a message this module cut, so that the client knows
+CUT_KEY = "pytest_super_cut"
 _DISPLAYS = ("execute_result", "display_data", "update_display_data")
 
 
@@ -48,25 +51,27 @@ def install(cap_bytes: int) -> None:
 
 def shrink(msg_type: str, content: dict[str, Any], cap_bytes: int) -> dict[str, Any]:
     """`content` of a `msg_type` message with its large texts cut to fit in `cap_bytes`."""
-    content = dict(content)
+    original, content = content, dict(content)
     if msg_type == "stream":
         content["text"] = cut(str(content.get("text", "")), cap_bytes // 2)
     elif msg_type in _DISPLAYS:
         data = content.get("data") if isinstance(content.get("data"), dict) else {}
-        text = str(data.get("text/plain", ""))
         left_out = sorted(str(kind) for kind in data if kind != "text/plain")
-        if left_out:
-            text += (
-                f"\n[{', '.join(left_out)} left out: the display was larger than {cap_bytes} bytes]"
-            )
-        content["data"] = {"text/plain": cut(text, cap_bytes // 2)}
+        note = f"\n[{', '.join(left_out)} left out: the display was larger than {cap_bytes} bytes]"
+        text = cut(str(data.get("text/plain", "")), cap_bytes // 2)
+        content["data"] = {"text/plain": text + note if left_out else text}
         content["metadata"] = {}
     if "ename" in content:  # error messages, and replies of a cell that raised
         content["ename"] = cut(str(content["ename"]), 1000)
         content["evalue"] = cut(str(content.get("evalue", "")), cap_bytes // 8)
         traceback = content.get("traceback")
         if isinstance(traceback, list):
-            content["traceback"] = [cut("\n".join(map(str, traceback)), cap_bytes // 4)]
+            joined = "\n".join(map(str, traceback))
+            short = cut(joined, cap_bytes // 4)
+            if short is not joined:
+                content["traceback"] = [short]
+    if any(content[key] is not original.get(key) for key in content):
+        content[CUT_KEY] = True
     return content
 
 
@@ -80,7 +85,9 @@ def cut(text: str, budget_bytes: int) -> str:
     head = _fit(text, half, from_end=False)
     tail = _fit(text, half, from_end=True)
     dropped = len(text) - len(head) - len(tail)
-    return head + MARKER.format(dropped, budget_bytes) + tail
+    if not text.isascii():  # constant time in CPython; only then is the middle encoded
+        dropped = len(text[len(head) : len(text) - len(tail)].encode("utf-8", "surrogatepass"))
+    return head + MARKER.format(dropped) + tail
 
 
 def _fit(text: str, budget_bytes: int, *, from_end: bool) -> str:

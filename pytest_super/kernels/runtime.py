@@ -38,6 +38,7 @@ from jupyter_client import BlockingKernelClient
 
 from pytest_super.errors import InfrastructureError, KernelStartError
 from pytest_super.kernels.base import CellResult, CellStatus
+from pytest_super.kernels.message_cap import CUT_KEY
 from pytest_super.kernels.output import CappedText
 
 #: After a cell's idle status, how long to keep listening for late output when the cell left
@@ -322,6 +323,8 @@ class JupyterKernel:
             parent.get("msg_type") != "execute_request" or parent.get("session") != self._session
         ):
             return False  # start-up chatter (debugger warnings) or another client's cell
+        if content.get(CUT_KEY):
+            out.mark_cut_before()
         if kind == "stream":
             out.append(content.get("text", ""))
         elif kind in ("execute_result", "display_data"):
