@@ -32,7 +32,7 @@ from pytest_super.agents.history import (
     WAIT_ACTION,
 )
 from pytest_super.edit import EditRequest, edit_file, format_edit
-from pytest_super.errors import InfrastructureError, LLMError, TaskSetupError
+from pytest_super.errors import HarnessError, InfrastructureError, LLMError, TaskSetupError
 from pytest_super.kernels.base import CellResult, Kernel
 from pytest_super.tasks import Cell, Task
 from pytest_super.trajectory import Step, Trajectory
@@ -248,8 +248,9 @@ def run_task(
     """Run one episode of `task` with `agent` and score it.
 
     Infrastructure faults (`InfrastructureError`) and task faults (`TaskSetupError`) propagate after
-    the trajectory is saved: they are the harness's or the task's fault, not the agent's. Every other
-    way the episode ends becomes an exit status in the result.
+    the trajectory is saved: they are the harness's or the task's fault, not the agent's. So does any
+    other exception our code raises (a bug), as `HarnessError`. The ways an episode really ends
+    (`EpisodeEnd`: a submission, a limit, too many format errors) become an exit status.
     """
     started = time.monotonic()
     trajectory = Trajectory(
@@ -273,7 +274,12 @@ def run_task(
     )
     try:
         outcome, detail = _run_agent(agent, env, trajectory)
-        result = score_episode(task, env, outcome, settings)
+        try:
+            result = score_episode(task, env, outcome, settings)
+        except Exception as exc:  # scoring is ours: a bug here is the harness's fault
+            fault = harness_error(exc)
+            _record_fault(trajectory, fault)
+            raise fault from exc
     except BaseException:
         env.kernel.close()
         raise
@@ -307,17 +313,35 @@ def _run_agent(agent: Agent, env: Environment, trajectory: Trajectory) -> tuple[
     except EpisodeEnd as end:
         return AgentResult(end.status), str(end)
     except (InfrastructureError, TaskSetupError) as exc:
-        trajectory.info.update(exit_status=exit_status_of(exc).value, detail=str(exc))
-        trajectory.save()
+        _record_fault(trajectory, exc)
         raise
-    except Exception as exc:  # a bug in the agent: the agent failed, the harness did not
-        return AgentResult(ExitStatus.AGENT_ERROR), "".join(traceback.format_exception(exc))[-4000:]
+    except Exception as exc:  # our own code broke (agents are ours too): never the model's doing
+        fault = harness_error(exc)
+        _record_fault(trajectory, fault)
+        raise fault from exc
+
+
+def harness_error(exc: Exception) -> HarnessError:
+    """`exc`, raised by our own code during an episode, as a pytest error naming where it came from."""
+    where = "".join(traceback.format_exception(exc))[-4000:]
+    return HarnessError(
+        f"pytest-super itself failed during the episode ({type(exc).__name__}: {exc}); this is a "
+        f"bug of the harness, not a failure of the agent: please report it with this traceback:\n"
+        f"{where}"
+    )
+
+
+def _record_fault(trajectory: Trajectory, exc: Exception) -> None:
+    trajectory.info.update(exit_status=exit_status_of(exc).value, detail=str(exc))
+    trajectory.save()
 
 
 def exit_status_of(exc: Exception) -> ExitStatus:
     """The exit status of an episode ended by a fault of the task or of the infrastructure."""
     if isinstance(exc, TaskSetupError):
         return ExitStatus.TASK_ERROR
+    if isinstance(exc, HarnessError):
+        return ExitStatus.HARNESS_ERROR
     return ExitStatus.LLM_ERROR if isinstance(exc, LLMError) else ExitStatus.KERNEL_ERROR
 
 

@@ -110,7 +110,9 @@ def test_container_name_is_docker_legal_and_short() -> None:
     name = container_name("safetybench_configuration,cpu" * 5, "gw12")
     assert len(name) <= 63
     assert re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+", name)
-    assert name.endswith(name[-6:]) and re.fullmatch(r".*-gw12-[0-9a-f]{6}", name)
+    assert re.fullmatch(r"super-safetybench_configuration-cpu[a-z_,-]*-gw12-[0-9a-f]{6}", name)
+    assert container_name("a/b c", "gw0").startswith("super-a-b-c-gw0-")
+    assert container_name("a", "gw0") != container_name("a", "gw0")  # two runs never collide
 
 
 def test_key_is_not_visible_to_docker_inspect(kernel, client, settings: KernelSettings) -> None:

@@ -340,14 +340,27 @@ def test_junit_properties_reach_the_controller_under_xdist(project):
     assert len(lines) == 3  # written once, by the controller
 
 
-def test_report_command_reads_junit_files(project):
+def test_report_command_reads_junit_files(project, capsys):
     junit = project.path / "junit.xml"
     project.runpytest_subprocess(
         "tasks", "--super-agent=gold", "--super-backend=local", f"--junitxml={junit}"
-    )
+    ).assert_outcomes(passed=2, failed=1)
     from pytest_super.cli import main
 
+    capsys.readouterr()
     assert main(["report", str(junit), str(junit)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["group", "gold:tasks", "gold:pass"]
+    assert len(lines[0].split()) == 1 + 2 * 9  # one column group per file
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
+    # tasks, pass, err, acc%, lm%, sub%, exec%: both files give the same numbers
+    assert (
+        rows["expert"][:7]
+        == rows["expert"][9:16]
+        == ["1", "1", "0", "100.0", "100.0", "100.0", "-"]
+    )
+    assert rows["auto"][:7] == ["1", "0", "0", "-", "-", "0.0", "0.0"]
+    assert rows["all"][:3] == ["3", "2", "0"]
 
 
 def test_import_command_writes_yaml_tasks_that_collect(project):

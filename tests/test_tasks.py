@@ -374,10 +374,6 @@ def test_schema_documents_every_property_for_editors() -> None:
     assert undocumented == []
 
 
-def test_schema_is_loaded_once() -> None:
-    assert schema() is schema()
-
-
 # --------------------------------------------------------------------------- categories, sets
 
 

@@ -33,7 +33,8 @@ class ExitStatus(str, Enum):
     FORMAT_ERRORS = "format_errors"
     LLM_ERROR = "llm_error"
     KERNEL_ERROR = "kernel_error"
-    AGENT_ERROR = "agent_error"
+    AGENT_ERROR = "agent_error"  # no longer given: read in results of older runs
+    HARNESS_ERROR = "harness_error"  # our own code raised (a bug): a pytest error
     TASK_ERROR = "task_error"  # a pre-executed cell failed
 
 
