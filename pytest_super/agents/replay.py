@@ -20,16 +20,18 @@ from pytest_super.agents.history import (
     step_for_cell,
 )
 from pytest_super.edit import edit_action
+from pytest_super.names import file_stem
 from pytest_super.trajectory import Step, Trajectory, load_trajectory
 
 REPLAYED = ("execute", "edit", WAIT_ACTION, INTERRUPT_ACTION, "submit")
 
 
 def find_trajectory(path: str | Path, task_id: str) -> Path:
-    """The trajectory file for `task_id`: `path` itself, or `path/<task_id>.json`."""
+    """The trajectory file for `task_id`: `path` itself, or `path/<task_id>.json` (long ids: the
+    bounded name the run saved it under, `names.file_stem`)."""
     path = Path(path)
     if path.is_dir():
-        candidate = path / f"{task_id}.json"
+        candidate = path / f"{file_stem(task_id)}.json"
         if not candidate.is_file():
             raise FileNotFoundError(
                 f"replay: no trajectory {candidate.name} in {path} for task {task_id!r}; "
