@@ -70,6 +70,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     interrupts.restore_sigterm(config)
+    if "pytest_super.kernels.lease" in sys.modules:  # this process started docker kernels
+        from pytest_super.kernels.lease import release_leases
+
+        release_leases()
 
 
 @pytest.hookimpl(optionalhook=True)
