@@ -26,6 +26,7 @@ from pytest_super import options, report
 from pytest_super.agents.llm import MAX_USAGE_TOKENS, LLMClient, LLMSettings
 from pytest_super.errors import LLMError
 from pytest_super.kernels import (
+    LABEL_HOST,
     LABEL_PID,
     LABEL_RUN,
     LABEL_TASK,
@@ -374,8 +375,13 @@ def wait_for(predicate, timeout: float, what: str):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-def running(engine, task: str) -> list:
-    found = engine.containers.list(filters={"label": [f"{LABEL_TASK}={task}"]}, ignore_removed=True)
+def running(engine, task: str, reports: Path) -> list:
+    """The running containers of `task` in the runs of the report folder `reports` (other tests
+    run tasks of the same names at the same time)."""
+    found = []
+    for run_dir in reports.glob("*"):
+        labels = [f"{LABEL_TASK}={task}", f"{LABEL_RUN}={run_dir.name}"]
+        found += engine.containers.list(filters={"label": labels}, ignore_removed=True)
     return [c for c in found if c.status == "running"]
 
 
@@ -445,13 +451,19 @@ def test_sigterm_writes_junit_and_summary_keeps_late_results_and_leaves_nothing(
     run = Run(pytester.path, "--super-agent=gold", "-n", "2", f"--junitxml={junit}")
     try:
         wait_for(lambda: len(recorded(pytester.path)) >= 2, 120, "the quick tasks")
-        wait_for(lambda: running(engine, "slowpass"), 60, "the slowpass container")
+        wait_for(
+            lambda: running(engine, "slowpass", pytester.path / "reports"),
+            60,
+            "the slowpass container",
+        )
         if target == "process-group":
             os.killpg(run.proc.pid, signal.SIGTERM)  # `timeout`, a CI cancel
         else:
             os.kill(run.proc.pid, signal.SIGTERM)  # `kill <pid>`, `docker stop` of a CI box
             time.sleep(0.5)
-            (box,) = running(engine, "slowpass")  # now let slowpass finish: after the signal
+            (box,) = running(
+                engine, "slowpass", pytester.path / "reports"
+            )  # now let slowpass finish: after the signal
             box.exec_run(["touch", "/content/go"])
         code = run.wait(60)
     finally:
@@ -486,31 +498,40 @@ def test_a_live_run_in_another_pid_namespace_keeps_its_containers(pytester, engi
         pytest.skip("needs root and unshare(1) to start a run in a PID namespace of its own")
     pytester.makeini("[pytest]\nsuper_tasks = tasks\n")
     write(pytester, "tasks/expert/far.yaml", sleep_task("far", 45))
-    # In its own namespace the run's pid is one that names no process here: by pid and host
-    # name it looks dead to every run out here (how a CI container sharing the engine looks).
+    # A CI container sharing the engine and the host name: in its own PID namespace the run's
+    # pid is one that names no process out here, so by pid and host name it looks dead. Both
+    # runs share a host name of their own (a UTS namespace each), which other pytest-super
+    # sessions on this engine never take for theirs.
+    host = f"ci-box-{os.getpid()}-{time.monotonic_ns() % 10**6}"
     pid = unused_pid_above(20000)
+    in_pid_namespace = ["unshare", "--pid", "--fork", "--mount-proc", "--uts", "sh", "-c"]
     inner = Run(
         pytester.path,
         "--super-agent=gold",
         "--super-report-dir=inner",
         prefix=[
-            "unshare",
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "sh",
-            "-c",
-            f'echo {pid} > /proc/sys/kernel/ns_last_pid; "$@"',
+            *in_pid_namespace,
+            f'hostname {host}; echo {pid} > /proc/sys/kernel/ns_last_pid; "$@"',
             "sh",
         ],
     )
     try:
-        (box,) = wait_for(lambda: running(engine, "far"), 120, "the far run's container")
+        (box,) = wait_for(
+            lambda: running(engine, "far", pytester.path / "inner"), 120, "the far run's container"
+        )
         assert not Path(f"/proc/{box.labels[LABEL_PID]}").exists(), box.labels  # looks dead
+        assert box.labels[LABEL_HOST] == host
         write(pytester, "other/expert/near.yaml", gold_task("near"))
-        near = Run(pytester.path, "other/expert/near.yaml", "--super-agent=gold")
+        near = Run(
+            pytester.path,
+            "other/expert/near.yaml",
+            "--super-agent=gold",
+            prefix=["unshare", "--uts", "sh", "-c", f'hostname {host}; "$@"', "sh"],
+        )
         assert near.wait(120) == 0, near.output()
-        assert running(engine, "far") == [box], "an ordinary run removed a live run's container"
+        assert running(engine, "far", pytester.path / "inner") == [box], (
+            "an ordinary run removed a live run's container"
+        )
         code = inner.wait(120)
     finally:
         inner.kill()
