@@ -30,7 +30,7 @@ import secrets
 import tarfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -107,14 +107,13 @@ class Lease:
 
     def renew(self) -> None:
         """Write the lease file with the engine's current time."""
-        data = {
-            "renewed": engine_time(self.client),
-            "ttl_s": TTL_S,
-            "holder": self.holder.__dict__,
-        }
-        self.client.api.put_archive(
-            self.name, "/", single_file_tar(LEASE_FILE, json.dumps(data).encode())
-        )
+        self.write(engine_time(self.client), self.holder)
+
+    def write(self, renewed: float, holder: Holder) -> None:
+        """Write the lease file: renewed at `renewed` (engine clock) by `holder`."""
+        data = {"renewed": renewed, "ttl_s": TTL_S, "holder": asdict(holder)}
+        archive = single_file_tar(LEASE_FILE, json.dumps(data).encode())
+        self.client.api.put_archive(self.name, "/", archive)
 
     def _renew_forever(self) -> None:
         import docker.errors

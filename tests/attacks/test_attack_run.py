@@ -37,11 +37,10 @@ from pytest_super.kernels.image import build_image
 from pytest_super.kernels.lease import (
     LABEL_LEASE,
     LABEL_LEASE_RUN,
-    LEASE_FILE,
     TTL_S,
+    Holder,
     Lease,
     engine_time,
-    single_file_tar,
 )
 from pytest_super.tasks import TaskFileError, iter_jsonl_tasks
 
@@ -547,12 +546,8 @@ def foreign_lease(engine, image: str, renewed_ago_s: float) -> Lease:
     """A lease held (so it says) by a process in another PID namespace, renewed long ago or now."""
     lease = Lease(engine, image)
     lease.stop_renewing()  # no renewals from this test process
-    data = {
-        "renewed": engine_time(engine) - renewed_ago_s,
-        "ttl_s": TTL_S,
-        "holder": {"pid": 1, "boot_id": "elsewhere", "pid_ns": 1, "start_ticks": 1},
-    }
-    engine.api.put_archive(lease.name, "/", single_file_tar(LEASE_FILE, json.dumps(data).encode()))
+    elsewhere = Holder(pid=1, boot_id="another-boot", pid_ns=1, start_ticks=1)
+    lease.write(engine_time(engine) - renewed_ago_s, elsewhere)
     return lease
 
 
