@@ -13,14 +13,13 @@ import os
 import re
 import shutil
 import signal
-import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 from openai_server import Status
+from run_support import Run, junit_cases, recorded, run_leftovers, running, wait_for
 
 from pytest_super import options, report
 from pytest_super.agents.llm import MAX_USAGE_TOKENS, LLMClient, LLMSettings
@@ -29,14 +28,12 @@ from pytest_super.kernels import (
     LABEL_HOST,
     LABEL_PID,
     LABEL_RUN,
-    LABEL_TASK,
     cleanup_containers,
     docker_client_for,
 )
 from pytest_super.kernels.image import build_image
 from pytest_super.kernels.lease import (
     LABEL_LEASE,
-    LABEL_LEASE_RUN,
     TTL_S,
     Holder,
     Lease,
@@ -321,91 +318,6 @@ def sleep_task(task_id: str, seconds: float) -> str:
     return gold_task(task_id).replace("print(", f"import time; time.sleep({seconds}); print(")
 
 
-class Run:
-    """One pytest process in a session of its own (its process group is ours to signal), with a
-    private TMPDIR so the key folders it leaves can be counted."""
-
-    def __init__(self, root: Path, *args: str, prefix: list[str] | None = None) -> None:
-        self.tmp = root / "tmp"
-        self.tmp.mkdir(exist_ok=True)
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("PYTEST_XDIST") and k != "PYTEST_SUPER_CONTROLLER_PID"
-        }
-        env["TMPDIR"] = str(self.tmp)
-        self.log = root / f"pytest-{time.monotonic_ns()}.log"
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [*(prefix or []), sys.executable, "-m", "pytest", *args],
-                cwd=root,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def wait(self, timeout: float) -> int:
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"pytest did not end in {timeout} s:\n{self.output()}") from None
-
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def key_folders(self) -> list[str]:
-        return [p.name for p in self.tmp.glob("pytest-super-kernel-*")]
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def running(engine, task: str, reports: Path) -> list:
-    """The running containers of `task` in the runs of the report folder `reports` (other tests
-    run tasks of the same names at the same time)."""
-    found = []
-    for run_dir in reports.glob("*"):
-        labels = [f"{LABEL_TASK}={task}", f"{LABEL_RUN}={run_dir.name}"]
-        found += engine.containers.list(filters={"label": labels}, ignore_removed=True)
-    return [c for c in found if c.status == "running"]
-
-
-def recorded(root: Path) -> dict[str, str]:
-    dirs = sorted((root / "reports").glob("*/results.jsonl"))
-    if not dirs:
-        return {}
-    lines = [json.loads(ln) for ln in dirs[-1].read_text().splitlines() if ln.strip()]
-    ids = [r["task_id"] for r in lines]
-    assert len(ids) == len(set(ids)), f"a task recorded twice: {ids}"
-    return {r["task_id"]: r["outcome"] for r in lines}
-
-
-def junit_cases(path: Path) -> dict[str, str]:
-    cases = list(ET.parse(path).getroot().iter("testcase"))
-    names = [c.get("name", "") for c in cases]
-    assert len(names) == len(set(names)), f"a task twice in JUnit: {names}"
-    return {
-        c.get("name", ""): next(
-            (k for k in ("error", "failure", "skipped") if c.find(k) is not None), "passed"
-        )
-        for c in cases
-    }
-
-
 @pytest.fixture(scope="module")
 def image() -> str:
     return build_image(offline=True, log=lambda line: None)
@@ -414,18 +326,6 @@ def image() -> str:
 @pytest.fixture
 def engine(image):
     return docker_client_for(None)
-
-
-def run_leftovers(engine, root: Path) -> list[str]:
-    """Containers of the runs under `root`, and leases of processes of those runs."""
-    left = []
-    for run_dir in (root / "reports").iterdir():
-        for label in (LABEL_RUN, LABEL_LEASE_RUN):
-            found = engine.containers.list(
-                all=True, filters={"label": f"{label}={run_dir.name}"}, ignore_removed=True
-            )
-            left += [c.name for c in found]
-    return left
 
 
 # -- 5. SIGTERM ------------------------------------------------------------------------------------
@@ -449,7 +349,7 @@ def test_sigterm_writes_junit_and_summary_keeps_late_results_and_leaves_nothing(
     junit = pytester.path / "junit.xml"
     run = Run(pytester.path, "--super-agent=gold", "-n", "2", f"--junitxml={junit}")
     try:
-        wait_for(lambda: len(recorded(pytester.path)) >= 2, 120, "the quick tasks")
+        wait_for(lambda: len(recorded(pytester.path / "reports")) >= 2, 120, "the quick tasks")
         wait_for(
             lambda: running(engine, "slowpass", pytester.path / "reports"),
             60,
@@ -469,7 +369,7 @@ def test_sigterm_writes_junit_and_summary_keeps_late_results_and_leaves_nothing(
         run.kill()
     out = run.output()
     assert code == pytest.ExitCode.INTERRUPTED, out
-    done = recorded(pytester.path)
+    done = recorded(pytester.path / "reports")
     assert done["quick0"] == done["quick1"] == "passed", done
     if target == "controller":  # its worker finished it after the signal
         assert done["slowpass"] == "passed", out
@@ -477,7 +377,7 @@ def test_sigterm_writes_junit_and_summary_keeps_late_results_and_leaves_nothing(
     assert {k: v for k, v in cases.items() if k in done} == done
     (run_dir,) = (pytester.path / "reports").iterdir()
     assert "| expert |" in (run_dir / "summary.md").read_text()
-    assert run_leftovers(engine, pytester.path) == []
+    assert run_leftovers(engine, pytester.path / "reports") == []
     assert run.key_folders() == []
 
 
