@@ -38,6 +38,9 @@ pytestmark = pytest.mark.docker
 
 HARNESS_PEAK_LIMIT_MB = 400  # the bound for the controller plus its workers
 ORDINARY_YAML = 14
+#: the 16 ordinary tasks took 70-90 s under -n 2 here (a loaded 2-core machine): SIGTERM after this
+#: at the latest, whatever is still running
+ORDINARY_DEADLINE_S = 240
 ACT = "Thought: Run the prepared script.\nAction: execute\n<content>\nexec(open('act.py').read())\n"
 
 
@@ -45,7 +48,7 @@ def masked_yaml(task_id: str, act: str, landmarks: list[str]) -> str:
     body = "\n".join("      " + line for line in act.splitlines())
     return (
         f"id: {task_id}\n"
-        'query: Run act.py and report x as a json structured as follows: {"x": 0}.\n'
+        "query: Run act.py.\n"
         "answer: {x: 1}\n"
         f"landmarks: {json.dumps(landmarks)}\n"
         "pre_executed:\n"
@@ -150,7 +153,7 @@ def test_chaos_run_under_xdist_then_sigterm(tmp_path: Path) -> None:
     )
     memory = MemoryWatch(run.proc.pid)
     try:
-        with_deadline = time.monotonic() + 600
+        with_deadline = time.monotonic() + ORDINARY_DEADLINE_S
         while time.monotonic() < with_deadline and run.proc.poll() is None:
             if set(ordinary) <= set(recorded(tmp_path / "reports")):
                 break
@@ -166,24 +169,41 @@ def test_chaos_run_under_xdist_then_sigterm(tmp_path: Path) -> None:
     assert "INTERNALERROR" not in out, out[-5000:]
     assert code in (pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.INTERRUPTED), out[-5000:]
 
+    # every condition is checked and all that fail are reported together: some wait for other
+    # branches (see the module docstring), the rest must hold already
+    problems = []
     done = recorded(tmp_path / "reports")  # asserts one line per task id
-    assert set(ordinary) <= set(done), (sorted(set(ordinary) - set(done)), out[-5000:])
-    outcomes = sorted(done[t] for t in ordinary)
-    assert outcomes == ["error"] + ["passed"] * 15, {t: done[t] for t in ordinary}
-    assert done["tasks/masked/deep_cpu.yaml"] == "error"
-    assert done["tasks/masked.jsonl::line2"] == "error"
-    cases = junit_cases(junit)  # asserts one case per name
-    assert {t: cases.get(t) for t in ordinary} == {
-        t: ("error" if done[t] == "error" else "passed") for t in ordinary
+    missing = sorted(set(ordinary) - set(done))
+    if missing:
+        problems.append(f"ordinary tasks without a result in results.jsonl: {missing}")
+    outcomes = sorted(done[t] for t in ordinary if t in done)
+    if outcomes != ["error"] + ["passed"] * (len(outcomes) - 1):
+        problems.append(f"outcomes: {[(t, done.get(t)) for t in ordinary]}")
+    lines = [
+        json.loads(ln)
+        for ln in next((tmp_path / "reports").glob("*/results.jsonl")).read_text().splitlines()
+    ]
+    statuses = {r["task_id"]: r.get("exit_status") for r in lines}
+    if [t for t in ordinary if statuses.get(t) == "llm_error"] == []:
+        problems.append("no task recorded the poisoned reply as llm_error")
+    for broken in ("tasks/masked/deep_cpu.yaml", "tasks/masked.jsonl::line2"):
+        if done.get(broken) != "error":
+            problems.append(f"{broken}: {done.get(broken)} (expected one error record)")
+    cases = junit_cases(junit) if junit.exists() else {}  # asserts one case per name
+    wrong = {
+        t: cases.get(t)
+        for t in ordinary
+        if cases.get(t) != {"passed": "passed"}.get(done.get(t), "error" if done.get(t) else None)
     }
-    (errored,) = [t for t in ordinary if done[t] == "error"]
-    (run_dir,) = (tmp_path / "reports").iterdir()
-    lines = [json.loads(ln) for ln in (run_dir / "results.jsonl").read_text().splitlines()]
-    assert next(r for r in lines if r["task_id"] == errored)["exit_status"] == "llm_error"
-
-    assert memory.samples > 10
+    if not junit.exists() or wrong:
+        problems.append(f"JUnit cases that do not match results.jsonl: {wrong}")
     peak_mb = memory.peak_kb / 1024
-    print(f"harness peak RSS (controller + workers): {peak_mb:.0f} MB")
-    assert peak_mb < HARNESS_PEAK_LIMIT_MB, f"harness peak {peak_mb:.0f} MB"
-    assert run_leftovers(engine, tmp_path / "reports") == []
-    assert run.key_folders() == []
+    print(f"harness peak RSS (controller + workers): {peak_mb:.0f} MB, {memory.samples} samples")
+    if memory.samples < 10 or peak_mb >= HARNESS_PEAK_LIMIT_MB:
+        problems.append(f"harness peak RSS {peak_mb:.0f} MB (limit {HARNESS_PEAK_LIMIT_MB} MB)")
+    left = run_leftovers(engine, tmp_path / "reports")
+    if left:
+        problems.append(f"containers or leases left: {left}")
+    if run.key_folders():
+        problems.append(f"key folders left: {run.key_folders()}")
+    assert not problems, "\n".join(problems) + "\n" + out[-3000:]
