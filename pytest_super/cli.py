@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from pytest_super.errors import SuperError
@@ -98,7 +99,14 @@ def _report(args: argparse.Namespace) -> int:
         if not path.exists():
             print(f"pytest-super report: {path}: no such file", file=sys.stderr)
             return 2
-        records = report.read_results(path) if path.suffix == ".jsonl" else report.read_junit(path)
+        if path.suffix == ".jsonl":
+            records = report.read_results(path, on_bad_line=_warn)
+        else:
+            try:
+                records = report.read_junit(path)
+            except ET.ParseError as exc:
+                print(f"pytest-super report: {path}: not a JUnit XML file ({exc})", file=sys.stderr)
+                return 2
         if not records:
             print(f"pytest-super report: {path}: no SUPER task results in it", file=sys.stderr)
             return 2
@@ -110,6 +118,10 @@ def _report(args: argparse.Namespace) -> int:
     else:
         print(report.format_table(columns, markdown=args.markdown))
     return 0
+
+
+def _warn(message: str) -> None:
+    print(f"pytest-super report: warning: {message}", file=sys.stderr)
 
 
 def _column_name(path: Path, records: list, taken: dict) -> str:

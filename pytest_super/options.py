@@ -157,7 +157,9 @@ class SuperRun:
 
 
 def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+    """A run id: the start time, for sorting, and 64 random bits, so that runs started in the same
+    second on many machines (a CI matrix, shards) never share a report folder or container label."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(8)
 
 
 def make_run(config: pytest.Config, run_id: str) -> SuperRun:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_super import collect
+from pytest_super import collect, interrupts
 from pytest_super import report as reports
 from pytest_super.errors import InfrastructureError, SuperError
 from pytest_super.options import SuperRun
@@ -94,7 +94,33 @@ class RunRecorder:
         self.records[nodeid] = record
         self.writer.write(record)
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A task file (or JSONL line) that failed to load is an error of the run, recorded
+        once (under xdist every worker reports it)."""
+        if not report.failed or not report.nodeid.split("::")[0].endswith(collect.TASK_SUFFIXES):
+            return
+        if report.nodeid in self.records:
+            return
+        path = self.rootpath / report.nodeid.split("::")[0]
+        detail = str(report.longrepr).strip().splitlines()
+        record = reports.TaskRecord(
+            task_id=report.nodeid,
+            outcome="error",
+            properties={
+                "set": infer_set(path) or "",
+                "agent": self.run.agent,
+                "model": self.run.settings.model or "",
+                "exit_status": "task_error",
+                "load_error": detail[0][:1000] if detail else "",
+            },
+        )
+        self.records[report.nodeid] = record
+        self.writer.write(record)
+
+    @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            interrupts.finish_worker_reports(session.config)
         self.writer.close()
         if self.run.kernel.backend == "docker" and not self.run.settings.keep_failed:
             _remove_run_containers(self.run)  # what killed workers left behind

@@ -8,15 +8,16 @@ files written with `--junitxml`, one column group per file.
 from __future__ import annotations
 
 import json
+import warnings
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_super import scoring
 from pytest_super.kernels.output import clean_for_model
-from pytest_super.tasks import categories_of
+from pytest_super.tasks import categories_of, jsonl_lines
 
 PROPERTY_PREFIX = "super."
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -270,13 +271,34 @@ class ResultsWriter:
         self._file.close()
 
 
-def read_results(path: Path) -> list[TaskRecord]:
-    """Read a results.jsonl file (for --super-resume and re-reporting)."""
+def read_results(path: Path, on_bad_line: Callable[[str], None] | None = None) -> list[TaskRecord]:
+    """Read a results.jsonl file (for --super-resume and re-reporting).
+
+    A line that is not a task record (what a crash or a full disk leaves: a truncated line, junk)
+    is skipped; `on_bad_line` gets a message naming the file and the line (default: a warning).
+    """
     if not path.exists():
         return []
-    return [
-        TaskRecord.from_json(json.loads(ln)) for ln in path.read_text().splitlines() if ln.strip()
-    ]
+    warn = on_bad_line or (lambda message: warnings.warn(message, stacklevel=3))
+    records = []
+    for number, line in jsonl_lines(path.read_bytes()):
+        if isinstance(line, str) and not line.strip():
+            continue
+        try:
+            if isinstance(line, UnicodeDecodeError):
+                raise ValueError(f"not UTF-8 ({line.reason})")
+            data = json.loads(line)
+            if not (
+                isinstance(data, dict)
+                and isinstance(data.get("task_id"), str)
+                and data.get("outcome") in OUTCOMES
+            ):
+                raise ValueError("not a task record (task_id, outcome)")
+        except (ValueError, RecursionError) as error:
+            warn(f"{path}:{number}: skipped a broken results line ({str(error)[:120]})")
+            continue
+        records.append(TaskRecord.from_json(data))
+    return records
 
 
 def final_results(
@@ -309,7 +331,9 @@ def read_junit(path: Path) -> list[TaskRecord]:
         stripped = strip_prefix(props)
         if not stripped:
             continue
-        if case.find("skipped") is not None:
+        if stripped.get("resumed_outcome") in OUTCOMES:  # skipped here, its result is earlier
+            outcome = stripped.pop("resumed_outcome")
+        elif case.find("skipped") is not None:
             outcome = "skipped"
         elif case.find("error") is not None:
             outcome = "error"

@@ -543,19 +543,26 @@ def _task_from_mapping(path: Path, data: dict, root: yaml.Node | None) -> Task:
 def iter_jsonl_tasks(path: Path, set_name: str | None = None) -> Iterator[Task | TaskFileError]:
     """The tasks of a SUPER JSON-lines file, one item per non-blank line.
 
-    A bad line yields a TaskFileError (with its line number) in place of its task, so the other
-    lines still load; a task id seen before in the file is an error on the later line. A file
-    that cannot be read raises TaskFileError.
+    A bad line (not UTF-8, not JSON, nested too deep, not a valid task) yields a TaskFileError
+    with its line number in place of its task, so the other lines still load; a task id seen
+    before in the file is an error on the later line. A file that cannot be read raises
+    TaskFileError.
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as error:
         raise TaskFileError(str(path), f"cannot read the file: {error.strerror or error}") from None
-    except UnicodeDecodeError as error:
-        raise TaskFileError(str(path), f"not UTF-8 text ({error.reason})") from None
     first_line: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in jsonl_lines(data):
+        if isinstance(line, UnicodeDecodeError):
+            yield TaskFileError(
+                str(path),
+                f"not UTF-8 text ({line.reason} at byte {line.start} of the line)",
+                line=number,
+                hint="each line must hold one JSON object in UTF-8; fix or remove the line",
+            )
+            continue
         if not line.strip():
             continue
         try:
@@ -567,6 +574,9 @@ def iter_jsonl_tasks(path: Path, set_name: str | None = None) -> Iterator[Task |
                 line=number,
                 hint="each line must hold one JSON object",
             )
+            continue
+        except RecursionError:
+            yield _too_deep(path, number)
             continue
         task_id = row.get("task_id") if isinstance(row, dict) else None
         if isinstance(task_id, str) and task_id in first_line:
@@ -585,6 +595,33 @@ def iter_jsonl_tasks(path: Path, set_name: str | None = None) -> Iterator[Task |
             yield task_from_super_row(row, path=str(path), line=number, set_name=set_name)
         except TaskFileError as error:
             yield error
+        except RecursionError:
+            yield _too_deep(path, number)
+
+
+def _too_deep(path: Path, number: int) -> TaskFileError:
+    return TaskFileError(
+        str(path),
+        "nested too deeply to load",
+        line=number,
+        hint="task data must be a plain structure a few levels deep: flatten it",
+    )
+
+
+def jsonl_lines(data: bytes) -> Iterator[tuple[int, str | UnicodeDecodeError]]:
+    """(line number, text) of each line of JSON-lines bytes; a line that is not UTF-8 comes as its
+    UnicodeDecodeError. Only `\n` ends a line (JSON strings may hold U+2028, \x1c, ... which
+    `str.splitlines` would split at); a `\r` before it and a UTF-8 BOM at the start are dropped."""
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    if data.endswith(b"\n"):
+        data = data[:-1]
+    if not data:
+        return
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            yield number, raw.removesuffix(b"\r").decode("utf-8")
+        except UnicodeDecodeError as error:
+            yield number, error
 
 
 def task_from_super_row(row: dict, *, path: str, line: int, set_name: str | None) -> Task:

@@ -12,6 +12,7 @@ import re
 import stat
 import subprocess
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import docker
@@ -22,6 +23,7 @@ from pytest_super.kernels import cleanup_containers, docker_client, provision_ke
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.docker import KERNEL_PORTS, container_name
 from pytest_super.kernels.image import build_image
+from pytest_super.kernels.lease import LABEL_LEASE, Holder, Lease, engine_time
 
 pytestmark = pytest.mark.docker
 
@@ -276,39 +278,52 @@ def test_missing_image_names_the_build_command(settings) -> None:
     assert "pytest-super image build" in str(caught.value)
 
 
-def _labelled_container(client, image: str, run_id: str, pid: int, host: str):
+def _labelled_container(client, image: str, run_id: str, lease_id: str | None):
+    labels = {
+        "pytest-super": "1",
+        "pytest-super.run": run_id,
+        "pytest-super.worker": "main",
+        "pytest-super.task": "t",
+    }
+    if lease_id is not None:
+        labels[LABEL_LEASE] = lease_id
     return client.containers.create(
-        image,
-        command=["sleep", "60"],
-        labels={
-            "pytest-super": "1",
-            "pytest-super.run": run_id,
-            "pytest-super.worker": "main",
-            "pytest-super.task": "t",
-            "pytest-super.pid": str(pid),
-            "pytest-super.host": host,
-        },
-        name=f"super-cleanup-{uuid.uuid4().hex[:8]}",
+        image, command=["sleep", "60"], labels=labels, name=f"super-cleanup-{uuid.uuid4().hex[:8]}"
     )
 
 
 def test_cleanup_dead_runs_only_then_by_run_id(client, image, settings) -> None:
-    import socket
-
+    """Dead: the lease's holder is a process of this namespace that is gone. Alive: a lease this
+    process renews; a lease of another namespace renewed just now; no lease at all (made before
+    leases existed: removed only by run id)."""
     gone = subprocess.Popen(["true"])
     gone.wait()
-    here = socket.gethostname()
-    dead = _labelled_container(client, image, settings.run_id, gone.pid, here)
-    alive = _labelled_container(client, image, settings.run_id, os.getpid(), here)
-    foreign = _labelled_container(client, image, settings.run_id, gone.pid, "another-host")
+    leases = [Lease(client, image) for _ in range(3)]
+    dead_lease, alive_lease, foreign_lease = leases
+    here = Holder.of_this_process()
+    dead_lease.stop_renewing()
+    dead_lease.write(engine_time(client), replace(here, pid=gone.pid))
+    foreign_lease.stop_renewing()
+    foreign_lease.write(engine_time(client), replace(here, pid=gone.pid, pid_ns=1))
+    try:
+        dead = _labelled_container(client, image, settings.run_id, dead_lease.id)
+        alive = _labelled_container(client, image, settings.run_id, alive_lease.id)
+        foreign = _labelled_container(client, image, settings.run_id, foreign_lease.id)
+        legacy = _labelled_container(client, image, settings.run_id, None)
 
-    removed = cleanup_containers(client, dead_runs_only=True)
-    assert dead.name in removed
-    assert alive.name not in removed and foreign.name not in removed
+        removed = cleanup_containers(client, dead_runs_only=True)
+        assert dead.name in removed
+        assert not {alive.name, foreign.name, legacy.name} & set(removed)
+        names = {c.name for c in client.containers.list(all=True, ignore_removed=True)}
+        assert dead_lease.name not in names
+        assert {alive_lease.name, foreign_lease.name} <= names
 
-    removed = cleanup_containers(client, run_id=settings.run_id)
-    assert sorted(removed) == sorted([alive.name, foreign.name])
-    assert cleanup_containers(client, run_id=settings.run_id) == []
+        removed = cleanup_containers(client, run_id=settings.run_id)
+        assert sorted(removed) == sorted([alive.name, foreign.name, legacy.name])
+        assert cleanup_containers(client, run_id=settings.run_id) == []
+    finally:
+        for lease in leases:
+            lease.release()
 
 
 def test_detach_leaves_the_box_running_and_says_how_to_get_in(settings, client) -> None:

@@ -57,6 +57,9 @@ _RETRY_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 _BACKOFF_BASE_S = 1.0
 _BACKOFF_CAP_S = 60.0
 _RETRY_AFTER_CAP_S = 300.0
+#: The largest token count one reply may report: 100x the longest context window offered today
+#: (10M tokens, Llama 4 Scout, 2025). Anything above is a broken endpoint, not a real count.
+MAX_USAGE_TOKENS = 1_000_000_000
 _KEYLIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-*.]{3,})")
 
 
@@ -312,16 +315,37 @@ class LLMClient:
                 "of text parts",
                 data,
             )
-        usage = data.get("usage") or {}
-        if not isinstance(usage, dict):
-            raise self._bad_reply("answered with a usage that is not an object", data)
-        prompt_tokens = usage.get("prompt_tokens")
-        completion_tokens = usage.get("completion_tokens")
+        prompt_tokens, completion_tokens = self._usage(data.get("usage"))
         if prompt_tokens is None:  # some local servers omit usage: estimate (4 characters a token)
             prompt_tokens = sum(len(str(m.get("content") or "")) for m in body["messages"]) // 4
         if completion_tokens is None:
             completion_tokens = len(text) // 4
-        return text, int(prompt_tokens), int(completion_tokens)
+        return text, prompt_tokens, completion_tokens
+
+    def _usage(self, usage: Any) -> tuple[int | None, int | None]:
+        """(prompt, completion) token counts of a reply's `usage`; None where it gives none.
+
+        Counts must be integers in [0, MAX_USAGE_TOKENS]: a negative count would defeat the token
+        budget, a huge one broke xdist's report serialization and lost the run's results.
+        """
+        if usage is None:
+            return None, None
+        if not isinstance(usage, dict):
+            raise LLMError(
+                f"LLM endpoint {self._url} answered with a `usage` that is not an object: "
+                f"{self._scrub(repr(usage)[:200])}"
+            )
+        counts = []
+        for name in ("prompt_tokens", "completion_tokens"):
+            value = usage.get(name)
+            if value is not None and (type(value) is not int or not 0 <= value <= MAX_USAGE_TOKENS):
+                raise LLMError(
+                    f"LLM endpoint {self._url} reported usage.{name} = "
+                    f"{self._scrub(repr(value)[:100])}; token counts must be whole numbers from "
+                    f"0 to {MAX_USAGE_TOKENS:,}. Check the endpoint (or its proxy)."
+                )
+            counts.append(value)
+        return counts[0], counts[1]
 
     def _bad_reply(self, what: str, data: Any) -> LLMError:
         shown = self._scrub(json.dumps(data, default=str)[:300])

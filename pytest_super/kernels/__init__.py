@@ -8,7 +8,6 @@ containers this project labelled, e.g. after a run that was killed.
 from __future__ import annotations
 
 import os
-import socket
 import threading
 from typing import TYPE_CHECKING
 
@@ -111,53 +110,49 @@ def cleanup_containers(
     """Force-remove containers labelled `pytest-super=1`; return the names removed.
 
     run_id: only that run's containers (from any host). dead_runs_only: only containers whose
-    controller process is gone; a container made by another host is never judged dead (its pid
-    means nothing here), so it is removed only when its run id is named. Containers kept with
-    `--super-keep` (named `...-kept`) are never removed as a dead run's leftovers.
+    lease is dead (`lease.py`: not renewed on the engine's clock, or its holder provably gone),
+    whatever host or PID namespace made them; then the dead leases too. Containers kept with
+    `--super-keep` (named `...-kept`) and containers that carry no lease (made before leases
+    existed) are never removed as a dead run's leftovers. Neither option: every container and
+    every lease (`pytest-super cleanup --all`).
     """
-    import docker.errors
+    from pytest_super.kernels.lease import LABEL_HOLDER, LABEL_LEASE, live_leases
 
     filters = {"label": [f"{LABEL}=1"] + ([f"{LABEL_RUN}={run_id}"] if run_id else [])}
-    removed: list[str] = []
-    here = socket.gethostname()
-    for container in client.containers.list(all=True, filters=filters, ignore_removed=True):
-        labels = container.labels or {}
-        if dead_runs_only and (
-            container.name.endswith(KEPT_SUFFIX)
-            or not _controller_gone(labels, here, run_named=run_id is not None)
-        ):
-            continue
-        try:
-            container.remove(force=True)
-        except docker.errors.NotFound:
-            continue
-        except docker.errors.APIError as exc:
-            if exc.status_code == 409:  # removal already in progress
-                continue
-            raise
-        removed.append(container.name)
+    # containers first, leases second: a lease is taken before its first container is made, so
+    # every container listed here has its lease in the later listing unless it is released
+    found = client.containers.list(all=True, filters=filters, ignore_removed=True)
+    leases: list = []
+    if dead_runs_only:
+        alive, leases = live_leases(client)
+        found = [
+            c
+            for c in found
+            if not c.name.endswith(KEPT_SUFFIX)
+            and (c.labels or {}).get(LABEL_LEASE)
+            and (c.labels or {}).get(LABEL_LEASE) not in alive
+        ]
+    elif run_id is None:
+        leases = client.containers.list(
+            all=True, filters={"label": LABEL_HOLDER}, ignore_removed=True
+        )
+    removed = [c.name for c in found if _force_remove(c)]
+    for lease in leases:
+        _force_remove(lease)
     return removed
 
 
-def _controller_gone(labels: dict[str, str], here: str, *, run_named: bool) -> bool:
-    if labels.get(LABEL_HOST) != here:
-        return run_named
-    try:
-        pid = int(labels.get(LABEL_PID, ""))
-    except ValueError:
-        return True
-    return not _pid_alive(pid)
+def _force_remove(container: docker.models.containers.Container) -> bool:
+    import docker.errors
 
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        container.remove(force=True)
+    except docker.errors.NotFound:
         return False
-    except PermissionError:
-        return True
+    except docker.errors.APIError as exc:
+        if exc.status_code == 409:  # removal already in progress
+            return False
+        raise
     return True
 
 

@@ -62,6 +62,7 @@ from pytest_super.kernels import (
 )
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.image import BUILD_COMMAND, default_image_tag
+from pytest_super.kernels.lease import LABEL_LEASE, lease_for
 
 #: the kernel's ports inside the container (each container has its own network namespace)
 KERNEL_PORTS: dict[str, int] = {
@@ -332,6 +333,7 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
     container_id = None
     try:
         try:
+            labels[LABEL_LEASE] = lease_for(client, address, image, settings.run_id).id  # liveness
             container_id = api.create_container(
                 image,
                 command=KERNEL_COMMAND,
