@@ -35,6 +35,7 @@ class ExitStatus(str, Enum):
     KERNEL_ERROR = "kernel_error"
     AGENT_ERROR = "agent_error"
     TASK_ERROR = "task_error"  # a pre-executed cell failed
+    DISK_LIMIT = "disk_limit"  # the task wrote more than --super-disk
 
 
 class EpisodeEnd(Exception):
@@ -49,6 +50,12 @@ class BudgetExceeded(EpisodeEnd):
 
 class StepLimitReached(EpisodeEnd):
     status = ExitStatus.STEP_LIMIT
+
+
+class DiskLimitExceeded(EpisodeEnd):
+    """The task's box wrote more than its disk limit and was stopped (raised by the backend)."""
+
+    status = ExitStatus.DISK_LIMIT
 
 
 class ComputeLimitReached(EpisodeEnd):

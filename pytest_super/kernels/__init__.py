@@ -2,14 +2,19 @@
 
 `provision_kernel` picks the backend (docker or local) from `KernelSettings.backend`;
 `docker_client` connects to the engine (or says how to start one); `cleanup_containers` removes the
-containers this project labelled, e.g. after a run that was killed.
+containers this project labelled, e.g. after a run that was killed, and `cleanup_host_folders` the
+private host folders (kernel keys, connection files, channel sockets) whose container is gone.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import socket
+import tempfile
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from pytest_super.errors import EngineUnavailable
@@ -136,6 +141,58 @@ def cleanup_containers(
                 continue
             raise
         removed.append(container.name)
+    cleanup_host_folders(client)
+    return removed
+
+
+#: the prefix and owner file of a box's host folder (kernels/docker.py makes them)
+HOST_FOLDER_PREFIX = "pytest-super-kernel-"
+OWNER_FILE = "owner.json"
+#: A folder is made just before its container is created and its owner file written just after
+#: (well under a second here); one without an owner file is a crashed start once this old (s).
+UNOWNED_FOLDER_GRACE_S = 60.0
+
+
+def cleanup_host_folders(client: docker.DockerClient, *, folder_root: str | None = None) -> list[str]:
+    """Remove the box folders on this host whose container no longer exists on `client`'s engine.
+
+    A folder names its engine and container in its owner file; folders of other engines are left
+    alone, and so are folders without an owner file younger than `UNOWNED_FOLDER_GRACE_S` (a box
+    being created). Returns the folders removed.
+    """
+    import docker.errors
+
+    root = folder_root or tempfile.gettempdir()
+    engine = client.info()["ID"]
+    removed: list[str] = []
+    try:
+        names = [n for n in os.listdir(root) if n.startswith(HOST_FOLDER_PREFIX)]
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(root, name)
+        try:
+            with open(os.path.join(path, OWNER_FILE)) as f:
+                owner = json.load(f)
+        except FileNotFoundError:
+            try:
+                young = time.time() - os.stat(path).st_mtime < UNOWNED_FOLDER_GRACE_S
+            except OSError:
+                continue
+            if young:
+                continue
+        except (OSError, ValueError):
+            continue
+        else:
+            if owner.get("engine") != engine:
+                continue
+            try:
+                client.api.inspect_container(owner.get("container") or "-")
+                continue
+            except docker.errors.NotFound:
+                pass
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
     return removed
 
 
@@ -163,6 +220,7 @@ def _pid_alive(pid: int) -> bool:
 
 __all__ = [
     "cleanup_containers",
+    "cleanup_host_folders",
     "docker_client",
     "docker_client_for",
     "engine_address",
