@@ -56,7 +56,6 @@ from pytest_super.errors import (
     EngineUnavailable,
     ImageMissing,
     InfrastructureError,
-    KernelStartError,
 )
 from pytest_super.kernels import (
     HOST_FOLDER_PREFIX,
@@ -70,11 +69,13 @@ from pytest_super.kernels import (
     OWNER_FILE,
     docker_client,
     engine_address,
+    host_folder_root,
 )
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.diskwatch import disk_watch
 from pytest_super.kernels.hostguard import guard_host
 from pytest_super.kernels.image import BUILD_COMMAND, default_image_tag
+from pytest_super.kernels.relay import RELAY_IN_CONTAINER, EngineRelay, relay_source
 
 #: the kernel's channel numbers; with the ipc transport they are the sockets' name suffixes
 #: (`<prefix>-50001` ...). Kept at the values the TCP days used so that tools reading them agree.
@@ -314,7 +315,9 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
     """Create, configure and start the container; the kernel inside may still be starting."""
     client = docker_client(settings)
     address = engine_address(settings.docker_host)
-    remote = is_remote_engine(address)
+    relayed = settings.channel == "relay" or (
+        settings.channel == "auto" and is_remote_engine(address)
+    )
     image = settings.image or default_image_tag()
     if settings.network not in ("bridge", "none"):
         raise InfrastructureError(
@@ -322,7 +325,7 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
         )
     name = container_name(task_id, settings.worker)
     key = secrets.token_hex(32)
-    folder = tempfile.mkdtemp(prefix=HOST_FOLDER_PREFIX)  # mode 0700
+    folder = tempfile.mkdtemp(prefix=HOST_FOLDER_PREFIX, dir=host_folder_root())  # mode 0700
     container_id = None
     api = client.api
     try:
@@ -330,7 +333,7 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
         if settings.pip_cache:
             binds[settings.pip_cache] = {"bind": PIP_CACHE_DIR, "mode": "rw"}
         channel_dir = os.path.join(folder, "ipc")
-        if remote:  # the engine's host cannot see our folder: a tmpfs there, reached by relay
+        if relayed:  # the engine's host cannot see our folder: a tmpfs there, reached by relay
             tmpfs = {CHANNEL_DIR_IN_CONTAINER: "rw,nosuid,nodev,noexec,size=1m,mode=0700"}
         else:
             os.mkdir(channel_dir, 0o700)
@@ -371,14 +374,20 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
             ) from exc
         _write_private(
             os.path.join(folder, OWNER_FILE),
-            json.dumps({"engine": _engine_info(client, address)["ID"], "container": container_id}).encode(),
+            json.dumps(
+                {"engine": _engine_info(client, address)["ID"], "container": container_id}
+            ).encode(),
         )
-        api.put_archive(container_id, "/etc", _connection_archive(key))
+        api.put_archive(container_id, "/etc", _connection_archive(key, with_relay=relayed))
         api.start(container_id)
-        if remote:
-            from pytest_super.kernels.relay import EngineRelay
-
-            relay = EngineRelay(api, container_id, channel_dir, CHANNEL_DIR_IN_CONTAINER)
+        if relayed:
+            relay = EngineRelay(
+                api,
+                container_id,
+                channel_dir,
+                CHANNEL_DIR_IN_CONTAINER,
+                [f"{CHANNEL_PREFIX}-{port}" for port in KERNEL_PORTS.values()],
+            )
         box = DockerBox(
             client,
             container_id=container_id,
@@ -388,10 +397,10 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
             channel_dir=channel_dir,
             docker_host=settings.docker_host,
         )
-        if remote:
+        if relayed:
             box.on_release(relay.close)
         if settings.disk_bytes is not None and not enforced:
-            watched = [] if remote else [channel_dir]
+            watched = [] if relayed else [channel_dir]
             box.on_release(
                 disk_watch(api, address).watch(
                     container_id, settings.disk_bytes, box.stop_for_disk, host_dirs=watched
@@ -490,10 +499,12 @@ def container_name(task_id: str, worker: str) -> str:
     return f"super-{task_part[:room].rstrip('-.')}-{worker_part}-{secrets.token_hex(3)}"
 
 
-def _connection_archive(key: str) -> bytes:
-    """A tar holding pytest-super/kernel.json (0600) for the container's /etc."""
+def _connection_archive(key: str, *, with_relay: bool) -> bytes:
+    """A tar holding pytest-super/kernel.json (0600), and relay.py if asked, for /etc."""
     info = kernel_connection(f"{CHANNEL_DIR_IN_CONTAINER}/{CHANNEL_PREFIX}", key)
-    data = json.dumps(info).encode()
+    files = {"kernel.json": json.dumps(info).encode()}
+    if with_relay:
+        files[os.path.basename(RELAY_IN_CONTAINER)] = relay_source()
     buffer = io.BytesIO()
     now = time.time()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
@@ -502,11 +513,12 @@ def _connection_archive(key: str) -> bytes:
         folder.mode = 0o700
         folder.mtime = now
         tar.addfile(folder)
-        member = tarfile.TarInfo(f"{folder.name}/kernel.json")
-        member.size = len(data)
-        member.mode = 0o600
-        member.mtime = now
-        tar.addfile(member, io.BytesIO(data))
+        for file_name, data in files.items():
+            member = tarfile.TarInfo(f"{folder.name}/{file_name}")
+            member.size = len(data)
+            member.mode = 0o600
+            member.mtime = now
+            tar.addfile(member, io.BytesIO(data))
     return buffer.getvalue()
 
 
