@@ -411,3 +411,11 @@ def test_cleanup_removes_what_a_killed_run_left(engine, image, short_tmp):
     assert done.returncode == 0, done.stderr
     assert engine.containers.list(all=True, filters={"label": f"pytest-super.run={run_id}"}) == []
     assert list(short_tmp.iterdir()) == [], "the killed run's key folder is still there"
+
+
+def test_a_bad_disk_size_is_refused_with_what_to_write(pytester: pytest.Pytester):
+    result = pytester.runpytest_subprocess("--super-disk=lots")
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(
+        ["*--super-disk 'lots': expected a size of at least 1m such as 20g or 500m, or none*"]
+    )
