@@ -7,10 +7,11 @@ engine walks each layer) plus the host folders the container may write to (its c
 and stops a box that goes over its limit.
 
 Cost: the engine's walk grows with the number of files in the layers, so the interval adapts: after
-a poll that took `t` seconds the next comes `max(POLL_MIN_S, t / WATCH_BUDGET)` later, so watching
-takes at most WATCH_BUDGET of one core. `benchmarks/bench_disk_watch.py` measures the overhead
-on a task's own work. A filler is stopped within about one interval: it may overshoot by what it
-writes in that time (at 430 MB/s, the rate seen here, about 0.5 GB at the 1 s floor).
+a poll that took `t` seconds the next comes `t / WATCH_BUDGET` later, within [POLL_MIN_S,
+POLL_MAX_S], so watching takes about WATCH_BUDGET of one core unless a poll takes longer than
+POLL_MAX_S * WATCH_BUDGET. `benchmarks/bench_disk_watch.py` measures the overhead on a task's own
+work. A filler is stopped within about one interval: it may overshoot by what it writes in that
+time (at 430 MB/s, the rate seen here, about 0.5 GB at 1 s, 2 GB at POLL_MAX_S).
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ import requests.exceptions
 
 #: Shortest time between two polls (s): bounds the overshoot of a fast writer (see above).
 POLL_MIN_S = 1.0
-#: Largest share of one core the watch may take (the engine's walk plus ours).
+#: Longest time between two polls (s), however slow a poll: bounds the overshoot on a busy engine
+#: (a poll took 0.38-0.64 s here with 30,000 files in a layer at load average 15).
+POLL_MAX_S = 5.0
+#: Share of one core the watch aims to take (the engine's walk plus ours).
 WATCH_BUDGET = 0.05
 
 StopBox = Callable[[int, int], None]  # (bytes written, limit)
@@ -86,7 +90,7 @@ class DiskWatch:
                 folder_bytes(d) for d in entry.host_dirs
             )
         self.last_poll_s = time.perf_counter() - started
-        self.interval_s = max(POLL_MIN_S, self.last_poll_s / WATCH_BUDGET)
+        self.interval_s = min(max(POLL_MIN_S, self.last_poll_s / WATCH_BUDGET), POLL_MAX_S)
         for container_id, entry in watched.items():
             if sizes[container_id] > entry.limit:
                 self.unwatch(container_id)
