@@ -327,6 +327,7 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
     key = secrets.token_hex(32)
     folder = tempfile.mkdtemp(prefix=HOST_FOLDER_PREFIX, dir=host_folder_root())  # mode 0700
     container_id = None
+    box: DockerBox | None = None
     api = client.api
     try:
         binds, env = _mirror_binds(settings.git_mirrors)
@@ -372,6 +373,15 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
                 + ("" if settings.image is None else ", or pass an existing --super-image")
                 + "."
             ) from exc
+        box = DockerBox(
+            client,
+            container_id=container_id,
+            name=name,
+            key=key,
+            folder=folder,
+            channel_dir=channel_dir,
+            docker_host=settings.docker_host,
+        )
         _write_private(
             os.path.join(folder, OWNER_FILE),
             json.dumps(
@@ -388,16 +398,6 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
                 CHANNEL_DIR_IN_CONTAINER,
                 [f"{CHANNEL_PREFIX}-{port}" for port in KERNEL_PORTS.values()],
             )
-        box = DockerBox(
-            client,
-            container_id=container_id,
-            name=name,
-            key=key,
-            folder=folder,
-            channel_dir=channel_dir,
-            docker_host=settings.docker_host,
-        )
-        if relayed:
             box.on_release(relay.close)
         if settings.disk_bytes is not None and not enforced:
             watched = [] if relayed else [channel_dir]
@@ -409,7 +409,7 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
         box._refresh_connection()
         return box
     except (requests.exceptions.ConnectionError, docker.errors.DockerException) as exc:
-        _discard(api, container_id, folder)
+        _discard(api, container_id, folder, box)
         if isinstance(exc, docker.errors.APIError):
             raise InfrastructureError(
                 f"starting a kernel container for task {task_id!r} from {image!r} failed: "
@@ -420,7 +420,7 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
             f"{task_id!r} ({exc}). Check `docker info`; start one with `scripts/ensure-docker.sh`."
         ) from exc
     except BaseException:
-        _discard(api, container_id, folder)
+        _discard(api, container_id, folder, box)
         raise
 
 
@@ -582,7 +582,10 @@ def _engine_caps_disk(client: docker.DockerClient, address: str) -> bool:
     return _disk_capable[address]
 
 
-def _discard(api: Any, container_id: str | None, folder: str) -> None:
+def _discard(api: Any, container_id: str | None, folder: str, box: DockerBox | None) -> None:
+    if box is not None:  # releases its relay and disk watch too
+        with contextlib.suppress(docker.errors.APIError, requests.exceptions.ConnectionError):
+            box.remove()
     shutil.rmtree(folder, ignore_errors=True)
     if container_id is None:
         return
