@@ -21,7 +21,7 @@ import pytest
 from pytest_super.errors import EngineUnavailable, ImageMissing
 from pytest_super.kernels import cleanup_containers, docker_client, provision_kernel
 from pytest_super.kernels.base import KernelSettings
-from pytest_super.kernels.docker import KERNEL_PORTS, container_name
+from pytest_super.kernels.docker import container_name
 from pytest_super.kernels.image import build_image
 from pytest_super.kernels.lease import LABEL_LEASE, Holder, Lease, engine_time
 
@@ -91,10 +91,13 @@ def test_labels_name_ports_and_limits(kernel, client, settings: KernelSettings) 
     assert re.fullmatch(r"super-demo-task-gw7-[0-9a-f]{6}", container.name)
     assert container.name in kernel.description
 
-    ports = container.attrs["NetworkSettings"]["Ports"]
-    for port in KERNEL_PORTS.values():
-        bindings = ports[f"{port}/tcp"]
-        assert bindings and all(b["HostIp"] == "127.0.0.1" for b in bindings)
+    # no port is published or even exposed: the kernel's channels are unix sockets in a private
+    # host folder bind-mounted into this container only (docs/security.md)
+    assert not container.attrs["NetworkSettings"]["Ports"]
+    assert not container.attrs["Config"].get("ExposedPorts")
+    box = kernel._box
+    assert box.connection_info()["transport"] == "ipc"
+    assert stat.S_IMODE(os.stat(box.folder).st_mode) == 0o700
 
     host = container.attrs["HostConfig"]
     assert host["Init"] is True
@@ -104,8 +107,8 @@ def test_labels_name_ports_and_limits(kernel, client, settings: KernelSettings) 
     assert host["PidsLimit"] == settings.pids_limit
     assert host["CapDrop"] == ["ALL"]
     assert "no-new-privileges:true" in host["SecurityOpt"]
-    assert host["NetworkMode"] == "bridge"
-    assert not host.get("Binds")
+    assert host["NetworkMode"] == "pytest-super-tasks"
+    assert host["Binds"] == [f"{box.channel_dir}:/run/pytest-super:rw"]
 
 
 def test_container_name_is_docker_legal_and_short() -> None:
@@ -348,7 +351,7 @@ def test_pip_cache_is_a_named_volume(settings, client) -> None:
     kernel = provision_kernel(settings, task_id="pip-cache")
     try:
         mounts = client.api.inspect_container(kernel._box.container_id)["Mounts"]
-        [mount] = mounts
+        [mount] = [m for m in mounts if m["Type"] == "volume"]
         assert (mount["Type"], mount["Name"], mount["Destination"]) == (
             "volume",
             volume,

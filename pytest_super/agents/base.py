@@ -36,6 +36,7 @@ class ExitStatus(str, Enum):
     AGENT_ERROR = "agent_error"  # no longer given: read in results of older runs
     HARNESS_ERROR = "harness_error"  # our own code raised (a bug): a pytest error
     TASK_ERROR = "task_error"  # a pre-executed cell failed
+    DISK_LIMIT = "disk_limit"  # the task wrote more than --super-disk
 
 
 class EpisodeEnd(Exception):
@@ -50,6 +51,12 @@ class BudgetExceeded(EpisodeEnd):
 
 class StepLimitReached(EpisodeEnd):
     status = ExitStatus.STEP_LIMIT
+
+
+class DiskLimitExceeded(EpisodeEnd):
+    """The task's box wrote more than its disk limit and was stopped (raised by the backend)."""
+
+    status = ExitStatus.DISK_LIMIT
 
 
 class ComputeLimitReached(EpisodeEnd):
