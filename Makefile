@@ -39,6 +39,7 @@ lint: venv
 
 bench: image
 	$(BIN)/python benchmarks/bench_kernel.py
+	$(BIN)/python benchmarks/bench_local_kernel.py
 	$(BIN)/python benchmarks/bench_throughput.py
 
 cleanup: venv

@@ -103,11 +103,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=7, help="repetitions (medians are reported)")
     parser.add_argument("--trips", type=int, default=50, help="round trips per kernel")
+    parser.add_argument(
+        "--channel",
+        choices=("auto", "relay"),
+        default="auto",
+        help="relay: reach the kernel through the engine's connection, as for a remote engine",
+    )
     args = parser.parse_args(argv)
 
     image = build_image(offline=True, log=lambda line: None)
     run_id = f"bench-{uuid.uuid4().hex[:8]}"
-    settings = KernelSettings(run_id=run_id, worker="bench", image=image)
+    settings = KernelSettings(run_id=run_id, worker="bench", image=image, channel=args.channel)
     client = docker_client(settings)
     samples: dict[str, list[float]] = {
         k: []
@@ -155,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
 
     med = {k: statistics.median(v) for k, v in samples.items()}
     print(
-        f"docker kernel benchmark: n={args.n}, {args.trips} round trips per kernel, image {image}"
+        f"docker kernel benchmark: n={args.n}, {args.trips} round trips per kernel, image {image}, "
+        f"channel {args.channel}"
     )
     print(f"{'measure':<28}{'median':>12}")
     rows = [

@@ -2,19 +2,34 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-import tempfile
+import secrets
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
+
+
+@contextlib.contextmanager
+def replacing(path: Path) -> Iterator[TextIO]:
+    """A UTF-8 text file that replaces `path` when the block ends without an exception.
+
+    It is written beside `path` and renamed over it. It is created as `open()` creates files
+    (0666 less the umask, like results.jsonl), not 0600 as `tempfile.mkstemp` would.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write `text` to `path` through a file in the same folder and a rename."""
+    with replacing(path) as f:
+        f.write(text)

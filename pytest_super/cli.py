@@ -2,6 +2,7 @@
 
 pytest-super download [--out tasks/super] [--set expert] [--revision COMMIT]
 pytest-super import expert.jsonl --set expert --out tasks/expert/
+pytest-super import-trajectories ../super-benchmark/trajectories [--out reports/]
 pytest-super report reports/junit.xml other-run.xml
 pytest-super html reports/RUN_ID [reports/OTHER_RUN ...] [--out DIR]
 pytest-super image build [--base IMAGE] [--tag TAG] [--requirements FILE] [--offline] [--profile colab]
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from pytest_super.errors import SuperError
@@ -45,9 +47,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True, help="folder for the YAML files")
     p.set_defaults(func=_import)
 
+    p = sub.add_parser(
+        "import-trajectories",
+        help="turn SUPER's published episodes (history.ipynb + metrics.json) into trajectories "
+        "and results.jsonl",
+    )
+    p.add_argument("dir", type=Path, help="a published run folder, or a folder of them")
+    p.add_argument("--out", type=Path, default=Path("reports"), help="where to write (reports/)")
+    p.set_defaults(func=_import_trajectories)
+
     p = sub.add_parser("report", help="the summary table from JUnit XML or results.jsonl files")
     p.add_argument("files", type=Path, nargs="+")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    p.add_argument(
+        "--by-task", action="store_true", help="one row per task (e.g. ours next to the paper's)"
+    )
     p.set_defaults(func=_report)
 
     p = sub.add_parser(
@@ -109,20 +123,42 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_trajectories(args: argparse.Namespace) -> int:
+    from pytest_super.episodes import import_run, published_runs
+
+    for run_dir in published_runs(args.dir):
+        target, count = import_run(run_dir, args.out)
+        print(f"imported {count} episodes of {run_dir.name} into {target}")
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from pytest_super import report
 
     columns = {}
+    records_of = {}
     for path in args.files:
         if not path.exists():
             print(f"pytest-super report: {path}: no such file", file=sys.stderr)
             return 2
-        records = report.read_results(path) if path.suffix == ".jsonl" else report.read_junit(path)
+        if path.suffix == ".jsonl":
+            records = report.read_results(path, on_bad_line=_warn)
+        else:
+            try:
+                records = report.read_junit(path)
+            except ET.ParseError as exc:
+                print(f"pytest-super report: {path}: not a JUnit XML file ({exc})", file=sys.stderr)
+                return 2
         if not records:
             print(f"pytest-super report: {path}: no SUPER task results in it", file=sys.stderr)
             return 2
-        columns[_column_name(path, records, columns)] = report.summarize(records)
-    print(report.format_table(columns, markdown=args.markdown))
+        name = _column_name(path, records, columns)
+        columns[name] = report.summarize(records)
+        records_of[name] = records
+    if args.by_task:
+        print(report.format_task_table(records_of))
+    else:
+        print(report.format_table(columns, markdown=args.markdown))
     return 0
 
 
@@ -146,11 +182,15 @@ def _html(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warn(message: str) -> None:
+    print(f"pytest-super report: warning: {message}", file=sys.stderr)
+
+
 def _column_name(path: Path, records: list, taken: dict) -> str:
     agent = str(records[0].properties.get("agent") or "")
     model = str(records[0].properties.get("model") or "")
     name = "/".join(x for x in (agent, model) if x and x != "None") or path.stem
-    return name if name not in taken else f"{name}({path.name})"
+    return name if name not in taken else f"{name}({path.parent.name}/{path.name})"
 
 
 def _cleanup(args: argparse.Namespace) -> int:

@@ -57,14 +57,27 @@ class SuperTaskItem(pytest.Function):
         line = (self.task.line or 1) - 1  # pytest's locations are 0-based
         return self.path, line, f"{self.task.set} task {self.task.id}"
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> str:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:
         from pytest_super.report import format_failure
 
         if isinstance(excinfo.value, TaskFailed):
-            return format_failure(excinfo.value.result)
+            try:
+                return format_failure(excinfo.value.result)
+            except RecursionError:  # an answer nested too deep to print: say so, lose nothing
+                return f"SUPER task {self.task.id} did not pass (its answer is too deep to show)"
         if isinstance(excinfo.value, SuperError):
             return f"{type(excinfo.value).__name__}: {excinfo.value}"
-        return super().repr_failure(excinfo, style=style)
+        if isinstance(excinfo.value, RecursionError):
+            return f"{self.task.source}: task {self.task.id}: {too_deep(excinfo.value)}"
+        return super().repr_failure(excinfo)
+
+
+def too_deep(error: RecursionError) -> str:
+    """The sentence for data nested deeper than Python's recursion limit can load or score."""
+    return (
+        f"nested too deeply to load ({error}); task data must be a plain structure a few "
+        "levels deep: flatten it"
+    )
 
 
 def task_items(parent: pytest.Collector, task: Task) -> list[SuperTaskItem]:
@@ -96,10 +109,14 @@ class _TaskFileCollector(pytest.File):
         wanted = self.config.getoption("super_set", None)
         return not wanted or task.set in wanted
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> str:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:
+        """Our own errors as their sentence; anything else as pytest shows it (pytest's
+        `Collector.repr_failure` takes no `style`: passing one crashed the session)."""
         if isinstance(excinfo.value, SuperError):
             return str(excinfo.value)
-        return super().repr_failure(excinfo, style=style)
+        if isinstance(excinfo.value, RecursionError):
+            return f"{self.path}: {too_deep(excinfo.value)}"
+        return super().repr_failure(excinfo)
 
 
 class YamlTaskFile(_TaskFileCollector):
@@ -144,7 +161,7 @@ class BrokenTaskLine(pytest.Collector):
     def collect(self):
         raise self.error
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> str:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:
         return str(excinfo.value)
 
 

@@ -11,7 +11,12 @@ Owns the edit action format of ReAct-SUPER and of `edit` cells in task files:
 
 and the detailed feedback the SUPER paper used (whitespace hint, longest partial match, occurrences
 with context). `parse_edit`, `format_edit` and `apply_edit` are pure; `edit_file` reads and writes
-the file through a kernel.
+the file's bytes through a kernel.
+
+The edge cases follow the reference tool (`super/env/edit_aci.py`): blank lines after the new lines
+are dropped, a missing `<<<AFTER_EDIT>>>` deletes the lines to replace, lines before with nothing to
+replace insert the new lines after them, and a file that does not exist is an error (an edit never
+creates a file). A file that is not UTF-8 keeps the bytes of every line the edit does not touch.
 """
 
 from __future__ import annotations
@@ -33,8 +38,12 @@ EDIT_FORMAT = f"""The edit format is:
 {AFTER_MARKER}
 <the new lines>"""
 
-#: lines of the file shown around an edit or an occurrence
+#: lines of the file shown around each occurrence of an ambiguous edit (the reference shows 2)
 _AROUND = 2
+#: lines shown before and after the new lines of a successful edit: the published episodes'
+#: feedback (and the reference's window) shows 7 lines before and 6 after
+SHOWN_BEFORE_EDIT = 7
+SHOWN_AFTER_EDIT = 6
 
 
 class EditFormatError(ValueError):
@@ -89,11 +98,10 @@ def parse_edit(content: str) -> EditRequest:
     """Parse the content of an edit action. Raises EditFormatError with the expected format.
 
     `before`, `after` and `context` of the result are in canonical form (each line ends with a
-    newline). One final newline of `content` ends the last line; it does not add a blank line.
+    newline). As in the reference, blank lines at the very end are dropped (they do not add blank
+    lines after the new ones), and an edit without `<<<AFTER_EDIT>>>` deletes the lines to replace.
     """
-    content = content.replace("\r\n", "\n")
-    if content.endswith("\n"):
-        content = content[:-1]
+    content = content.replace("\r\n", "\n").rstrip("\n")
     lines = content.split("\n")
     while len(lines) > 1 and not lines[0].strip():
         lines.pop(0)  # blank lines before the file name (e.g. right after <content>)
@@ -122,9 +130,7 @@ def parse_edit(content: str) -> EditRequest:
             sections[section].append(line)
     if section == 0:
         raise EditFormatError(f"the line {BEFORE_MARKER} is missing")
-    if section == 1:
-        raise EditFormatError(f"the line {AFTER_MARKER} is missing")
-    context, before, after = sections
+    context, before, after = sections  # no AFTER marker: no new lines (the reference deletes)
     if not before and not after:
         raise EditFormatError("there are no lines to replace and no new lines")
     return EditRequest(
@@ -230,17 +236,15 @@ def apply_edit(text: str, request: EditRequest) -> EditOutcome:
     context, before, after = _lines(request.context), _lines(request.before), _lines(request.after)
     file_lines, endings = _split_lines(text)
 
-    if not before:
-        if text or context:
+    if not before and not context:
+        if text:
             return _malformed(
                 f"no lines to replace in {request.file}: give the existing lines to replace"
-                f" between {BEFORE_MARKER} and {AFTER_MARKER} (only an empty or new file"
-                " may be written without them)"
+                f" between {BEFORE_MARKER} and {AFTER_MARKER}, or the lines after which to insert"
+                f" above {BEFORE_MARKER} (only an empty file may be written without them)"
             )
         return EditOutcome(
-            True,
-            f"Wrote {len(after)} line(s) to {request.file} (it was empty or new).",
-            _block(after),
+            True, f"Wrote {len(after)} line(s) to {request.file} (it was empty).", _block(after)
         )
 
     wanted = context + before
@@ -251,16 +255,21 @@ def apply_edit(text: str, request: EditRequest) -> EditOutcome:
         edited = file_lines[:start] + after + file_lines[stop:]
         new_ending = "\r\n" if endings.count("\r\n") > endings.count("\n") else "\n"
         edited_endings = endings[:start] + [new_ending] * len(after) + endings[stop:]
-        if stop == len(file_lines) and endings[-1] == "" and edited_endings:
-            edited_endings[-1] = ""  # the file had no final newline: keep it that way
+        if stop == len(file_lines) and endings[-1] == "":  # no final newline: keep it that way
+            if start == stop and after:  # lines inserted after the last line
+                edited_endings[start - 1] = new_ending
+            if edited_endings:
+                edited_endings[-1] = ""
         new_text = "".join(line + end for line, end in zip(edited, edited_endings, strict=True))
-        if after:
+        if not before:
+            done = f"Inserted {len(after)} line(s) after line {start} of {request.file}."
+        elif after:
             done = (
                 f"Replaced {_span(start, len(before))} of {request.file} with {len(after)} line(s)."
             )
         else:
             done = f"Deleted {_span(start, len(before))} of {request.file}."
-        shown = _numbered(edited, start - _AROUND, start + len(after) + _AROUND)
+        shown = _numbered(edited, start - SHOWN_BEFORE_EDIT, start + len(after) + SHOWN_AFTER_EDIT)
         message = (
             f"Edit was successful. {done} The file now reads, around the edit"
             f" (check the indentation):\n{shown}"
@@ -269,7 +278,11 @@ def apply_edit(text: str, request: EditRequest) -> EditOutcome:
         )
         return EditOutcome(True, message, new_text)
 
-    what = "the lines to replace" + (" with the lines before them" if context else "")
+    what = (
+        "the lines to replace" + (" with the lines before them" if context else "")
+        if before
+        else "the lines to insert after"
+    )
     if len(found) > 1:
         parts = [
             f"Found {what} {len(found)} times in {request.file}, so the edit is ambiguous."
@@ -338,28 +351,37 @@ def apply_edit(text: str, request: EditRequest) -> EditOutcome:
 def edit_file(kernel: Kernel, request: EditRequest) -> EditOutcome:
     """Apply an edit to a file in the kernel's box (relative paths: the kernel's directory).
 
-    A missing file is created when `before` is empty; otherwise the outcome says it is not found.
+    A file that does not exist is an error, as in the reference: an edit never creates a file.
+    The file is read and written as bytes; bytes that are not UTF-8 survive on every line the
+    edit does not touch (they are carried as surrogate escapes and written back unchanged).
     """
     try:
-        text = kernel.read_file(request.file)
+        data = kernel.read_bytes(request.file)
     except FileNotFoundError:
-        if _lines(request.before) or _lines(request.context):
-            return EditOutcome(
-                False,
-                f"Edit failed: file not found: {request.file} (relative paths start at the"
-                " current directory; check it with `%pwd` and `!ls`).",
-                None,
-            )
-        text = ""
+        return EditOutcome(
+            False,
+            f"Edit failed: file not found: {request.file} (relative paths start at the current"
+            " directory; check it with `%pwd` and `!ls`). An edit changes an existing file; to"
+            " create one, write it with a cell (for example `%%writefile`).",
+            None,
+        )
     except OSError as exc:  # a directory, no permission, ...: the agent can act on it
         return EditOutcome(False, f"Edit failed: cannot read {request.file}: {exc}", None)
+    text = data.decode("utf-8", "surrogateescape")
     outcome = apply_edit(text, request)
+    message = _printable(outcome.message)
     if outcome.ok and outcome.new_text is not None:
         try:
-            kernel.write_file(request.file, outcome.new_text)
+            kernel.write_bytes(request.file, outcome.new_text.encode("utf-8", "surrogateescape"))
         except OSError as exc:
             return EditOutcome(False, f"Edit failed: cannot write {request.file}: {exc}", None)
-    return outcome
+    return EditOutcome(outcome.ok, message, outcome.new_text)
+
+
+def _printable(message: str) -> str:
+    """Feedback text without surrogate escapes (bytes of a non-UTF-8 file show as U+FFFD), so
+    it can be sent to a model and saved as UTF-8."""
+    return message.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def edit_action(kernel: Kernel, content: str) -> EditOutcome:

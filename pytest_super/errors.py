@@ -74,5 +74,16 @@ class LLMRefused(LLMError):
     retryable = False
 
 
+class HarnessError(InfrastructureError):
+    """Our own code raised an exception it did not mean to during an episode (a bug of the harness
+    or of an agent's implementation, not a choice of the model). Reported as a pytest error."""
+
+    retryable = False
+
+
 class TaskSetupError(SuperError):
     """The task itself is broken: a pre-executed (prefix) cell failed. Reported as a pytest error."""
+
+
+class SuperWarning(UserWarning):
+    """Something a user should fix that does not stop the run (shown in pytest's warnings)."""

@@ -56,6 +56,14 @@ def add_options(parser: pytest.Parser) -> None:
         help="container network (default bridge)",
     )
     g.addoption(
+        "--super-disk",
+        metavar="SIZE",
+        type=_disk_size,
+        default=DEFAULT_DISK,
+        help=f"what one task may write, e.g. 20g, 500m, or none (default {DEFAULT_DISK}); "
+        "a task over it ends with exit status disk_limit",
+    )
+    g.addoption(
         "--super-keep",
         action="store_true",
         help="keep the container of a failing task and print how to get in",
@@ -74,7 +82,11 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="PREFIX=DIR",
         help="clone PREFIX<name> from DIR/<name> inside kernels (repeatable)",
     )
-    g.addoption("--super-pip-cache", help="docker volume shared by task containers as pip's cache")
+    g.addoption(
+        "--super-pip-cache",
+        help="docker volume shared by task containers as pip's cache "
+        "(mounted only for the gold agent: see docs/security.md)",
+    )
     g.addoption("--super-tolerance", type=float, default=0.01, help="numeric tolerance (0.01)")
     g.addoption(
         "--super-pass-metric",
@@ -104,6 +116,12 @@ def add_options(parser: pytest.Parser) -> None:
     )
     g.addoption("--super-steps", type=int, default=100, help="step limit per episode (100)")
     g.addoption("--super-attempts", type=int, default=3, help="reflexion attempts (3)")
+    g.addoption(
+        "--super-format-errors",
+        type=int,
+        metavar="N",
+        help="end an episode after N malformed replies in a row (default: no cap, as SUPER)",
+    )
     g.addoption(
         "--super-replay", metavar="PATH", help="trajectory file or folder for the replay agent"
     )
@@ -139,6 +157,49 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("super_pip_cache", "docker volume for pip's cache in task containers", default="")
 
 
+#: Default --super-disk: SUPER's heaviest setups (torch with CUDA wheels, datasets, checkpoints)
+#: write a few GiB; 20 GiB leaves room and still stops a runaway writer long before a disk fills.
+DEFAULT_DISK = "20g"
+_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+#: agents whose code is the task's own (reviewed) solution: they may share the pip cache
+TRUSTED_AGENTS = frozenset({"gold"})
+
+
+def _disk_size(value: str) -> int | None:
+    """`--super-disk` SIZE in bytes (binary units k, m, g, t; b optional); "none": no bound."""
+    text = value.strip().lower().removesuffix("b").removesuffix("i")
+    if text == "none":
+        return None
+    number, unit = text.rstrip("kmgt"), text[len(text.rstrip("kmgt")) :]
+    try:
+        size = float(number) * _UNITS[unit]
+    except (ValueError, KeyError):
+        size = 0
+    if size < 2**20:
+        raise pytest.UsageError(
+            f"--super-disk {value!r}: expected a size of at least 1m such as 20g or 500m, "
+            "or none for no bound"
+        )
+    return int(size)
+
+
+def _pip_cache(config: pytest.Config, agent: str | None) -> str | None:
+    """The pip cache volume, shared only by trusted runs: one task must not poison another."""
+    volume = config.getoption("super_pip_cache") or config.getini("super_pip_cache") or None
+    if volume and agent and agent not in TRUSTED_AGENTS:
+        if not hasattr(config, "workerinput"):
+            config.issue_config_time_warning(
+                pytest.PytestConfigWarning(
+                    f"pip cache volume {volume!r} not mounted: with --super-agent={agent} task "
+                    "code is untrusted and could poison what later tasks install; only the gold "
+                    "agent shares the cache (docs/security.md)"
+                ),
+                stacklevel=2,
+            )
+        return None
+    return volume
+
+
 def _split_sets(value: str) -> list[str]:
     names = [v.strip() for v in value.split(",") if v.strip()]
     for n in names:
@@ -165,7 +226,9 @@ class SuperRun:
 
 
 def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+    """A run id: the start time, for sorting, and 64 random bits, so that runs started in the same
+    second on many machines (a CI matrix, shards) never share a report folder or container label."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(8)
 
 
 def make_run(config: pytest.Config, run_id: str) -> SuperRun:
@@ -189,7 +252,8 @@ def make_run(config: pytest.Config, run_id: str) -> SuperRun:
         cpus=opt("super_cpus"),
         network=opt("super_network"),
         git_mirrors=mirrors,
-        pip_cache=opt("super_pip_cache") or config.getini("super_pip_cache") or None,
+        pip_cache=_pip_cache(config, opt("super_agent")),
+        disk_bytes=opt("super_disk"),
         run_id=run_id,
         worker=worker,
     )
@@ -210,6 +274,7 @@ def make_run(config: pytest.Config, run_id: str) -> SuperRun:
         compute_limit_s=opt("super_compute_limit"),
         cell_timeout_s=opt("super_cell_timeout"),
         steps=opt("super_steps"),
+        format_errors=opt("super_format_errors"),
         keep_failed=opt("super_keep"),
         options={"attempts": opt("super_attempts"), "replay_path": opt("super_replay")},
     )

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_super import collect, options, slots
+from pytest_super import collect, interrupts, options, slots
 from pytest_super import report as reports
 from pytest_super.errors import InfrastructureError, SuperError, TaskSetupError
+from pytest_super.names import file_stem
 from pytest_super.options import SuperRun
 from pytest_super.recorder import RunRecorder
 from pytest_super.runner import (
@@ -28,6 +30,7 @@ from pytest_super.tasks import (
     SETS,
     Task,
     load_yaml_task,
+    task_file_stem,
 )
 from pytest_super.trajectory import Step
 
@@ -61,6 +64,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is None:
         os.environ["PYTEST_SUPER_CONTROLLER_PID"] = str(os.getpid())
     run = config.stash[RUN_KEY] = options.make_run(config, run_id)
+    if run.agent:
+        interrupts.stop_on_sigterm(config)
     if workerinput is None and run.agent:
         if run.llm_settings is not None and not config.option.collectonly:
             check_llm_endpoint(run.llm_settings)
@@ -82,6 +87,14 @@ def check_llm_endpoint(settings: Any) -> None:
         warnings.warn(f"pytest-super: {problem.message} Going on with the LLM cache.", stacklevel=1)
         return
     raise pytest.UsageError(f"{problem.message} (checked before any task ran)")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    interrupts.restore_sigterm(config)
+    if "pytest_super.kernels.lease" in sys.modules:  # this process started docker kernels
+        from pytest_super.kernels.lease import release_leases
+
+        release_leases()
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -175,7 +188,7 @@ def super_kernel(request: pytest.FixtureRequest):
     from pytest_super.kernels import provision_kernel
 
     run = request.config.stash[RUN_KEY]
-    kernel = provision_kernel(run.kernel, task_id=_safe_name(request.node.name))
+    kernel = provision_kernel(run.kernel, task_id=file_stem(request.node.name))
     try:
         yield kernel
     finally:
@@ -203,13 +216,13 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
     item.user_properties.extend(
         [
             ("super.set", super_task.set),
-            ("super.category", ",".join(super_task.categories)),
+            ("super.category", super_task.category),
             ("super.agent", run.agent),
             ("super.model", run.settings.model or ""),
             *repeat,
         ]
     )
-    trajectory = run.run_dir / "trajectories" / f"{_safe_name(item.name)}.json"
+    trajectory = run.run_dir / "trajectories" / f"{task_file_stem(item.name)}.json"
     on_step = _live_printer(request.config, super_task) if run.live else None
     locks = run.run_dir / "locks"
 
@@ -218,7 +231,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
             return provision_kernel(run.kernel, task_id=item.name)
 
     retries = request.config.getoption("super_retries")
-    retried: list[tuple[str, Any]] = []
+    retried: list[str] = []  # why each earlier attempt failed
     try:
         with slots.container_slot(locks, request.config.getoption("super_max_containers")):
             for attempt in range(retries + 1):
@@ -236,9 +249,22 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
                 except InfrastructureError as exc:
                     if not exc.retryable or attempt == retries:
                         raise
-                    retried.append(("super.retried_after", f"{type(exc).__name__}: {exc}"[:500]))
+                    wait = retry_backoff_s(attempt)
+                    retried.append(
+                        f"attempt {attempt + 1}: {type(exc).__name__}: {exc}"[:500]
+                        + f" (retried after {wait:g} s)"
+                    )
+                    time.sleep(wait)
     except (InfrastructureError, TaskSetupError) as exc:
-        item.user_properties.extend([*retried, ("super.exit_status", exit_status_of(exc).value)])
+        item.user_properties.extend(
+            [*_retried_property(retried), ("super.exit_status", exit_status_of(exc).value)]
+        )
+        raise
+    except pytest.fail.Exception as exc:
+        if is_timeout(exc):  # pytest-timeout (signal method) stopped the episode
+            item.user_properties.extend(
+                [*_retried_property(retried), ("super.exit_status", TIMEOUT_STATUS)]
+            )
         raise
     finally:
         if llm is not None:
@@ -247,13 +273,34 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
     properties = result.properties()
     # relative to the report folder's parent, so an archived report folder keeps its links
     properties["super.trajectory"] = os.path.relpath(result.trajectory, run.report_dir.parent)
-    item.user_properties.extend([*properties.items(), *repeat, *retried])
+    item.user_properties.extend([*properties.items(), *repeat, *_retried_property(retried)])
     item.stash[RESULT_KEY] = result
     return result
 
 
-def _safe_name(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_.," else "_" for c in name)
+#: --super-retries waits 2 s, 4 s, 8 s, ... (at most 60 s) before each new attempt: an engine
+#: restarting (`systemctl restart docker`, measured 2-5 s here) or a registry hiccup gets time to
+#: pass, where three attempts at once against a missing engine took 1 s and all failed.
+RETRY_BACKOFF_BASE_S = 2.0
+RETRY_BACKOFF_CAP_S = 60.0
+#: the exit status of an episode that pytest-timeout stopped
+TIMEOUT_STATUS = "timeout"
+
+
+def retry_backoff_s(attempt: int) -> float:
+    """Seconds to wait before attempt `attempt + 2` (attempt counts from 0)."""
+    return min(RETRY_BACKOFF_CAP_S, RETRY_BACKOFF_BASE_S * 2**attempt)
+
+
+def is_timeout(exc: BaseException) -> bool:
+    """Whether `exc` is pytest-timeout's failure (its signal method raises `pytest.fail`)."""
+    return "from pytest-timeout" in str(exc)
+
+
+def _retried_property(retried: list[str]) -> list[tuple[str, str]]:
+    """One `super.retried_after` holding every earlier attempt's error, one per line (a list of
+    same-named properties kept only the last in results.jsonl)."""
+    return [("super.retried_after", "\n".join(retried))] if retried else []
 
 
 def _live_printer(config: pytest.Config, task: Task):

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from pytest_super import collect, html
+from pytest_super import collect, html, interrupts
 from pytest_super import report as reports
 from pytest_super.errors import InfrastructureError, SuperError
 from pytest_super.options import SuperRun
-from pytest_super.tasks import categories_from_id, infer_set, load_yaml_task
+from pytest_super.tasks import category_suffix, infer_set, load_yaml_task
 
 
 class RunRecorder:
@@ -73,10 +73,12 @@ class RunRecorder:
         try:
             if path.suffix in (".yaml", ".yml"):
                 task = load_yaml_task(path)
-                facts.update(set=task.set, category=",".join(task.categories))
+                facts.update(set=task.set, category=task.category)
             else:
                 task_id = reports.base_task_id(nodeid.rsplit("::", 1)[-1])
-                facts.update(set=infer_set(path), category=",".join(categories_from_id(task_id)))
+                set_name = infer_set(path)
+                category = category_suffix(task_id) if set_name == "masked" else ""
+                facts.update(set=set_name, category=category)
         except SuperError:
             pass
         return facts
@@ -94,7 +96,33 @@ class RunRecorder:
         self.records[nodeid] = record
         self.writer.write(record)
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A task file (or JSONL line) that failed to load is an error of the run, recorded
+        once (under xdist every worker reports it)."""
+        if not report.failed or not report.nodeid.split("::")[0].endswith(collect.TASK_SUFFIXES):
+            return
+        if report.nodeid in self.records:
+            return
+        path = self.rootpath / report.nodeid.split("::")[0]
+        detail = str(report.longrepr).strip().splitlines()
+        record = reports.TaskRecord(
+            task_id=report.nodeid,
+            outcome="error",
+            properties={
+                "set": infer_set(path) or "",
+                "agent": self.run.agent,
+                "model": self.run.settings.model or "",
+                "exit_status": "task_error",
+                "load_error": detail[0][:1000] if detail else "",
+            },
+        )
+        self.records[report.nodeid] = record
+        self.writer.write(record)
+
+    @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            interrupts.finish_worker_reports(session.config)
         self.writer.close()
         if self.run.kernel.backend == "docker" and not self.run.settings.keep_failed:
             _remove_run_containers(self.run)  # what killed workers left behind

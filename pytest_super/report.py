@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_super import scoring, stats
 from pytest_super.kernels.output import clean_for_model
+from pytest_super.tasks import categories_of, jsonl_lines
 
 PROPERTY_PREFIX = "super."
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -138,9 +140,8 @@ def summarize(records: Iterable[TaskRecord]) -> list[SummaryRow]:
         set_name = str(r.properties.get("set") or "?")
         groups.setdefault(set_name, []).append(r)
         if set_name == "masked":
-            for cat in str(r.properties.get("category") or "").split(","):
-                if cat:
-                    groups.setdefault(f"masked:{cat}", []).append(r)
+            for cat in categories_of(str(r.properties.get("category") or "")):
+                groups.setdefault(f"masked:{cat}", []).append(r)
     order = ["expert", "masked", "auto"]
     keys = sorted(
         groups, key=lambda k: (order.index(k.split(":")[0]) if k.split(":")[0] in order else 9, k)
@@ -277,6 +278,47 @@ def format_table(columns: dict[str, list[SummaryRow]], *, markdown: bool = False
     return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, body)])
 
 
+TASK_COLUMNS = ("outcome", "acc%", "lm%", "sub", "exec%")
+
+
+def _task_cells(record: TaskRecord | None) -> list[str]:
+    if record is None:
+        return ["-"] * len(TASK_COLUMNS)
+
+    def pct(name: str) -> str:
+        v = record.properties.get(name)
+        return "-" if v in (None, "", "None") else f"{100 * _as_bool_num(v):.1f}"
+
+    submitted = record.properties.get("submitted")
+    sub = "-" if submitted in (None, "", "None") else str(int(_as_bool_num(submitted)))
+    return [record.outcome, pct("accuracy"), pct("landmarks"), sub, pct("script_executed")]
+
+
+def format_task_table(columns: dict[str, list[TaskRecord]]) -> str:
+    """One row per task, one column group per run (ours next to the paper's, for example)."""
+    tasks: list[str] = []
+    by_column: dict[str, dict[str, TaskRecord]] = {}
+    for name, records in columns.items():
+        by_column[name] = {}
+        for record in records:
+            if record.task_id not in tasks:
+                tasks.append(record.task_id)
+            by_column[name][record.task_id] = record
+    header = ["task"] + [f"{name}:{c}" for name in columns for c in TASK_COLUMNS]
+    body = [
+        [task] + [c for name in columns for c in _task_cells(by_column[name].get(task))]
+        for task in tasks
+    ]
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    lines = [
+        "  ".join(
+            c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in [header, *body]
+    ]
+    return "\n".join(lines)
+
+
 # -- files ---------------------------------------------------------------------------------------
 class ResultsWriter:
     """Appends one JSON line per finished task to results.jsonl, flushed at once."""
@@ -294,13 +336,34 @@ class ResultsWriter:
         self._file.close()
 
 
-def read_results(path: Path) -> list[TaskRecord]:
-    """Read a results.jsonl file (for --super-resume and re-reporting)."""
+def read_results(path: Path, on_bad_line: Callable[[str], None] | None = None) -> list[TaskRecord]:
+    """Read a results.jsonl file (for --super-resume and re-reporting).
+
+    A line that is not a task record (what a crash or a full disk leaves: a truncated line, junk)
+    is skipped; `on_bad_line` gets a message naming the file and the line (default: a warning).
+    """
     if not path.exists():
         return []
-    return [
-        TaskRecord.from_json(json.loads(ln)) for ln in path.read_text().splitlines() if ln.strip()
-    ]
+    warn = on_bad_line or (lambda message: warnings.warn(message, stacklevel=3))
+    records = []
+    for number, line in jsonl_lines(path.read_bytes()):
+        if isinstance(line, str) and not line.strip():
+            continue
+        try:
+            if isinstance(line, UnicodeDecodeError):
+                raise ValueError(f"not UTF-8 ({line.reason})")
+            data = json.loads(line)
+            if not (
+                isinstance(data, dict)
+                and isinstance(data.get("task_id"), str)
+                and data.get("outcome") in OUTCOMES
+            ):
+                raise ValueError("not a task record (task_id, outcome)")
+        except (ValueError, RecursionError) as error:
+            warn(f"{path}:{number}: skipped a broken results line ({str(error)[:120]})")
+            continue
+        records.append(TaskRecord.from_json(data))
+    return records
 
 
 def final_results(
@@ -333,7 +396,9 @@ def read_junit(path: Path) -> list[TaskRecord]:
         stripped = strip_prefix(props)
         if not stripped:
             continue
-        if case.find("skipped") is not None:
+        if stripped.get("resumed_outcome") in OUTCOMES:  # skipped here, its result is earlier
+            outcome = stripped.pop("resumed_outcome")
+        elif case.find("skipped") is not None:
             outcome = "skipped"
         elif case.find("error") is not None:
             outcome = "error"

@@ -23,16 +23,23 @@ from pytest_super.agents.base import (
     EpisodeLimits,
     ExitStatus,
 )
+from pytest_super.agents.history import (
+    BUDGET_ACTION,
+    COMPUTE_ACTION,
+    CONTINUED_THOUGHT,
+    FORMAT_ERROR_ACTION,
+    PRE_EXECUTED_THOUGHT,
+    WAIT_ACTION,
+)
 from pytest_super.edit import EditRequest, edit_file, format_edit
-from pytest_super.errors import InfrastructureError, LLMError, TaskSetupError
-from pytest_super.kernels.base import Kernel
-from pytest_super.kernels.output import clean_for_model
-from pytest_super.tasks import PRE_EXECUTED_THOUGHT, Cell, Task
+from pytest_super.errors import HarnessError, InfrastructureError, LLMError, TaskSetupError
+from pytest_super.kernels.base import CellResult, Kernel
+from pytest_super.tasks import Cell, Task
 from pytest_super.trajectory import Step, Trajectory
 
 PASS_METRICS = ("accuracy", "landmarks", "script-executed")
 # steps an agent records that are not actions in the kernel (they do not count as steps)
-NOT_ACTIONS = frozenset({"format_error", "budget_exceeded", "reflection"})
+NOT_ACTIONS = frozenset({FORMAT_ERROR_ACTION, BUDGET_ACTION, COMPUTE_ACTION, "reflection"})
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,8 @@ class RunSettings:
     compute_limit_s: float = 1800.0
     cell_timeout_s: float = 300.0
     steps: int = 100
+    # --super-format-errors: malformed replies in a row that end an episode (None: no cap)
+    format_errors: int | None = None
     keep_failed: bool = False  # --super-keep: leave a failing task's container running
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -97,7 +106,7 @@ class TaskResult:
         """The `super.*` JUnit properties (names are a public interface: keep them)."""
         return {
             "super.set": self.task.set,
-            "super.category": ",".join(self.task.categories),
+            "super.category": self.task.category,
             "super.agent": self.agent,
             "super.model": self.model or "",
             "super.accuracy": _empty_if_none(self.accuracy),
@@ -133,6 +142,7 @@ def episode_limits(task: Task, settings: RunSettings) -> EpisodeLimits:
         token_budget=lim.token_budget or budget,
         compute_s=lim.compute_s or settings.compute_limit_s,
         cell_timeout_s=lim.cell_timeout_s or settings.cell_timeout_s,
+        format_errors=settings.format_errors,
     )
 
 
@@ -147,22 +157,48 @@ def task_timeout_s(task: Task, settings: RunSettings, *, uses_model: bool) -> fl
 def replay_prefix_cells(env: Environment) -> list[Step]:
     """Run a masked task's pre-executed cells, recorded as steps the user took.
 
-    Execute cells run as code, edit cells go through the edit tool. A cell that fails (error,
-    timeout, dead kernel, edit not applied) is an error of the task: `TaskSetupError`.
+    As in the reference, a cell that fails (an error, an edit that is not applied, a dead kernel)
+    is recorded as it is and the next cell runs: the agent starts from whatever state the prefix
+    left. A cell that runs out of its cell timeout is waited on once more (a `continue_wait` step,
+    thought "[continued after timeout]"); if it is still running then, it is interrupted and the
+    next cell runs. Prefix cells are never stopped by the compute limit, but their time counts.
+    Only faults of the harness (`InfrastructureError`: the kernel would not start, the engine is
+    gone) propagate.
     """
     steps: list[Step] = []
-    for number, cell in enumerate(env.task.pre_executed, start=1):
+    for cell in env.task.pre_executed:
         step = run_task_cell(env, cell, thought=PRE_EXECUTED_THOUGHT, pre_executed=True)
         env.record(step)
         steps.append(step)
-        if step.cell_status not in ("ok", None):
-            raise TaskSetupError(
-                f"{env.task.source}: pre-executed cell {number} ({cell.kind}) of task "
-                f"{env.task.id!r} failed ({step.cell_status}); fix the task's pre_executed "
-                f"cells. Its output ends with:\n{clean_for_model(step.output)[-2000:]}"
-            )
+        if step.cell_status == "timeout":  # left running: wait once more
+            wait = _wait_once(env)
+            env.record(wait)
+            steps.append(wait)
     env.set_prefix_steps(steps)
     return steps
+
+
+def _wait_once(env: Environment) -> Step:
+    """The one wait for a pre-executed cell that ran out of time; stops it if it still runs."""
+    result = env.wait(check_limit=False)
+    if result.still_running:
+        rest = env.interrupt()
+        result = CellResult(
+            output=result.output + rest.output,
+            status=rest.status,
+            duration_s=result.duration_s + rest.duration_s,
+            truncated=result.truncated or rest.truncated,
+        )
+    return Step(
+        thought=CONTINUED_THOUGHT,
+        action=WAIT_ACTION,
+        content="",
+        observation=result.output,
+        output=result.output,
+        cell_status=result.status,
+        duration_s=result.duration_s,
+        pre_executed=True,
+    )
 
 
 def run_task_cell(
@@ -171,10 +207,13 @@ def run_task_cell(
     """Run one cell of a task file (prefix or gold solution) and return its step, unrecorded.
 
     Execute cells run as code; edit cells go through the edit tool, relative to the kernel's
-    current directory. A failed edit gives cell_status "error".
+    current directory. A failed edit gives cell_status "error". A pre-executed cell that runs out
+    of time is left running (status "timeout"), for the one wait of `replay_prefix_cells`.
     """
     if cell.kind == "execute":
-        result = env.execute(cell.code)
+        result = env.execute(
+            cell.code, interrupt_on_timeout=not pre_executed, check_limit=not pre_executed
+        )
         return Step(
             thought=thought,
             action="execute",
@@ -216,8 +255,9 @@ def run_task(
     """Run one episode of `task` with `agent` and score it.
 
     Infrastructure faults (`InfrastructureError`) and task faults (`TaskSetupError`) propagate after
-    the trajectory is saved: they are the harness's or the task's fault, not the agent's. Every other
-    way the episode ends becomes an exit status in the result.
+    the trajectory is saved: they are the harness's or the task's fault, not the agent's. So does any
+    other exception our code raises (a bug), as `HarnessError`. The ways an episode really ends
+    (`EpisodeEnd`: a submission, a limit, too many format errors) become an exit status.
     """
     started = time.monotonic()
     trajectory = Trajectory(
@@ -241,7 +281,12 @@ def run_task(
     )
     try:
         outcome, detail = _run_agent(agent, env, trajectory)
-        result = score_episode(task, env, outcome, settings)
+        try:
+            result = score_episode(task, env, outcome, settings)
+        except Exception as exc:  # scoring is ours: a bug here is the harness's fault
+            fault = harness_error(exc)
+            _record_fault(trajectory, fault)
+            raise fault from exc
     except BaseException:
         env.kernel.close()
         raise
@@ -299,17 +344,35 @@ def _run_agent(agent: Agent, env: Environment, trajectory: Trajectory) -> tuple[
     except EpisodeEnd as end:
         return AgentResult(end.status), str(end)
     except (InfrastructureError, TaskSetupError) as exc:
-        trajectory.info.update(exit_status=exit_status_of(exc).value, detail=str(exc))
-        trajectory.save()
+        _record_fault(trajectory, exc)
         raise
-    except Exception as exc:  # a bug in the agent: the agent failed, the harness did not
-        return AgentResult(ExitStatus.AGENT_ERROR), "".join(traceback.format_exception(exc))[-4000:]
+    except Exception as exc:  # our own code broke (agents are ours too): never the model's doing
+        fault = harness_error(exc)
+        _record_fault(trajectory, fault)
+        raise fault from exc
+
+
+def harness_error(exc: Exception) -> HarnessError:
+    """`exc`, raised by our own code during an episode, as a pytest error naming where it came from."""
+    where = "".join(traceback.format_exception(exc))[-4000:]
+    return HarnessError(
+        f"pytest-super itself failed during the episode ({type(exc).__name__}: {exc}); this is a "
+        f"bug of the harness, not a failure of the agent: please report it with this traceback:\n"
+        f"{where}"
+    )
+
+
+def _record_fault(trajectory: Trajectory, exc: Exception) -> None:
+    trajectory.info.update(exit_status=exit_status_of(exc).value, detail=str(exc))
+    trajectory.save()
 
 
 def exit_status_of(exc: Exception) -> ExitStatus:
     """The exit status of an episode ended by a fault of the task or of the infrastructure."""
     if isinstance(exc, TaskSetupError):
         return ExitStatus.TASK_ERROR
+    if isinstance(exc, HarnessError):
+        return ExitStatus.HARNESS_ERROR
     return ExitStatus.LLM_ERROR if isinstance(exc, LLMError) else ExitStatus.KERNEL_ERROR
 
 
@@ -323,23 +386,23 @@ def score_episode(
     status = outcome.exit_status
     detail = ""
     if outcome.exit_status is ExitStatus.SUBMITTED and outcome.submission is not None:
+        submitted = True
         try:
             submission = scoring.parse_submission(outcome.submission)
-            submitted = True
-        except ValueError as exc:
-            status = ExitStatus.NO_SUBMISSION
-            detail = str(exc)
+            submitted = scoring.is_submitted(submission)
+        except ValueError as exc:  # submitted, but not JSON (SWE-agent's `submit` takes any text)
+            submitted = bool(str(outcome.submission).strip())
+            detail = f"{exc}; it scores 0"
     accuracy = None
     comparisons: list[scoring.Comparison] = []
+    if not submitted:
+        submission = None  # the reference scores an empty submission as none
     if task.answer is not None:
         accuracy = scoring.score_accuracy(task.answer, submission, settings.tolerance)
         comparisons = scoring.compare_answer(task.answer, submission, settings.tolerance)
-    outputs = [s.output for s in steps]
-    cells = [
-        scoring.ExecutedCell(code=s.code, output=s.output, duration_s=s.duration_s)
-        for s in steps
-        if s.code is not None
-    ]
+    outputs = scoring.observed_texts(s for s in steps if s.action not in NOT_ACTIONS)
+    landmarks, missed = scoring.check_landmarks(task.landmarks, outputs)
+    cells = scoring.executed_cells(steps)
     last = next(
         (s.observation or s.output for s in reversed(steps) if s.observation or s.output), ""
     )
@@ -351,10 +414,10 @@ def score_episode(
         submission=submission,
         submitted=submitted,
         accuracy=accuracy,
-        landmarks=scoring.score_landmarks(task.landmarks, outputs),
+        landmarks=landmarks,
         script_executed=scoring.score_script_executed(task.entrypoint, cells),
         comparisons=comparisons,
-        landmarks_missed=scoring.missed_landmarks(task.landmarks, outputs),
+        landmarks_missed=missed,
         steps=sum(1 for s in steps if not s.pre_executed and s.action not in NOT_ACTIONS),
         prompt_tokens=env.prompt_tokens,
         cached_prompt_tokens=env.cached_prompt_tokens,

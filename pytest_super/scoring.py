@@ -2,9 +2,11 @@
 
 Owns the *intended* SUPER semantics (see /work/shared/SUPER.md), not the reference code's: every gold
 key or position is judged (missing ones score 0, extra ones are ignored), the tolerance applies at
-every depth, and an absent or empty submission scores 0 instead of crashing. Also owns
+every depth, and an absent or empty submission scores 0 instead of crashing. "Submitted" is the
+reference's: a submission whose JSON value is empty or false (`null`, `{}`, `[]`, `""`, `0`) is not
+one. Landmarks are searched in every step's observation, each regex under a time bound. Also owns
 `compare_answer`, the per-leaf table a failure report prints, and the helpers to parse a
-submission and to average scores that may be None. No I/O here.
+submission and to average scores that may be None. No I/O here (a timed-out landmark warns).
 """
 
 from __future__ import annotations
@@ -13,13 +15,26 @@ import json
 import math
 import os
 import re
+import time
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import regex
+
+from pytest_super.errors import SuperWarning
+
+if TYPE_CHECKING:
+    from pytest_super.trajectory import Step
 
 DEFAULT_TOLERANCE = 0.01
 SCRIPT_MIN_DURATION_S = 10.0
 SCRIPT_SUFFIXES = (".py", ".sh", ".bash")
+#: CPU seconds one landmark regex may take over all of an episode's observations (the `regex`
+#: engine counts process CPU time, so wall time stretches on a busy machine). A plain regex over
+#: the 10 MB output cap of a cell takes milliseconds here; a catastrophic one (`(a+)+$`) never ends.
+LANDMARK_TIMEOUT_S = 5.0
 
 
 class _Missing:
@@ -109,6 +124,23 @@ def _score(gold: Any, submitted: Any, tolerance: float) -> float:
     return float(_leaf_matches(gold, submitted, tolerance))
 
 
+def is_submitted(submission: Any) -> bool:
+    """Whether a parsed submission counts as submitted: as the reference decides it, a value that
+    is empty or false (`null`, `{}`, `[]`, `""`, `0`, `false`) is not a submission."""
+    return submission is not MISSING and bool(submission)
+
+
+def unmatchable_leaves(gold: Any, path: str = "") -> list[str]:
+    """Paths of gold leaves no submission can ever match (NaN, infinity), for a load warning."""
+    if isinstance(gold, dict):
+        return [p for k, g in gold.items() for p in unmatchable_leaves(g, _key_path(path, k))]
+    if isinstance(gold, (list, tuple)):
+        return [p for i, g in enumerate(gold) for p in unmatchable_leaves(g, f"{path}[{i}]")]
+    if _is_number(gold) and not math.isfinite(gold):
+        return [path or "(answer)"]
+    return []
+
+
 def score_accuracy(gold: Any, submission: Any, tolerance: float = DEFAULT_TOLERANCE) -> float:
     """The fraction of the gold answer the submission gets right, in 0..1.
 
@@ -187,10 +219,62 @@ def parse_submission(text: str) -> Any:
 # --- landmarks ----------------------------------------------------------------------------------
 
 
-def _landmark_hits(landmarks: Sequence[str], outputs: Iterable[str]) -> list[bool]:
-    patterns = [re.compile(landmark) for landmark in landmarks]
+def observed_texts(steps: Iterable[Step]) -> list[str]:
+    """What each step put in front of the agent, as the reference's landmarks and script-executed
+    see it: a cell's raw output; for any other step (edit feedback, file viewers, ...) its
+    observation."""
+    return [s.output if (s.code is not None or s.output) else s.observation for s in steps]
+
+
+def _compiled(landmark: str) -> Any:
+    """The landmark for `regex` (same syntax as `re`, but with a timeout); `re` for the rare
+    pattern only `re` accepts."""
+    try:
+        return regex.compile(landmark)
+    except regex.error:
+        return re.compile(landmark)
+
+
+def _landmark_hit(landmark: str, texts: Sequence[str], timeout_s: float) -> bool:
+    return _landmark_search(landmark, texts, timeout_s) is not None
+
+
+def _landmark_search(
+    landmark: str, texts: Sequence[str], timeout_s: float
+) -> tuple[int, Any] | None:
+    """The first text `landmark` matches, as (index, match); None if none (or time ran out)."""
+    pattern = _compiled(landmark)
+    deadline = time.monotonic() + timeout_s
+    for index, text in enumerate(texts):
+        remaining = deadline - time.monotonic()
+        try:
+            if remaining <= 0:
+                raise TimeoutError
+            found = (
+                pattern.search(text, timeout=remaining)
+                if isinstance(pattern, regex.Pattern)
+                else pattern.search(text)
+            )
+        except TimeoutError:
+            warnings.warn(
+                SuperWarning(
+                    f"landmark {landmark!r} took more than {timeout_s:g} s to search the "
+                    "episode's output and counts as not hit; simplify the regex (nested "
+                    "repetition such as (a+)+ backtracks without end)"
+                ),
+                stacklevel=3,
+            )
+            return None
+        if found:
+            return index, found
+    return None
+
+
+def _landmark_hits(
+    landmarks: Sequence[str], outputs: Iterable[str], timeout_s: float
+) -> list[bool]:
     flat = [output.replace("\n", " ") for output in outputs]
-    return [any(pattern.search(text) for text in flat) for pattern in patterns]
+    return [_landmark_hit(landmark, flat, timeout_s) for landmark in landmarks]
 
 
 @dataclass(frozen=True)
@@ -207,44 +291,59 @@ class LandmarkMatch:
 LANDMARK_EXCERPT_CHARS = 120
 
 
-def match_landmarks(landmarks: Sequence[str], outputs: Sequence[str]) -> list[LandmarkMatch]:
+def match_landmarks(
+    landmarks: Sequence[str], outputs: Sequence[str], timeout_s: float = LANDMARK_TIMEOUT_S
+) -> list[LandmarkMatch]:
     """For each landmark, the first output it matches (as `score_landmarks` searches) and an
     excerpt of that output around the match, with its line breaks."""
     matches = []
     flat = [output.replace("\n", " ") for output in outputs]
     for landmark in landmarks:
-        pattern = re.compile(landmark)
         found = LandmarkMatch(landmark, None, "")
-        for index, text in enumerate(flat):
-            m = pattern.search(text)
-            if m:
-                start = max(0, m.start() - LANDMARK_EXCERPT_CHARS)
-                end = m.end() + LANDMARK_EXCERPT_CHARS
-                # the same span of the output as it was (flattening keeps every position)
-                found = LandmarkMatch(landmark, index, outputs[index][start:end])
-                break
+        hit = _landmark_search(landmark, flat, timeout_s)
+        if hit is not None:
+            index, m = hit
+            start = max(0, m.start() - LANDMARK_EXCERPT_CHARS)
+            end = m.end() + LANDMARK_EXCERPT_CHARS
+            # the same span of the output as it was (flattening keeps every position)
+            found = LandmarkMatch(landmark, index, outputs[index][start:end])
         matches.append(found)
     return matches
 
 
-def score_landmarks(landmarks: Sequence[str], outputs: Iterable[str]) -> float | None:
-    """Fraction of landmark regexes found (`re.search`) in some cell output; None if no landmarks.
+def score_landmarks(
+    landmarks: Sequence[str], outputs: Iterable[str], timeout_s: float = LANDMARK_TIMEOUT_S
+) -> float | None:
+    """Fraction of landmark regexes found (`re.search`) in some observation; None if no landmarks.
 
     Newlines in outputs are replaced by spaces first, as in SUPER. An invalid regex raises re.error.
+    A regex that takes longer than `timeout_s` counts as not hit, with a `SuperWarning`.
     """
     if not landmarks:
         return None
-    hits = _landmark_hits(landmarks, outputs)
+    hits = _landmark_hits(landmarks, outputs, timeout_s)
     return sum(hits) / len(hits)
 
 
-def missed_landmarks(landmarks: Sequence[str], outputs: Iterable[str]) -> list[str]:
-    """The landmark regexes no cell output matches, in task order."""
+def check_landmarks(
+    landmarks: Sequence[str], outputs: Iterable[str], timeout_s: float = LANDMARK_TIMEOUT_S
+) -> tuple[float | None, list[str]]:
+    """`score_landmarks` and `missed_landmarks` in one search (each regex runs once)."""
+    if not landmarks:
+        return None, []
+    hits = _landmark_hits(landmarks, outputs, timeout_s)
+    missed = [lm for lm, hit in zip(landmarks, hits, strict=True) if not hit]
+    return sum(hits) / len(hits), missed
+
+
+def missed_landmarks(
+    landmarks: Sequence[str], outputs: Iterable[str], timeout_s: float = LANDMARK_TIMEOUT_S
+) -> list[str]:
+    """The landmark regexes no observation matches, in task order."""
     if not landmarks:
         return []
-    return [
-        lm for lm, hit in zip(landmarks, _landmark_hits(landmarks, outputs), strict=True) if not hit
-    ]
+    hits = _landmark_hits(landmarks, outputs, timeout_s)
+    return [lm for lm, hit in zip(landmarks, hits, strict=True) if not hit]
 
 
 # --- script executed (Auto) ---------------------------------------------------------------------
@@ -257,6 +356,16 @@ class ExecutedCell:
     code: str
     output: str
     duration_s: float
+
+
+def executed_cells(steps: Iterable[Step]) -> list[ExecutedCell]:
+    """The steps that ran code in the kernel, as script-executed sees them (pre-executed cells
+    included, as in the reference, whose environment history holds them too)."""
+    return [
+        ExecutedCell(code=s.code, output=s.output, duration_s=s.duration_s)
+        for s in steps
+        if s.code is not None
+    ]
 
 
 def _entrypoint_patterns(entrypoint: str) -> list[re.Pattern[str]]:

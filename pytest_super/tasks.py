@@ -1,15 +1,18 @@
 """The task model: what one SUPER task is, loaded from our YAML files or SUPER's own JSON lines.
 
-Owns: `Task`, `Cell`, `Limits`, loading and validation against `task.schema.json`, and the
-conversion of SUPER's JSONL rows (import).
+Owns: `Task`, `Cell`, `Limits`, loading and validation against `task.schema.json`, the
+conversion of SUPER's JSONL rows (import), task ids and the categories they carry, and the safe,
+bounded file names derived from ids (`task_file_stem`).
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
+import hashlib
 import json
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
@@ -22,7 +25,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
 from pytest_super.edit import parse_edit
-from pytest_super.errors import TaskFileError
+from pytest_super.errors import SuperWarning, TaskFileError
+from pytest_super.scoring import unmatchable_leaves
 
 SETS = ("expert", "masked", "auto")
 CATEGORIES = ("dependencies", "cpu", "configuration", "data", "issue", "goal", "other")
@@ -74,11 +78,23 @@ class Task:
     limits: Limits = field(default_factory=Limits)
     source: str = ""  # the file it came from
     line: int | None = None  # the line, for JSONL
+    raw_category: str = ""  # a masked id's category suffix as written (e.g. "customgoal")
+
+    @property
+    def category(self) -> str:
+        """The category as the data writes it (`super.category`): the id's raw suffix when the
+        categories came from it, else the categories joined by commas."""
+        return self.raw_category or ",".join(self.categories)
 
 
 # --------------------------------------------------------------------------- loading
 
-_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.,-]+$")
+# Ids are the data's: SUPER's use letters, digits and _ . , - and Auto ids may contain "/".
+_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.,/+@=-]+$")
+_ID_CHARACTERS = "letters, digits and _ . , - / + @ ="
+#: longest file name (without suffix) derived from an id; file systems allow 255 bytes, and the
+#: trajectory folder adds `.json`/`.ipynb`
+MAX_FILE_STEM = 120
 _SET_NAMES = {"expert": "expert", "masked": "masked", "auto": "auto", "auto_gen": "auto"}
 _GOLD_SETS = ("expert", "masked")
 _SET_HINT = "put the file under tasks/<set>/ (expert, masked or auto) or add `set: expert` (or masked, auto)"
@@ -99,21 +115,67 @@ _YAML_TYPE_NAMES = {
 }
 
 
+def category_suffix(task_id: str) -> str:
+    """The raw category suffix of a masked task id: what follows its last underscore ("" if none)."""
+    _, underscore, suffix = task_id.rpartition("_")
+    return suffix if underscore else ""
+
+
 def categories_from_id(task_id: str) -> tuple[str, ...]:
     """The masked categories a task id carries after its last underscore.
 
     `amrbart_dependencies` -> ("dependencies",); `safetybench_configuration,cpu` ->
-    ("configuration", "cpu"). Unknown words are skipped; () when there are none.
+    ("configuration", "cpu"). A word that is not one of the paper's categories (the real data has
+    `_custom` and `_customgoal`) is "other"; () when the id has no suffix.
     """
-    _, underscore, suffix = task_id.rpartition("_")
-    if not underscore:
-        return ()
+    return categories_of(category_suffix(task_id))
+
+
+def categories_of(label: str) -> tuple[str, ...]:
+    """The paper's categories named by a category label such as `configuration,cpu` or
+    `customgoal` (a word that is not one of them is "other")."""
     found: list[str] = []
-    for word in suffix.split(","):
+    for word in label.split(","):
         word = word.strip().lower()
-        if word in CATEGORIES and word not in found:
+        if not word:
+            continue
+        word = word if word in CATEGORIES else "other"
+        if word not in found:
             found.append(word)
     return tuple(found)
+
+
+def raw_category_of(task_id: str) -> str:
+    """The id's suffix as written when it names a category outside the paper's (kept in
+    `super.category`, e.g. "customgoal"); "" when the suffix is made of known categories."""
+    suffix = category_suffix(task_id)
+    words = [w.strip().lower() for w in suffix.split(",") if w.strip()]
+    return suffix if any(w not in CATEGORIES for w in words) else ""
+
+
+def task_file_stem(task_id: str) -> str:
+    """A file name (without suffix) for a task id: safe on any file system and at most
+    `MAX_FILE_STEM` characters. Plain ids are kept as they are; an id with other characters
+    (a "/" of an Auto id) or a long one gets a short hash of the whole id, so stems stay unique.
+    """
+    safe = re.sub(r"[^A-Za-z0-9_.,+@=-]", "_", task_id).lstrip(".") or "task"
+    if safe == task_id and len(safe) <= MAX_FILE_STEM:
+        return safe
+    digest = hashlib.sha256(task_id.encode("utf-8")).hexdigest()[:12]
+    return f"{safe[: MAX_FILE_STEM - len(digest) - 1]}-{digest}"
+
+
+def warn_unmatchable_answer(task_id: str, source: str, answer: Any) -> None:
+    """Warn when a gold answer holds values no submission can match (NaN, infinity)."""
+    paths = unmatchable_leaves(answer)
+    if paths:
+        warnings.warn(
+            SuperWarning(
+                f"{source}: task {task_id!r}: gold answer value(s) at {', '.join(paths)} are NaN "
+                "or infinite, so no submission can ever match them; fix the answer"
+            ),
+            stacklevel=2,
+        )
 
 
 def infer_set(
@@ -197,9 +259,20 @@ def load_yaml_task(path: Path) -> Task:
     return _task_from_mapping(path, data, root)
 
 
+class _TaskLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, but `1e308` and `2E-5` are numbers (YAML 1.2), not strings."""
+
+
+_TaskLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
 def _parse_yaml(path: Path, text: str) -> tuple[Any, yaml.Node | None]:
     """The document and its node tree (for line numbers), from one safe parse."""
-    loader = yaml.SafeLoader(text)
+    loader = _TaskLoader(text)
     try:
         root = loader.get_single_node()
         if root is not None:
@@ -438,8 +511,12 @@ def _task_from_mapping(path: Path, data: dict, root: yaml.Node | None) -> Task:
                 hint="remove `categories:` or make it a masked task",
             )
         categories = tuple(data["categories"])
+        raw_category = ""
     else:
         categories = categories_from_id(task_id) if set_name == "masked" else ()
+        raw_category = raw_category_of(task_id) if set_name == "masked" else ""
+    if answer is not None:
+        warn_unmatchable_answer(task_id, source, answer)
     repository = data.get("repository") or {}
     return Task(
         id=task_id,
@@ -456,6 +533,7 @@ def _task_from_mapping(path: Path, data: dict, root: yaml.Node | None) -> Task:
         limits=Limits(**data.get("limits", {})),
         source=source,
         line=None,
+        raw_category=raw_category,
     )
 
 
@@ -465,19 +543,26 @@ def _task_from_mapping(path: Path, data: dict, root: yaml.Node | None) -> Task:
 def iter_jsonl_tasks(path: Path, set_name: str | None = None) -> Iterator[Task | TaskFileError]:
     """The tasks of a SUPER JSON-lines file, one item per non-blank line.
 
-    A bad line yields a TaskFileError (with its line number) in place of its task, so the other
-    lines still load; a task id seen before in the file is an error on the later line. A file
-    that cannot be read raises TaskFileError.
+    A bad line (not UTF-8, not JSON, nested too deep, not a valid task) yields a TaskFileError
+    with its line number in place of its task, so the other lines still load; a task id seen
+    before in the file is an error on the later line. A file that cannot be read raises
+    TaskFileError.
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as error:
         raise TaskFileError(str(path), f"cannot read the file: {error.strerror or error}") from None
-    except UnicodeDecodeError as error:
-        raise TaskFileError(str(path), f"not UTF-8 text ({error.reason})") from None
     first_line: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in jsonl_lines(data):
+        if isinstance(line, UnicodeDecodeError):
+            yield TaskFileError(
+                str(path),
+                f"not UTF-8 text ({line.reason} at byte {line.start} of the line)",
+                line=number,
+                hint="each line must hold one JSON object in UTF-8; fix or remove the line",
+            )
+            continue
         if not line.strip():
             continue
         try:
@@ -489,6 +574,9 @@ def iter_jsonl_tasks(path: Path, set_name: str | None = None) -> Iterator[Task |
                 line=number,
                 hint="each line must hold one JSON object",
             )
+            continue
+        except RecursionError:
+            yield _too_deep(path, number)
             continue
         task_id = row.get("task_id") if isinstance(row, dict) else None
         if isinstance(task_id, str) and task_id in first_line:
@@ -507,6 +595,33 @@ def iter_jsonl_tasks(path: Path, set_name: str | None = None) -> Iterator[Task |
             yield task_from_super_row(row, path=str(path), line=number, set_name=set_name)
         except TaskFileError as error:
             yield error
+        except RecursionError:
+            yield _too_deep(path, number)
+
+
+def _too_deep(path: Path, number: int) -> TaskFileError:
+    return TaskFileError(
+        str(path),
+        "nested too deeply to load",
+        line=number,
+        hint="task data must be a plain structure a few levels deep: flatten it",
+    )
+
+
+def jsonl_lines(data: bytes) -> Iterator[tuple[int, str | UnicodeDecodeError]]:
+    """(line number, text) of each line of JSON-lines bytes; a line that is not UTF-8 comes as its
+    UnicodeDecodeError. Only `\n` ends a line (JSON strings may hold U+2028, \x1c, ... which
+    `str.splitlines` would split at); a `\r` before it and a UTF-8 BOM at the start are dropped."""
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    if data.endswith(b"\n"):
+        data = data[:-1]
+    if not data:
+        return
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            yield number, raw.removesuffix(b"\r").decode("utf-8")
+        except UnicodeDecodeError as error:
+            yield number, error
 
 
 def task_from_super_row(row: dict, *, path: str, line: int, set_name: str | None) -> Task:
@@ -527,9 +642,7 @@ def task_from_super_row(row: dict, *, path: str, line: int, set_name: str | None
     if not isinstance(task_id, str) or not task_id:
         raise fail("missing task_id", field="task_id", value=task_id, hint='add a "task_id"')
     if not _ID_PATTERN.match(task_id):
-        raise fail(
-            "task_id may contain only letters, digits and _ . , -", field="task_id", value=task_id
-        )
+        raise fail(f"task_id may contain only {_ID_CHARACTERS}", field="task_id", value=task_id)
     query = row.get("query")
     if not isinstance(query, str) or not query.strip():
         raise fail("missing query", field="query", value=query, hint='add the prompt as "query"')
@@ -556,19 +669,28 @@ def task_from_super_row(row: dict, *, path: str, line: int, set_name: str | None
         raise fail(
             "pre_execute_cells must be a list", field="pre_execute_cells", value=pre_executed
         )
+    categories = categories_from_id(task_id) if task_set == "masked" else ()
+    if answer is not None:
+        warn_unmatchable_answer(task_id, f"{path}:{line}", answer)
     return Task(
         id=task_id,
         set=task_set,
         query=query,
-        categories=categories_from_id(task_id) if task_set == "masked" else (),
+        categories=categories,
+        raw_category=raw_category_of(task_id) if task_set == "masked" else "",
         repository=repository,
         commit=commit if repository else None,  # our format keeps the commit under repository
         answer=answer,
         landmarks=landmarks,
         entrypoint=entrypoint,
+        # checked for every set, but run (kept) only for Masked tasks, as the reference does
         pre_executed=tuple(
-            _super_typed_cell(_decoded_cell(item, f"pre_execute_cells[{i}]", fail), i, fail)
-            for i, item in enumerate(pre_executed)
+            cell
+            for cell in (
+                _super_typed_cell(_decoded_cell(item, f"pre_execute_cells[{i}]", fail), i, fail)
+                for i, item in enumerate(pre_executed)
+            )
+            if task_set == "masked"
         ),
         solution=_super_solution(row.get("solution"), fail),
         source=path,
@@ -809,7 +931,7 @@ def import_jsonl(path: Path, set_name: str | None, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for task in tasks:
-        target = out_dir / f"{task.id}.yaml"
+        target = out_dir / f"{task_file_stem(task.id)}.yaml"
         header = f"# Imported by pytest-super from {path.name}, line {task.line}.\n"
         target.write_text(header + dump_task_yaml(task), encoding="utf-8")
         written.append(target)

@@ -1,8 +1,13 @@
 """Trajectories: the steps of one episode, saved as JSON after every step and as a notebook at the end.
 
-The JSON file is rewritten atomically after each step, so a crash or a timeout leaves a readable
-file. The notebook (nbformat v4) shows the query and thoughts as markdown and the actions as code
-cells with their outputs, then the submission and the scores.
+The JSON file is one object whose `steps` list holds a step per line and whose `info` (exit status,
+submission, scores) comes last. A new step is written over the old trailer (`], "info": ...}`)
+followed by a fresh trailer, so saving costs what the step costs, not the whole episode again:
+writing a trajectory is linear in its size (it was quadratic when the file was rewritten after
+every step). Between steps the file is always complete JSON. `save` rewrites it whole (atomically,
+step by step, never the whole text in memory at once); the runner does so at the start and end.
+The notebook (nbformat v4) shows the query and thoughts as markdown and the actions as code cells
+with their outputs, then the submission and the scores.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any
 import nbformat
 from nbformat import v4
 
-from pytest_super.atomic import write_atomically
+from pytest_super.atomic import replacing
 
 
 @dataclass
@@ -51,21 +56,37 @@ class Trajectory:
     steps: list[Step] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)  # exit status, submission, scores
 
+    # where the trailer starts in the file, once `save` has written it
+    _trailer_at: int | None = field(default=None, init=False, repr=False)
+
     def append(self, step: Step) -> None:
+        """Add a step and write it at the end of the file (the steps before are not rewritten)."""
         self.steps.append(step)
-        self.save()
+        if self._trailer_at is None or not self.path.exists():
+            self.save()
+            return
+        data = (",\n" if len(self.steps) > 1 else "\n") + _step_json(step)
+        encoded = data.encode("utf-8")
+        with open(self.path, "r+b") as f:
+            f.seek(self._trailer_at)
+            f.write(encoded + self._trailer())
+            f.truncate()
+        self._trailer_at += len(encoded)
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = {
-            "task_id": self.task_id,
-            "agent": self.agent,
-            "model": self.model,
-            "query": self.query,
-            "info": self.info,
-            "steps": [asdict(s) for s in self.steps],
-        }
-        write_atomically(self.path, json.dumps(data, indent=1, default=str))
+        """Rewrite the whole file (atomically): the steps so far and the current `info`."""
+        with replacing(self.path) as f:
+            head = {k: getattr(self, k) for k in ("task_id", "agent", "model", "query")}
+            f.write(json.dumps(head, default=str)[:-1] + ', "steps": [')
+            for number, step in enumerate(self.steps):
+                f.write((",\n" if number else "\n") + _step_json(step))
+            f.flush()
+            trailer_at = f.buffer.tell()
+            f.write(self._trailer().decode("utf-8"))
+        self._trailer_at = trailer_at
+
+    def _trailer(self) -> bytes:
+        return ('\n], "info": ' + json.dumps(self.info, default=str) + "}\n").encode("utf-8")
 
     @property
     def notebook_path(self) -> Path:
@@ -106,8 +127,23 @@ class Trajectory:
         summary = json.dumps(self.info, indent=2, default=str)
         nb.cells.append(v4.new_markdown_cell(f"## Result\n\n```json\n{summary}\n```"))
         nbformat.validate(nb)
-        write_atomically(self.notebook_path, nbformat.writes(nb))
+        # written cell by cell: nbformat.writes would hold the notebook's text, and a copy of it
+        # split into lines, in memory at once (180 MB more for 21 cells of 5 MB, measured)
+        with replacing(self.notebook_path) as f:
+            f.write('{\n "cells": [')
+            for number, cell in enumerate(nb.cells):
+                f.write(("," if number else "") + "\n" + _notebook_json(cell))
+            rest = {key: value for key, value in nb.items() if key != "cells"}
+            f.write("\n ]," + _notebook_json(rest)[1:] + "\n")
         return self.notebook_path
+
+
+def _notebook_json(value: Any) -> str:
+    return json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False)
+
+
+def _step_json(step: Step) -> str:
+    return json.dumps(asdict(step), default=str)
 
 
 def load_trajectory(path: str | os.PathLike[str]) -> Trajectory:

@@ -20,6 +20,11 @@ install_packages() {
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
 }
 
+if is_root && ! command -v ip >/dev/null 2>&1; then
+  echo "ensure-docker: installing iproute2 (the tests' second engine needs a bridge)"
+  install_packages iproute2 || echo "ensure-docker: could not install iproute2" >&2
+fi
+
 if is_root && ! command -v debootstrap >/dev/null 2>&1 && [ ! -x /usr/sbin/debootstrap ]; then
   echo "ensure-docker: installing debootstrap"
   install_packages debootstrap || echo "ensure-docker: could not install debootstrap (offline image builds need it)" >&2

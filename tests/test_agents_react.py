@@ -7,7 +7,9 @@ Also: history truncation and cleaning, the agent registry.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 
 import pytest
 from openai_server import Status
@@ -15,17 +17,14 @@ from openai_server import Status
 from pytest_super.agents import AGENT_NAMES, load_agent, needs_llm
 from pytest_super.agents.base import (
     BudgetExceeded,
+    ComputeLimitReached,
     Environment,
     EpisodeLimits,
     ExitStatus,
     FormatErrorsExceeded,
     StepLimitReached,
 )
-from pytest_super.agents.history import (
-    TRUNCATED,
-    clean_observation,
-    truncate_history,
-)
+from pytest_super.agents.history import clean_observation, truncate_history
 from pytest_super.agents.llm import LLMClient, LLMSettings, api_key_from_env
 from pytest_super.agents.react import (
     STOP,
@@ -39,7 +38,7 @@ from pytest_super.errors import LLMError
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.local import start_local_kernel
 from pytest_super.runner import replay_prefix_cells
-from pytest_super.tasks import PRE_EXECUTED_THOUGHT, Cell, Task
+from pytest_super.tasks import Cell, Task
 from pytest_super.trajectory import Trajectory, load_trajectory
 
 QUERY = 'Compute six times seven. Report it as a json structured as follows: {"answer": 0}'
@@ -71,6 +70,7 @@ def make_env(tmp_path, openai_server):
         steps: int = 10,
         token_budget: int = 1_000_000,
         cell_timeout_s: float = 30.0,
+        format_errors: int | None = None,
         options: dict | None = None,
         cache_dir: str | None = None,
         api_key: str | None = KEY,
@@ -97,7 +97,11 @@ def make_env(tmp_path, openai_server):
             llm = LLMClient(settings, sleep=lambda seconds: None)
             clients.append(llm)
         limits = EpisodeLimits(
-            steps=steps, token_budget=token_budget, compute_s=300, cell_timeout_s=cell_timeout_s
+            steps=steps,
+            token_budget=token_budget,
+            compute_s=300,
+            cell_timeout_s=cell_timeout_s,
+            format_errors=format_errors,
         )
         env = Environment(
             task, new_kernel(), trajectory, limits, llm=llm, new_kernel=new_kernel, options=options
@@ -138,7 +142,7 @@ def test_executes_then_submits(make_env, openai_server, agent):
     assert history["role"] == "assistant"
     assert history["content"] == (
         "Thought: I compute it.\nAction: execute\n<content>\nx = 6 * 7\nprint(x)\n</content>\n"
-        "Observation: ```\n42\n```\n"
+        "Observation: ```\n42\n\n```\n"
     )
 
     execute, submit = agent_steps(env)
@@ -147,7 +151,7 @@ def test_executes_then_submits(make_env, openai_server, agent):
         "x = 6 * 7\nprint(x)",
         "ok",
     )
-    assert execute.output == "42\n" and execute.observation == "42"
+    assert execute.output == "42\n" and execute.observation == "42\n"  # as printed
     assert execute.prompt_tokens > 0 and execute.completion_tokens > 0 and execute.cost_usd > 0
     assert (submit.action, submit.content) == ("submit", '{"answer": 42}')
     assert env.prompt_tokens == execute.prompt_tokens + submit.prompt_tokens
@@ -160,40 +164,55 @@ def test_pre_executed_steps_lead_the_history(make_env, openai_server):
     openai_server.script([SUBMIT_42])
     assert ReActAgent().run(env).exit_status is ExitStatus.SUBMITTED
     history = openai_server.requests[0].messages[-1]["content"]
+    # the reference's words and layout: the output as printed, trailing line break included
     assert history == (
-        f"Thought: {PRE_EXECUTED_THOUGHT}\nAction: execute\n<content>\nprint('set up')\n"
-        "</content>\nObservation: ```\nset up\n```\n"
+        "Thought: [pre-executed by user]\nAction: execute\n<content>\nprint('set up')\n"
+        "</content>\nObservation: ```\nset up\n\n```\n"
     )
 
 
 # -- replies not in the format -----------------------------------------------------------------------
 
 
-def test_format_errors_get_corrections_and_three_in_a_row_end_it(make_env, openai_server):
+def test_format_errors_stay_in_the_history_and_end_nothing_by_default(make_env, openai_server):
     env = make_env()
-    openai_server.script(
-        [
-            "I will just print it: print(42)",  # no Thought/Action
-            reply("execute", "print(1)"),  # fine: resets the count
-            reply("submit", "{answer: 42}"),  # not JSON
-            reply("dance", "print(2)"),  # unknown action
-            "Thought: hmm\nAction: execute\n",  # no <content>
-        ]
-    )
+    bad = [
+        "I will just print it: print(42)",  # no Thought/Action
+        reply("submit", "{answer: 42}"),  # not JSON
+        reply("dance", "print(2)"),  # unknown action
+        "Thought: hmm\nAction: execute\n",  # no <content>
+    ]
+    openai_server.script([*bad, reply("execute", "print(1)"), SUBMIT_42])
+    assert ReActAgent().run(env).exit_status is ExitStatus.SUBMITTED  # 4 in a row: no end
+    requests = openai_server.requests
+    assert len(requests) == 6
+    actions = [s.action for s in agent_steps(env)]
+    assert actions == ["format_error"] * 4 + ["execute", "submit"]
+    # the trajectory keeps the replies (as the endpoint sent them: cut at the stop string)
+    assert [s.content for s in agent_steps(env)[:4]] == [b.split("</content>")[0] for b in bad]
+    # the model sees each as a step with an empty thought and action, and what to fix
+    history = requests[5].messages[-1]["content"]
+    assert history.count("Thought: \nAction: \n<content>\n\n</content>\nObservation: ```\n") == 4
+    assert "no `Action:` line" in history and "`Action: <execute | submit>`" in history
+    assert "not valid JSON" in history and "unknown action 'dance'" in history
+    assert "I will just print it" not in history  # the bad reply itself is not shown
+    assert len(requests[1].messages) == 3  # system, query, history: no extra correction turn
+
+
+def test_format_error_cap_is_an_option(make_env, openai_server):
+    env = make_env(format_errors=3)
+    openai_server.script(["no format", reply("execute", "print(1)"), "x", "y", "z", SUBMIT_42])
     with pytest.raises(FormatErrorsExceeded):
         ReActAgent().run(env)
-    requests = openai_server.requests
-    assert len(requests) == 5
-    bad, correction = requests[1].messages[-2:]
-    assert bad == {"role": "assistant", "content": "I will just print it: print(42)"}
-    assert correction["role"] == "user" and "no `Action:` line" in correction["content"]
-    assert "`Action: <execute | submit>`" in correction["content"]
-    assert "not valid JSON" in requests[3].messages[-1]["content"]
-    assert "unknown action 'dance'" in requests[4].messages[-1]["content"]
-    actions = [s.action for s in agent_steps(env)]
-    assert actions == ["format_error", "execute", "format_error", "format_error", "format_error"]
-    # the history the model sees leaves the bad replies out
-    assert requests[4].messages[2]["content"].count("Thought:") == 1
+    assert len(openai_server.requests) == 5  # the good reply in between reset the count
+
+
+def test_format_errors_count_against_the_step_limit(make_env, openai_server):
+    env = make_env(steps=3)
+    openai_server.script(["no format"] * 3 + [SUBMIT_42])
+    with pytest.raises(StepLimitReached):
+        ReActAgent().run(env)
+    assert len(openai_server.requests) == 3
 
 
 def test_react_has_no_edit_action(make_env, openai_server):
@@ -223,18 +242,48 @@ def test_parse_reply_tolerates_missing_closing_tag_and_extras():
 # -- limits ----------------------------------------------------------------------------------------
 
 
-def test_token_budget_ends_the_episode(make_env, openai_server):
+def test_token_budget_is_checked_before_each_call_and_the_crossing_reply_acted_on(
+    make_env, openai_server
+):
     env = make_env()
     first_prompt = sum(len(m["content"]) for m in ReActAgent().messages(env, [])) // 4
     env = make_env(token_budget=first_prompt + 10, run="run2")
-    openai_server.script([reply("execute", "print(1)"), reply("execute", "print(2)"), SUBMIT_42])
+    openai_server.script(
+        [reply("execute", "print(1)"), reply("execute", "print('crossed')"), SUBMIT_42]
+    )
     with pytest.raises(BudgetExceeded):
         ReActAgent().run(env)
-    assert len(openai_server.requests) == 2  # the second call crossed the budget
-    # its reply was recorded, not acted on
-    assert [s.action for s in agent_steps(env)] == ["execute", "budget_exceeded"]
-    assert sum(s.prompt_tokens for s in agent_steps(env)) == env.prompt_tokens
-    assert env.prompt_tokens >= first_prompt + 10
+    assert len(openai_server.requests) == 2  # the second call crossed the budget: no third
+    steps = agent_steps(env)
+    # the reply of the call that crossed it was acted on, then the episode ended
+    assert [s.action for s in steps] == ["execute", "execute", "budget_exceeded"]
+    assert steps[1].output == "crossed\n"
+    assert "token budget exceeded" in steps[2].observation
+    assert sum(s.prompt_tokens for s in steps) == env.prompt_tokens > first_prompt + 10
+
+
+def test_token_budget_reached_exactly_is_not_exceeded(make_env, openai_server):
+    env = make_env()
+    first_prompt = sum(len(m["content"]) for m in ReActAgent().messages(env, [])) // 4
+    env = make_env(token_budget=first_prompt, run="run2")
+    openai_server.script([reply("execute", "print(1)"), SUBMIT_42])
+    assert ReActAgent().run(env).exit_status is ExitStatus.SUBMITTED  # only above the budget ends
+    assert agent_steps(env)[0].prompt_tokens == first_prompt  # the budget was reached exactly
+    assert len(openai_server.requests) == 2
+
+
+def test_compute_limit_lets_the_cell_finish_then_ends_before_the_next_call(make_env, openai_server):
+    env = make_env(cell_timeout_s=30.0)
+    env.limits = dataclasses.replace(env.limits, compute_s=0.5)
+    openai_server.script(
+        [reply("execute", "import time; time.sleep(1.5); print('finished')"), SUBMIT_42]
+    )
+    with pytest.raises(ComputeLimitReached):
+        ReActAgent().run(env)
+    steps = agent_steps(env)
+    assert [s.action for s in steps] == ["execute", "compute_limit"]
+    assert steps[0].cell_status == "ok" and steps[0].output == "finished\n"  # not cut at 0.5 s
+    assert len(openai_server.requests) == 1  # no call after the limit: no submission
 
 
 def test_step_limit(make_env, openai_server):
@@ -393,23 +442,55 @@ def test_truncate_history_rules():
     long = "".join(str(i % 10) for i in range(2000))
     huge = "y" * 60_000
     out = truncate_history([long, "short", long, huge])
-    assert out[0] == TRUNCATED + long[-500:] and out[2] == out[0]
+    assert out[0] == "(truncated) ... " + long[-500:] and out[2] == out[0]
     assert out[1] == "short"
-    assert out[3] == TRUNCATED + huge[-50_000:]
+    assert out[3] == "... (truncated) ..." + huge[-50_000:]  # the reference's two markers
     assert truncate_history([long]) == [long]  # the latest keeps up to 50,000
     assert truncate_history([]) == []
     assert truncate_history(["x" * 500, "z"]) == ["x" * 500, "z"]  # exactly 500: untouched
 
 
-def test_clean_observation_strips_ansi_and_bars():
-    raw = (
-        "\x1b[31mError\x1b[0m: bad\n"
-        " 10%|#         | 1/10\r 50%|#####     | 5/10\r100%|##########| 10/10\n"
-        "done\n"
+@pytest.mark.parametrize(
+    ("raw", "clean"),
+    [
+        # git's counters with a one- or two-digit percent go, 100% stays
+        (
+            "Cloning into 'x'...\nResolving deltas:  42% (6865/6929)\nResolving deltas: 100% (1/1)\n",
+            "Cloning into 'x'...\nResolving deltas: 100% (1/1)\n",
+        ),
+        ("Downloading model.bin 12.3 MB/s\nok\n", "\nok\n"),  # speed lines are emptied
+        ("\x1b[31mred\x1b[0m \x1b[K\n", "red \x1b[K\n"),  # colour codes only
+        ("text\n  1% [====   ]   1064960 / 104223768\nnext\n", "textnext\n"),  # wget bars
+        ("x86_64-linux-gnu-gcc -c foo.c\nbuilt\n", "built\n"),  # compiler chatter
+        (
+            "  (dense): Linear(in_features=768, out_features=768)\n  (LayerNorm): LayerNorm()\n"
+            "  (dropout): Dropout(p=0.1)\nend",
+            "end",
+        ),
+        ("Downloading https://x.org/a.bin 45%\nkeep\n", "keep\n"),
+        ("a\rb\r\nc\n", "a\nb\nc\n"),  # carriage returns become line breaks
+        ("gcc on the last line, no line break", "gcc on the last line, no line break"),
+        ("", ""),
+    ],
+)
+def test_clean_observation_drops_the_references_noise(raw, clean):
+    assert clean_observation(raw) == clean
+
+
+def test_clean_observation_is_linear_on_long_lines():
+    started = time.perf_counter()
+    clean_observation(("x" * 2_000_000 + ": 5% (1/2)" + "\n") * 3)
+    assert time.perf_counter() - started < 5  # the regexes as whole-text patterns take minutes
+
+
+def test_empty_output_is_shown_empty(make_env, openai_server):
+    env = make_env()
+    openai_server.script([reply("execute", "x = 1"), SUBMIT_42])
+    ReActAgent().run(env)
+    assert (
+        "<content>\nx = 1\n</content>\nObservation: ```\n\n```\n"
+        in (openai_server.requests[1].messages[-1]["content"])
     )
-    clean = clean_observation(raw)
-    assert "\x1b" not in clean and "Error: bad" in clean
-    assert "10/10" in clean and " 50%" not in clean and "done" in clean
 
 
 def test_model_sees_truncated_history(make_env, openai_server):
@@ -424,8 +505,8 @@ def test_model_sees_truncated_history(make_env, openai_server):
     ReActAgent().run(env)
     history = openai_server.requests[2].messages[-1]["content"]
     digits = "".join(str(i % 10) for i in range(2000))
-    assert f"Observation: ```\n{TRUNCATED}{digits[-500:]}\n```" in history
-    assert f"Observation: ```\n{'b' * 600}\n```" in history
+    assert f"Observation: ```\n(truncated) ... {digits[-499:]}\n\n```" in history
+    assert f"Observation: ```\n{'b' * 600}\n\n```" in history
     assert digits[:600] not in history
 
 
@@ -433,13 +514,11 @@ def test_model_sees_truncated_history(make_env, openai_server):
 
 
 def test_reflexion_reflects_and_starts_a_new_attempt(make_env, openai_server):
-    env = make_env("reflexion", options={"attempts": 2})
+    env = make_env("reflexion", options={"attempts": 2}, steps=2)
     openai_server.script(
         [
             reply("execute", "marker = 'attempt one'\nprint(marker)"),
-            "garbage",
-            "garbage",
-            "garbage",  # attempt 1 ends: format errors
+            "garbage",  # attempt 1 ends: the step limit
             "Let me think. Plan: compute 6*7 directly, then submit it. [END]",
             reply("execute", "print('marker' in dir())"),
             SUBMIT_42,
@@ -448,10 +527,10 @@ def test_reflexion_reflects_and_starts_a_new_attempt(make_env, openai_server):
     result = ReflexionAgent().run(env)
     assert result.exit_status is ExitStatus.SUBMITTED
     assert env.attempt == 2 and len(make_env.kernels) == 2
-    reflection_request = openai_server.requests[4]
+    reflection_request = openai_server.requests[2]
     assert "garbage" not in reflection_request.messages[1]["content"]
     assert "attempt one" in reflection_request.messages[1]["content"]
-    second_attempt = openai_server.requests[5]
+    second_attempt = openai_server.requests[3]
     assert "compute 6*7 directly, then submit it." in second_attempt.messages[1]["content"]
     assert len(second_attempt.messages) == 2  # a fresh history
     steps = env.trajectory.steps

@@ -2,10 +2,11 @@
 
 Fast tests pin what build_mirrors produces (the commits the tasks name, idempotence, clones through
 git's URL rewriting) and that every task file is well formed. The slow test runs each gold
-solution for real: a fresh virtualenv (so `pip install -r requirements.txt` gets today's numpy 2
-and the dependency hurdles are real), a fresh IPython kernel started from it through
-jupyter_client, a fresh working directory, and git redirected to the mirrors. It checks the printed
-JSON against `answer`, every landmark against the cell outputs, the script-executed metric for
+solution for real through the project's own runner (`runner.run_task` with the gold agent: its
+kernel driver, edit tool, answer parsing and landmark matching): a fresh virtualenv (so
+`pip install -r requirements.txt` gets today's numpy 2 and the dependency hurdles are real), a
+local kernel started from it (`LocalBox(python=...)`) in a fresh working directory, and git
+redirected to the mirrors. It checks the accuracy, every landmark, the script-executed metric for
 Auto tasks, the 2-minute budget, and (Expert tasks run twice) determinism.
 
     .venv/bin/pytest tests/test_demo_repos.py -q                 # fast tests
@@ -14,34 +15,47 @@ Auto tasks, the 2-minute budget, and (Expert tasks run twice) determinism.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import yaml
-from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_client.manager import KernelManager
+
+from pytest_super.agents.gold import GoldAgent
+from pytest_super.edit import EditRequest, apply_edit
+from pytest_super.kernels.local import LocalBox
+from pytest_super.kernels.runtime import JupyterKernel
+from pytest_super.runner import RunSettings, TaskResult, run_task
+from pytest_super.tasks import load_yaml_task
+from pytest_super.trajectory import load_trajectory
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS_DIR = ROOT / "tasks"
 REPOS_DIR = TASKS_DIR / "repos"
-sys.path.insert(0, str(REPOS_DIR))
 
-import build_mirrors as mirrors  # noqa: E402
 
-from pytest_super.scoring import ExecutedCell, score_script_executed  # noqa: E402
+def _load_build_mirrors() -> ModuleType:
+    """tasks/repos/build_mirrors.py, loaded from its file (it is not a package)."""
+    spec = importlib.util.spec_from_file_location("build_mirrors", REPOS_DIR / "build_mirrors.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    module = sys.modules.setdefault("build_mirrors", module)  # dataclasses look it up here
+    if not hasattr(module, "build_mirrors"):
+        spec.loader.exec_module(module)
+    return module
 
+
+mirrors = _load_build_mirrors()
 TASK_FILES = sorted(TASKS_DIR.glob("[ema]*/*.yaml"))
 TASK_BUDGET_S = 120.0
-CELL_TIMEOUT_S = 300.0
 TIMINGS_FILE = Path(tempfile.gettempdir()) / "super-demo-timings.jsonl"
 TRANSCRIPTS_DIR = Path(tempfile.gettempdir()) / "super-demo-transcripts"
 
@@ -171,7 +185,7 @@ def test_masked_set_covers_every_category_and_both_cell_kinds() -> None:
 
 
 def test_edit_cells_match_the_repository_files() -> None:
-    """Every edit's `before` occurs exactly once in its file, once the earlier edits are applied."""
+    """Every edit applies (the project's edit tool) to its file, once the earlier edits are applied."""
     for path in TASK_FILES:
         data = load(path)
         repo = REPOS_DIR / data["repository"]["url"].rsplit("/", 1)[-1]
@@ -181,157 +195,37 @@ def test_edit_cells_match_the_repository_files() -> None:
                 continue
             e = cell["edit"]
             text = files.get(e["file"], (repo / e["file"]).read_text(encoding="utf-8"))
-            files[e["file"]] = replace_lines_once(
-                text, e["before"], e["after"], f"{path}: {e['file']}"
-            )
+            request = EditRequest(file=e["file"], before=e["before"], after=e["after"])
+            outcome = apply_edit(text, request)
+            assert outcome.ok and outcome.new_text is not None, f"{path}: {outcome.message}"
+            files[e["file"]] = outcome.new_text
 
 
 # ------------------------------------------------------------------------------ running tasks
 
 
-def replace_lines_once(text: str, before: str, after: str, where: str) -> str:
-    """SUPER's edit: replace the exact lines `before` with `after`; they must occur exactly once."""
-    lines = text.splitlines(keepends=True)
-    old = before.splitlines(keepends=True)
-    new = after.splitlines(keepends=True)
-    if old and not old[-1].endswith("\n"):
-        old[-1] += "\n"
-    if new and not new[-1].endswith("\n"):
-        new[-1] += "\n"
-    hits = [i for i in range(len(lines) - len(old) + 1) if lines[i : i + len(old)] == old]
-    if len(hits) != 1:
-        raise AssertionError(
-            f"{where}: the lines to replace occur {len(hits)} times, not once:\n{before}"
-        )
-    i = hits[0]
-    return "".join(lines[:i] + new + lines[i + len(old) :])
+def site_packages(venv: Path) -> str:
+    """The site-packages folder of the virtualenv `venv`."""
+    return subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
-@dataclass
-class CellRun:
-    code: str
-    output: str
-    duration_s: float
-    error: str | None = None
-
-
-@dataclass
-class TaskRun:
-    cells: list[CellRun] = field(default_factory=list)
-    duration_s: float = 0.0
-
-    def outputs(self) -> list[str]:
-        return [c.output for c in self.cells]
-
-
-class VenvKernel:
-    """An IPython kernel started from its own fresh virtualenv, in a fresh working directory."""
-
-    def __init__(self, base_site: Path, mirror_dir: Path, workdir: Path) -> None:
-        self.venv = workdir / "venv"
-        subprocess.run([sys.executable, "-m", "venv", str(self.venv)], check=True)
-        # ipykernel comes from a shared base virtualenv that holds nothing else (no numpy),
-        # appended to sys.path after the task's own site-packages
-        site = Path(
-            subprocess.run(
-                [
-                    str(self.venv / "bin" / "python"),
-                    "-c",
-                    "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout.strip()
-        )
-        (site / "_super_demo_base.pth").write_text(f"{base_site}\n")
-        self.cwd = workdir / "content"
-        self.cwd.mkdir()
-        specs = workdir / "kernels"
-        (specs / "demo").mkdir(parents=True)
-        (specs / "demo" / "kernel.json").write_text(
-            json.dumps(
-                {
-                    "argv": [
-                        str(self.venv / "bin" / "python"),
-                        "-m",
-                        "ipykernel_launcher",
-                        "-f",
-                        "{connection_file}",
-                    ],
-                    "display_name": "demo venv",
-                    "language": "python",
-                }
-            )
-        )
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(
-                ("PYTHON", "VIRTUAL_ENV", "GIT_CONFIG", "PIP_FIND_LINKS", "JUPYTER")
-            )
-        }
-        env.update(mirrors.git_mirror_env(mirror_dir))
-        env["PATH"] = f"{self.venv / 'bin'}:{env.get('PATH', '')}"
-        env["VIRTUAL_ENV"] = str(self.venv)
-        env["PIP_CONFIG_FILE"] = os.devnull  # like a container: no local wheel folders or indexes
-        self.km = KernelManager(
-            kernel_name="demo", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(specs)])
-        )
-        self.km.start_kernel(cwd=str(self.cwd), env=env)
-        self.kc = self.km.client()
-        self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=60)
-
-    def execute(self, code: str) -> CellRun:
-        chunks: list[str] = []
-
-        def hook(msg: dict) -> None:
-            kind, content = msg["msg_type"], msg["content"]
-            if kind == "stream":
-                chunks.append(content["text"])
-            elif kind in ("execute_result", "display_data"):
-                chunks.append(content["data"].get("text/plain", "") + "\n")
-            elif kind == "error":
-                chunks.append(
-                    f"{content['ename']}: {content['evalue']}\n" + "\n".join(content["traceback"])
-                )
-
-        started = time.perf_counter()
-        reply = self.kc.execute_interactive(code, timeout=CELL_TIMEOUT_S, output_hook=hook)
-        duration = time.perf_counter() - started
-        error = None
-        if reply["content"]["status"] == "error":
-            error = f"{reply['content']['ename']}: {reply['content']['evalue']}"
-        return CellRun(code, "".join(chunks), duration, error)
-
-    def cwd_now(self) -> Path:
-        reply: list[str] = []
-        self.kc.execute_interactive(
-            "import os as _o; print(_o.getcwd())",
-            store_history=False,
-            output_hook=lambda m: (
-                reply.append(m["content"].get("text", "")) if m["msg_type"] == "stream" else None
-            ),
-            timeout=30,
-        )
-        return Path("".join(reply).strip())
-
-    def run_cell(self, cell: dict) -> CellRun:
-        if "execute" in cell:
-            return self.execute(cell["execute"])
-        e = cell["edit"]
-        path = self.cwd_now() / e["file"]
-        started = time.perf_counter()
-        text = replace_lines_once(
-            path.read_text(encoding="utf-8"), e["before"], e["after"], str(path)
-        )
-        path.write_text(text, encoding="utf-8")
-        return CellRun(f"edit {e['file']}", f"Edited {e['file']}.\n", time.perf_counter() - started)
-
-    def close(self) -> None:
-        self.kc.stop_channels()
-        self.km.shutdown_kernel(now=True)
+def make_venv(base_site: Path, workdir: Path) -> Path:
+    """A fresh virtualenv whose python finds ipykernel (only) in the shared base virtualenv."""
+    venv = workdir / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    site = site_packages(venv)
+    # appended to sys.path after the task's own site-packages
+    (Path(site) / "_super_demo_base.pth").write_text(f"{base_site}\n")
+    return venv
 
 
 @pytest.fixture(scope="session")
@@ -343,16 +237,7 @@ def base_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         env={**os.environ, "PIP_CONFIG_FILE": os.devnull},
         check=True,
     )
-    site = subprocess.run(
-        [
-            str(venv / "bin" / "python"),
-            "-c",
-            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    site = site_packages(venv)
     probe = subprocess.run(
         [str(venv / "bin" / "python"), "-c", "import numpy"], capture_output=True
     )
@@ -360,46 +245,43 @@ def base_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return Path(site)
 
 
-def run_task(data: dict, base_site: Path, mirror_dir: Path, workdir: Path) -> TaskRun:
-    kernel = VenvKernel(base_site, mirror_dir, workdir)
-    run = TaskRun()
-    try:
-        started = time.perf_counter()
-        for cell in data.get("pre_executed", []) + data["solution"]:
-            result = kernel.run_cell(cell)
-            run.cells.append(result)
-            assert result.error is None, (
-                f"cell failed: {result.error}\n{result.code}\n{result.output}"
+def run_gold(
+    path: Path, venv: Path, mirror_dir: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> TaskResult:
+    """One gold episode of the task file at `path` through the project's runner, in a local
+    kernel of `venv` whose shell commands (`!pip`) find the venv first."""
+    with monkeypatch.context() as env:  # the kernel's environment is taken from ours
+        for name in [
+            n for n in os.environ if n.startswith(("PYTHON", "PIP_FIND_LINKS", "JUPYTER"))
+        ]:
+            env.delenv(name)
+        env.setenv("PATH", f"{venv / 'bin'}:{os.environ.get('PATH', '')}")
+        env.setenv("VIRTUAL_ENV", str(venv))
+        env.setenv("PIP_CONFIG_FILE", os.devnull)  # like a container: no local wheels or indexes
+        mirror_map = {mirrors.URL_PREFIX: str(mirror_dir)}
+
+        def new_kernel() -> JupyterKernel:
+            box = LocalBox(
+                task_id=path.stem, git_mirrors=mirror_map, python=str(venv / "bin" / "python")
             )
-        run.duration_s = time.perf_counter() - started
-    finally:
-        kernel.close()
-    return run
+            return JupyterKernel(box)
+
+        return run_task(
+            load_yaml_task(path),
+            GoldAgent(),
+            new_kernel,
+            RunSettings(),
+            workdir / "trajectory.json",
+        )
 
 
-def printed_answer(run: TaskRun) -> object:
-    lines = [ln for ln in run.cells[-1].output.strip().splitlines() if ln.strip()]
-    assert lines, "the last solution cell printed nothing"
-    return json.loads(lines[-1])
-
-
-def check_landmarks(landmarks: list[str], run: TaskRun) -> None:
-    outputs = [o.replace("\n", " ") for o in run.outputs()]
-    missed = [lm for lm in landmarks if not any(re.search(lm, o) for o in outputs)]
-    assert not missed, f"landmarks not found in any cell output: {missed}"
-
-
-def script_executed(entrypoint: str, run: TaskRun) -> float | None:
-    cells = [ExecutedCell(c.code, c.output, c.duration_s) for c in run.cells]
-    return score_script_executed(entrypoint, cells)
-
-
-def record_timing(path: Path, runs: list[TaskRun]) -> None:
+def record_timing(path: Path, runs: list[TaskResult]) -> None:
     """Append the run times to TIMINGS_FILE and write each run's cells and outputs for review."""
     TRANSCRIPTS_DIR.mkdir(exist_ok=True)
     for i, run in enumerate(runs):
+        steps = load_trajectory(Path(run.trajectory).with_suffix(".json")).steps
         text = "".join(
-            f"### [{c.duration_s:.1f} s] {c.code.rstrip()}\n{c.output}\n" for c in run.cells
+            f"### [{s.duration_s:.1f} s] {s.content.rstrip()}\n{s.output}\n" for s in steps
         )
         (TRANSCRIPTS_DIR / f"{path.parent.name}__{path.stem}__{i}.txt").write_text(text)
     with TIMINGS_FILE.open("a") as fh:
@@ -418,24 +300,33 @@ def record_timing(path: Path, runs: list[TaskRun]) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("path", TASK_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_gold_solution_runs(path: Path, base_site: Path, mirror_dir: Path, tmp_path: Path) -> None:
+def test_gold_solution_runs(
+    path: Path, base_site: Path, mirror_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = load(path)
     runs = []
     for attempt in range(2 if task_set(path) == "expert" else 1):
-        runs.append(run_task(data, base_site, mirror_dir, tmp_path / f"run{attempt}"))
-        shutil.rmtree(tmp_path / f"run{attempt}", ignore_errors=True)
+        workdir = tmp_path / f"run{attempt}"
+        workdir.mkdir()
+        venv = make_venv(base_site, workdir)
+        runs.append(run_gold(path, venv, mirror_dir, workdir, monkeypatch))
     record_timing(path, runs)
     for run in runs:
+        steps = load_trajectory(Path(run.trajectory).with_suffix(".json")).steps
+        failed = [s for s in steps if s.cell_status not in (None, "ok")]
+        assert not failed, f"cell failed: {failed[0].content}\n{failed[0].output[-2000:]}"
         assert run.duration_s < TASK_BUDGET_S, (
             f"took {run.duration_s:.0f} s, budget {TASK_BUDGET_S:.0f} s"
         )
         if task_set(path) == "auto":
-            assert script_executed(data["entrypoint"], run) == 1.0, (
+            assert run.script_executed == 1.0, (
                 f"no cell ran {data['entrypoint']} for 10 s without a traceback:\n"
-                + "\n".join(
-                    f"[{c.duration_s:.1f} s] {c.code}\n{c.output[-500:]}" for c in run.cells
-                )
+                + "\n".join(f"[{s.duration_s:.1f} s] {s.content}\n{s.output[-500:]}" for s in steps)
             )
             continue
-        assert printed_answer(run) == data["answer"], run.cells[-1].output
-        check_landmarks(data["landmarks"], run)
+        assert run.submission == data["answer"] and run.accuracy == 1.0, run.last_observation
+        assert run.landmarks == 1.0, (
+            f"landmarks not found in any cell output: {run.landmarks_missed}"
+        )
+    for workdir in tmp_path.iterdir():
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -57,10 +57,16 @@ def test_parse_edit_empty_after_deletes():
     assert request.before == "x = 1\n"
 
 
-def test_parse_edit_keeps_blank_lines():
-    request = parse_edit("a.py\n<<<BEFORE_EDIT>>>\n\nx = 1\n<<<AFTER_EDIT>>>\nx = 2\n\n")
+def test_parse_edit_keeps_blank_lines_inside_the_blocks():
+    request = parse_edit("a.py\n<<<BEFORE_EDIT>>>\n\nx = 1\n<<<AFTER_EDIT>>>\nx = 2\n\ny = 3\n")
     assert request.before == "\nx = 1\n"
-    assert request.after == "x = 2\n\n"
+    assert request.after == "x = 2\n\ny = 3\n"
+
+
+def test_parse_edit_drops_blank_lines_after_the_new_lines_as_the_reference():
+    """The reference strips every final newline of the action (issue 9, item 9)."""
+    request = parse_edit("a.py\n<<<BEFORE_EDIT>>>\nx = 1\n<<<AFTER_EDIT>>>\nx = 2\n\n\n")
+    assert request.after == "x = 2\n"
 
 
 def test_parse_edit_markers_may_carry_surrounding_spaces_and_crlf():
@@ -73,7 +79,6 @@ def test_parse_edit_markers_may_carry_surrounding_spaces_and_crlf():
     [
         ("a.py\nx = 1\n<<<AFTER_EDIT>>>\nx = 2", "AFTER_EDIT>>> before any"),
         ("a.py\nx = 1\nx = 2", "BEFORE_EDIT>>> is missing"),
-        ("a.py\n<<<BEFORE_EDIT>>>\nx = 1\nx = 2", "AFTER_EDIT>>> is missing"),
         ("<<<BEFORE_EDIT>>>\nx = 1\n<<<AFTER_EDIT>>>\nx = 2", "name of the file"),
         ("\n<<<BEFORE_EDIT>>>\nx = 1\n<<<AFTER_EDIT>>>\nx = 2", "name of the file"),
         ("", "name of the file"),
@@ -98,7 +103,7 @@ def test_parse_edit_rejects_malformed_edits_showing_the_format(content, problem)
         EditRequest("a.py", "x = 1\n", "x = 2\n"),
         EditRequest("dir/b c.py", "\n  y\n\n", "", context="def f():\n    pass\n"),
         EditRequest("new.txt", "", "first\nsecond\n"),
-        EditRequest("a.py", "x\n", "\n\n"),
+        EditRequest("a.py", "x\n", "\n\ny\n"),
     ],
 )
 def test_format_and_parse_round_trip(request_):
@@ -144,9 +149,39 @@ def test_apply_edit_replaces_lines_and_says_which():
         'default="cpu")\n    parser.add_argument("--seed", type=int, default=0)\n',
     )
     assert "line 5 " in outcome.message and "2 line(s)" in outcome.message
-    assert '\n6|     parser.add_argument("--seed"' in outcome.message
-    assert "\n3| def main():" in outcome.message
-    assert outcome.message.endswith("\n8|     print(args.device)")  # two lines around the edit
+    assert '\n 6|     parser.add_argument("--seed"' in outcome.message
+    assert "\n 3| def main():" in outcome.message
+    assert outcome.message.endswith("\n12|     main()")
+
+
+def test_edit_success_shows_seven_lines_before_and_six_after_as_the_published_runs():
+    """The published episodes' success feedback: 7 file lines before the new lines, 6 after."""
+    text = "".join(f"line {i}\n" for i in range(1, 31))
+    outcome = apply_edit(text, EditRequest("f.txt", "line 15\n", "new a\nnew b\n"))
+    assert outcome.ok
+    shown = outcome.message.split("\n")[1:]
+    assert shown[0] == " 8| line 8" and shown[6] == "14| line 14"
+    assert shown[7:9] == ["15| new a", "16| new b"]
+    assert shown[9] == "17| line 16" and shown[-1] == "22| line 21" and len(shown) == 15
+
+
+def test_parse_edit_without_after_marker_deletes_as_the_reference():
+    request = parse_edit("a.py\n<<<BEFORE_EDIT>>>\nx = 1\nx = 2")
+    assert request == EditRequest(file="a.py", before="x = 1\nx = 2\n", after="")
+
+
+def test_lines_before_and_nothing_to_replace_insert_after_them():
+    request = parse_edit("t.py\nimport os\n<<<BEFORE_EDIT>>>\n<<<AFTER_EDIT>>>\nimport sys\n")
+    assert request == EditRequest("t.py", before="", after="import sys\n", context="import os\n")
+    outcome = apply_edit("import os\nprint(1)\n", request)
+    assert outcome.ok and outcome.new_text == "import os\nimport sys\nprint(1)\n"
+    assert "Inserted 1 line(s) after line 1" in outcome.message
+    at_end = apply_edit("x = 1\nimport os", request)  # no final newline: still none after
+    assert at_end.ok and at_end.new_text == "x = 1\nimport os\nimport sys"
+    twice = apply_edit("import os\nimport os\n", request)
+    assert not twice.ok and "2 times" in twice.message
+    missing = apply_edit("print(1)\n", request)
+    assert not missing.ok and "the lines to insert after" in missing.message
 
 
 def test_apply_edit_multi_line_span_and_deletion():
@@ -378,15 +413,25 @@ def test_edit_file_missing_file(kernel, workdir):
     assert not (workdir / "no").exists()
 
 
-def test_edit_file_creates_a_new_file_with_empty_before(kernel, workdir):
+def test_edit_of_a_missing_file_is_an_error_not_a_new_file(kernel, workdir):
+    """As the reference (issue 9, item 9): an edit never creates a file."""
     outcome = edit_file(
         kernel, parse_edit("notes.txt\n<<<BEFORE_EDIT>>>\n<<<AFTER_EDIT>>>\nhello\n")
     )
+    assert not outcome.ok and "file not found: notes.txt" in outcome.message
+    assert not (workdir / "notes.txt").exists()
+
+
+def test_an_existing_empty_file_may_be_written_without_lines_to_replace(kernel, workdir):
+    (workdir / "empty.txt").write_text("")
+    outcome = edit_file(
+        kernel, parse_edit("empty.txt\n<<<BEFORE_EDIT>>>\n<<<AFTER_EDIT>>>\nhello\n")
+    )
     assert outcome.ok, outcome.message
-    assert (workdir / "notes.txt").read_text() == "hello\n"
-    again = edit_file(kernel, parse_edit("notes.txt\n<<<BEFORE_EDIT>>>\n<<<AFTER_EDIT>>>\nbye\n"))
+    assert (workdir / "empty.txt").read_text() == "hello\n"
+    again = edit_file(kernel, parse_edit("empty.txt\n<<<BEFORE_EDIT>>>\n<<<AFTER_EDIT>>>\nbye\n"))
     assert not again.ok and "Malformed edit" in again.message
-    assert (workdir / "notes.txt").read_text() == "hello\n"
+    assert (workdir / "empty.txt").read_text() == "hello\n"
 
 
 def test_edit_file_follows_the_kernels_current_directory(kernel, workdir):
@@ -406,3 +451,12 @@ def test_edit_file_on_a_directory_is_feedback_not_a_crash(kernel, workdir):
     outcome = edit_file(kernel, EditRequest("adir", "x\n", "y\n"))
     assert not outcome.ok and outcome.new_text is None
     assert "cannot read adir" in outcome.message and "Is a directory" in outcome.message
+
+
+def test_failed_edit_of_a_latin1_file_leaves_it_alone(kernel, workdir):
+    path = workdir / "other.py"
+    path.write_bytes(b"# Ren\xe9\nlr = 0.1\n")
+    outcome = edit_file(kernel, EditRequest("other.py", "lr = 0.5\n", "lr = 0.01\n"))
+    assert not outcome.ok
+    outcome.message.encode("utf-8")  # valid text for the model and the trajectory
+    assert path.read_bytes() == b"# Ren\xe9\nlr = 0.1\n"

@@ -119,7 +119,7 @@ def test_scripted_react_super_episode_passes_in_a_container(project, openai_serv
     second_prompt = openai_server.requests[1].prompt_text
     assert "whitespace" in second_prompt.lower()
     # the prefix cells reached the model as pre-executed history
-    assert "[pre-executed by the user]" in openai_server.requests[0].prompt_text
+    assert "[pre-executed by user]" in openai_server.requests[0].prompt_text
     (case,) = ET.parse(project.path / "junit.xml").getroot().iter("testcase")
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert props["super.accuracy"] == "1.0" and props["super.landmarks"] == "1.0"
@@ -178,11 +178,14 @@ def test_reflexion_retries_in_a_fresh_container_with_its_plan(project, openai_se
     )
     openai_server.script(["no format", "still no format", "nope", plan, EDIT_FIXED, RUN, SUBMIT])
     started = time.time()
-    result = run(project, openai_server, "--super-agent=reflexion", "--super-attempts=2")
+    # three malformed replies use up attempt 1's three steps (they do not end it by themselves)
+    result = run(
+        project, openai_server, "--super-agent=reflexion", "--super-attempts=2", "--super-steps=3"
+    )
     result.assert_outcomes(passed=1)
     # the second attempt's prompt carries the plan, and starts again from the prefix
     second_attempt = openai_server.requests[4].prompt_text
-    assert "edit it exactly" in second_attempt and "[pre-executed by the user]" in second_attempt
+    assert "edit it exactly" in second_attempt and "[pre-executed by user]" in second_attempt
     (run_id,) = [p.name for p in (project.path / "reports").iterdir()]
     trajectory = json.loads(
         next((project.path / "reports" / run_id / "trajectories").glob("*.json")).read_text()

@@ -113,7 +113,7 @@ def test_masked_task_with_prefix_cells_scores_perfectly_in_a_container(project, 
     )
     prefix = [s for s in trajectory["steps"] if s["pre_executed"]]
     assert [s["action"] for s in prefix] == ["execute", "execute", "edit"]
-    assert all(s["thought"] == "[pre-executed by the user]" for s in prefix)
+    assert all(s["thought"] == "[pre-executed by user]" for s in prefix)
     assert "/content" in prefix[1]["output"]  # the working directory of a docker kernel
     (run_id,) = run_ids(project)
     assert containers_of(engine, run_id) == []

@@ -12,6 +12,7 @@ import re
 import stat
 import subprocess
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import docker
@@ -20,8 +21,9 @@ import pytest
 from pytest_super.errors import EngineUnavailable, ImageMissing
 from pytest_super.kernels import cleanup_containers, docker_client, provision_kernel
 from pytest_super.kernels.base import KernelSettings
-from pytest_super.kernels.docker import KERNEL_PORTS, container_name
+from pytest_super.kernels.docker import container_name
 from pytest_super.kernels.image import build_image
+from pytest_super.kernels.lease import LABEL_LEASE, Holder, Lease, engine_time
 
 pytestmark = pytest.mark.docker
 
@@ -89,10 +91,13 @@ def test_labels_name_ports_and_limits(kernel, client, settings: KernelSettings) 
     assert re.fullmatch(r"super-demo-task-gw7-[0-9a-f]{6}", container.name)
     assert container.name in kernel.description
 
-    ports = container.attrs["NetworkSettings"]["Ports"]
-    for port in KERNEL_PORTS.values():
-        bindings = ports[f"{port}/tcp"]
-        assert bindings and all(b["HostIp"] == "127.0.0.1" for b in bindings)
+    # no port is published or even exposed: the kernel's channels are unix sockets in a private
+    # host folder bind-mounted into this container only (docs/security.md)
+    assert not container.attrs["NetworkSettings"]["Ports"]
+    assert not container.attrs["Config"].get("ExposedPorts")
+    box = kernel._box
+    assert box.connection_info()["transport"] == "ipc"
+    assert stat.S_IMODE(os.stat(box.folder).st_mode) == 0o700
 
     host = container.attrs["HostConfig"]
     assert host["Init"] is True
@@ -102,15 +107,17 @@ def test_labels_name_ports_and_limits(kernel, client, settings: KernelSettings) 
     assert host["PidsLimit"] == settings.pids_limit
     assert host["CapDrop"] == ["ALL"]
     assert "no-new-privileges:true" in host["SecurityOpt"]
-    assert host["NetworkMode"] == "bridge"
-    assert not host.get("Binds")
+    assert host["NetworkMode"] == "pytest-super-tasks"
+    assert host["Binds"] == [f"{box.channel_dir}:/run/pytest-super:rw"]
 
 
 def test_container_name_is_docker_legal_and_short() -> None:
     name = container_name("safetybench_configuration,cpu" * 5, "gw12")
     assert len(name) <= 63
     assert re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+", name)
-    assert name.endswith(name[-6:]) and re.fullmatch(r".*-gw12-[0-9a-f]{6}", name)
+    assert re.fullmatch(r"super-safetybench_configuration-cpu[a-z_,-]*-gw12-[0-9a-f]{6}", name)
+    assert container_name("a/b c", "gw0").startswith("super-a-b-c-gw0-")
+    assert container_name("a", "gw0") != container_name("a", "gw0")  # two runs never collide
 
 
 def test_key_is_not_visible_to_docker_inspect(kernel, client, settings: KernelSettings) -> None:
@@ -274,39 +281,52 @@ def test_missing_image_names_the_build_command(settings) -> None:
     assert "pytest-super image build" in str(caught.value)
 
 
-def _labelled_container(client, image: str, run_id: str, pid: int, host: str):
+def _labelled_container(client, image: str, run_id: str, lease_id: str | None):
+    labels = {
+        "pytest-super": "1",
+        "pytest-super.run": run_id,
+        "pytest-super.worker": "main",
+        "pytest-super.task": "t",
+    }
+    if lease_id is not None:
+        labels[LABEL_LEASE] = lease_id
     return client.containers.create(
-        image,
-        command=["sleep", "60"],
-        labels={
-            "pytest-super": "1",
-            "pytest-super.run": run_id,
-            "pytest-super.worker": "main",
-            "pytest-super.task": "t",
-            "pytest-super.pid": str(pid),
-            "pytest-super.host": host,
-        },
-        name=f"super-cleanup-{uuid.uuid4().hex[:8]}",
+        image, command=["sleep", "60"], labels=labels, name=f"super-cleanup-{uuid.uuid4().hex[:8]}"
     )
 
 
 def test_cleanup_dead_runs_only_then_by_run_id(client, image, settings) -> None:
-    import socket
-
+    """Dead: the lease's holder is a process of this namespace that is gone. Alive: a lease this
+    process renews; a lease of another namespace renewed just now; no lease at all (made before
+    leases existed: removed only by run id)."""
     gone = subprocess.Popen(["true"])
     gone.wait()
-    here = socket.gethostname()
-    dead = _labelled_container(client, image, settings.run_id, gone.pid, here)
-    alive = _labelled_container(client, image, settings.run_id, os.getpid(), here)
-    foreign = _labelled_container(client, image, settings.run_id, gone.pid, "another-host")
+    leases = [Lease(client, image) for _ in range(3)]
+    dead_lease, alive_lease, foreign_lease = leases
+    here = Holder.of_this_process()
+    dead_lease.stop_renewing()
+    dead_lease.write(engine_time(client), replace(here, pid=gone.pid))
+    foreign_lease.stop_renewing()
+    foreign_lease.write(engine_time(client), replace(here, pid=gone.pid, pid_ns=1))
+    try:
+        dead = _labelled_container(client, image, settings.run_id, dead_lease.id)
+        alive = _labelled_container(client, image, settings.run_id, alive_lease.id)
+        foreign = _labelled_container(client, image, settings.run_id, foreign_lease.id)
+        legacy = _labelled_container(client, image, settings.run_id, None)
 
-    removed = cleanup_containers(client, dead_runs_only=True)
-    assert dead.name in removed
-    assert alive.name not in removed and foreign.name not in removed
+        removed = cleanup_containers(client, dead_runs_only=True)
+        assert dead.name in removed
+        assert not {alive.name, foreign.name, legacy.name} & set(removed)
+        names = {c.name for c in client.containers.list(all=True, ignore_removed=True)}
+        assert dead_lease.name not in names
+        assert {alive_lease.name, foreign_lease.name} <= names
 
-    removed = cleanup_containers(client, run_id=settings.run_id)
-    assert sorted(removed) == sorted([alive.name, foreign.name])
-    assert cleanup_containers(client, run_id=settings.run_id) == []
+        removed = cleanup_containers(client, run_id=settings.run_id)
+        assert sorted(removed) == sorted([alive.name, foreign.name, legacy.name])
+        assert cleanup_containers(client, run_id=settings.run_id) == []
+    finally:
+        for lease in leases:
+            lease.release()
 
 
 def test_detach_leaves_the_box_running_and_says_how_to_get_in(settings, client) -> None:
@@ -331,7 +351,7 @@ def test_pip_cache_is_a_named_volume(settings, client) -> None:
     kernel = provision_kernel(settings, task_id="pip-cache")
     try:
         mounts = client.api.inspect_container(kernel._box.container_id)["Mounts"]
-        [mount] = mounts
+        [mount] = [m for m in mounts if m["Type"] == "volume"]
         assert (mount["Type"], mount["Name"], mount["Destination"]) == (
             "volume",
             volume,

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
-import statistics
 import subprocess
 import time
 import warnings
-from queue import Empty
 
 import pytest
-from jupyter_client import BlockingKernelClient
 
 from pytest_super.errors import KernelStartError
 from pytest_super.kernels import local
 from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.kernels.local import LocalBox, git_mirror_env, kernel_environment
+from pytest_super.kernels.message_cap import CUT_KEY, cut, shrink
 from pytest_super.kernels.output import CappedText, clean_for_model
 from pytest_super.kernels.runtime import INTERRUPT_GRACE_S, LATE_OUTPUT_GRACE_S, JupyterKernel
 
@@ -190,6 +189,32 @@ def _peak_rss_mb() -> float:
     raise AssertionError("no VmHWM in /proc/self/status")
 
 
+def test_message_cap_keeps_head_and_tail_within_the_encoded_budget():
+    text = "a" * 100 + "é" * 5000 + "\x00" * 3000 + "z" * 100  # NUL: 6 bytes in JSON
+    short = cut(text, 4000)
+    assert len(json.dumps(short, ensure_ascii=False).encode()) <= 4000
+    assert short.startswith("a" * 100) and short.endswith("\x00" * 10 + "z" * 100)
+    dropped = int(short.split("... [")[1].split(" bytes cut]")[0])
+    kept = short.replace(f"\n... [{dropped} bytes cut] ...\n", "")
+    assert dropped + len(kept.encode()) == len(text.encode())  # the marker counts UTF-8 bytes
+    assert cut("small", 4000) == "small"
+
+
+def test_message_cap_shrinks_only_what_is_too_big_and_says_so():
+    stream = shrink("stream", {"name": "stdout", "text": "x" * 10_000}, 1000)
+    assert stream["name"] == "stdout" and len(stream["text"]) < 600 and stream[CUT_KEY]
+    data = {"text/plain": "y" * 9000, "image/png": "AAA"}
+    shown = shrink("display_data", {"data": data, "metadata": {}}, 1000)
+    assert list(shown["data"]) == ["text/plain"]
+    note = "[image/png left out: the display was larger than 1000 bytes]"
+    assert shown["data"]["text/plain"].endswith(note)
+    error = {"ename": "E", "evalue": "v" * 5000, "traceback": ["t" * 100] * 100}
+    shrunk = shrink("error", error, 2000)
+    assert shrunk["ename"] == "E" and len(shrunk["traceback"]) == 1
+    assert len(json.dumps(shrunk)) < 2000
+    assert shrink("status", {"execution_state": "idle"}, 1000) == {"execution_state": "idle"}
+
+
 def test_flood_is_capped_without_blowing_memory(kernel):
     try:  # reset the peak so that earlier tests in this process do not count
         with open("/proc/self/clear_refs", "w") as f:
@@ -343,51 +368,3 @@ def test_start_local_kernel_warns_once(monkeypatch):
                 k.close()
     messages = [str(w.message) for w in caught if "isolates nothing" in str(w.message)]
     assert len(messages) == 1
-
-
-# -- cost of the harness ---------------------------------------------------------------------
-
-
-def test_round_trip_cost_versus_bare_client():
-    """Print (not assert) the `1+1` round trip through JupyterKernel vs a bare client.
-
-    Two kernels, one driven by JupyterKernel, one by a bare BlockingKernelClient doing
-    execute + drain IOPub to idle + shell reply; calls alternate so machine load hits both.
-    """
-    runs = 300
-    ours_box, bare_box = LocalBox(), LocalBox()
-    k = JupyterKernel(ours_box)
-    bare_client = BlockingKernelClient()
-    try:
-        bare_client.load_connection_info(bare_box.connection_info())
-        bare_client.start_channels(hb=False, stdin=False)
-        bare_client.wait_for_ready(30)
-        ours, bare = [], []
-        for _ in range(runs):
-            ours.append(k.execute("1+1", 30).duration_s)
-            t0 = time.perf_counter()
-            msg_id = bare_client.execute("1+1", allow_stdin=False)
-            while True:
-                try:
-                    msg = bare_client.iopub_channel.get_msg(timeout=30)
-                except Empty as exc:
-                    raise AssertionError("no idle from the bare client") from exc
-                if (
-                    msg["parent_header"].get("msg_id") == msg_id
-                    and msg["msg_type"] == "status"
-                    and msg["content"]["execution_state"] == "idle"
-                ):
-                    break
-            bare_client.get_shell_msg(timeout=30)
-            bare.append(time.perf_counter() - t0)
-    finally:
-        bare_client.stop_channels()
-        k.close()
-        bare_box.remove()
-    med_ours, med_bare = statistics.median(ours) * 1000, statistics.median(bare) * 1000
-    print(
-        f"\n1+1 round trip, median of {runs}: JupyterKernel {med_ours:.2f} ms, "
-        f"bare BlockingKernelClient {med_bare:.2f} ms, difference {med_ours - med_bare:+.2f} ms; "
-        f"p90 {statistics.quantiles(ours, n=10)[-1] * 1000:.2f} vs "
-        f"{statistics.quantiles(bare, n=10)[-1] * 1000:.2f} ms"
-    )

@@ -6,7 +6,6 @@ import email.utils
 import json
 import time
 
-import httpx
 import pytest
 from openai_server import Status
 
@@ -215,7 +214,6 @@ def test_timeouts_are_retried(openai_server):
         assert len(sleeps) == 1
     finally:
         listener.close()
-    assert issubclass(httpx.ReadTimeout, httpx.TransportError)
 
 
 # -- cached prompt tokens ------------------------------------------------------------------------

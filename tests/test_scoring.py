@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 import pickle
 import re
+import warnings
 
 import pytest
 
+from pytest_super import scoring
 from pytest_super.scoring import (
     DEFAULT_TOLERANCE,
     MISSING,
@@ -21,6 +23,7 @@ from pytest_super.scoring import (
     score_landmarks,
     score_script_executed,
 )
+from pytest_super.trajectory import Step
 
 # --- accuracy: leaves ---------------------------------------------------------------------------
 
@@ -383,3 +386,53 @@ def test_mean_or_none():
     assert mean_or_none([None, None]) is None
     assert mean_or_none([]) is None
     assert mean_or_none(iter([0.0])) == 0.0
+
+
+def test_the_landmark_time_bound_is_per_regex_and_a_sane_regex_still_matches_late():
+    texts = ["x" * 1_000_000, "epoch 3 loss 0.25"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a sane regex never warns
+        assert scoring.score_landmarks([r"loss \d+\.\d+", r"^x+$"], texts, timeout_s=5) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("text", "submitted"),
+    [
+        ("null", False),
+        ("{}", False),
+        ("[]", False),
+        ('""', False),
+        ("0", False),
+        ("false", False),
+        ('{"acc": 0}', True),
+        ("[0]", True),
+        ('"text"', True),
+        ("0.5", True),
+    ],
+)
+def test_submitted_is_a_non_empty_submission_as_the_reference_decides(text, submitted):
+    """The reference: `if last_action["content"]` on the parsed JSON (issue 9, item 2)."""
+    assert scoring.is_submitted(parse_submission(text)) is submitted
+
+
+def test_observed_texts_are_raw_cell_output_and_every_other_steps_observation():
+    steps = [
+        Step("", "execute", "print(1)", observation="1 (cleaned)", output="1\n", code="print(1)"),
+        Step("", "execute", "pass", observation="[no output]", output="", code="pass"),
+        Step("", "edit", "f\n...", observation="Edit was successful. ..."),
+        Step("", "open", "open f.py", observation="[File: /f.py (3 lines total)]"),
+        Step("", "continue_wait", "", observation="done (cleaned)", output="done\n"),
+    ]
+    assert scoring.observed_texts(steps) == [
+        "1\n",
+        "",
+        "Edit was successful. ...",
+        "[File: /f.py (3 lines total)]",
+        "done\n",
+    ]
+
+
+def test_unmatchable_leaves_name_nan_and_infinity():
+    gold = {"a": float("nan"), "b": [1.0, float("inf")], "c": {"d": -float("inf")}, "e": 1e308}
+    assert scoring.unmatchable_leaves(gold) == ["a", "b[1]", "c.d"]
+    assert scoring.unmatchable_leaves(0.5) == []

@@ -33,8 +33,10 @@ class ExitStatus(str, Enum):
     FORMAT_ERRORS = "format_errors"
     LLM_ERROR = "llm_error"
     KERNEL_ERROR = "kernel_error"
-    AGENT_ERROR = "agent_error"
+    AGENT_ERROR = "agent_error"  # no longer given: read in results of older runs
+    HARNESS_ERROR = "harness_error"  # our own code raised (a bug): a pytest error
     TASK_ERROR = "task_error"  # a pre-executed cell failed
+    DISK_LIMIT = "disk_limit"  # the task wrote more than --super-disk
 
 
 class EpisodeEnd(Exception):
@@ -49,6 +51,12 @@ class BudgetExceeded(EpisodeEnd):
 
 class StepLimitReached(EpisodeEnd):
     status = ExitStatus.STEP_LIMIT
+
+
+class DiskLimitExceeded(EpisodeEnd):
+    """The task's box wrote more than its disk limit and was stopped (raised by the backend)."""
+
+    status = ExitStatus.DISK_LIMIT
 
 
 class ComputeLimitReached(EpisodeEnd):
@@ -75,7 +83,7 @@ class EpisodeLimits:
     token_budget: int = 600_000
     compute_s: float = 1800.0
     cell_timeout_s: float = 300.0
-    format_errors: int = 3
+    format_errors: int | None = None  # malformed replies in a row that end it; None: no cap
 
 
 @runtime_checkable
@@ -90,8 +98,11 @@ class Agent(Protocol):
 class Environment:
     """Everything an agent may touch for one task: kernel, limits, model, trajectory.
 
-    Compute time of every cell (prefix cells included) is summed; a cell that takes the sum past
-    the limit raises `ComputeLimitReached` after its result is recorded by the caller's step.
+    Compute time of every cell (prefix cells, waits, interrupts and the SWE-agent's viewer helpers
+    included) is summed. As in the reference, a cell always gets its full cell timeout; once the
+    sum is strictly above the limit, the episode ends before the next model call (`ask_model`)
+    or the next cell, with `ComputeLimitReached`, so the cell that crossed it finishes and its
+    result is recorded, but nothing is submitted after it.
     """
 
     def __init__(
@@ -124,18 +135,29 @@ class Environment:
         self._prefix_steps: list[Step] = []
 
     # -- cells -------------------------------------------------------------------------------
-    def execute(self, code: str, *, interrupt_on_timeout: bool = True) -> CellResult:
-        """Run one cell with the per-cell timeout, counting its time against the compute limit."""
-        self._check_compute()
-        timeout = min(self.limits.cell_timeout_s, self.compute_left_s)
+    def execute(
+        self,
+        code: str,
+        *,
+        interrupt_on_timeout: bool = True,
+        timeout_s: float | None = None,
+        check_limit: bool = True,
+    ) -> CellResult:
+        """Run one cell with the per-cell timeout (or `timeout_s`), counting its time against the
+        compute limit. `check_limit=False`: run even past the limit (pre-executed cells, which
+        the reference never stops)."""
+        if check_limit:
+            self.check_compute()
+        timeout = self.limits.cell_timeout_s if timeout_s is None else timeout_s
         result = self.kernel.execute(code, timeout, interrupt_on_timeout=interrupt_on_timeout)
         self.compute_used_s += result.duration_s
         return result
 
-    def wait(self) -> CellResult:
+    def wait(self, *, check_limit: bool = True) -> CellResult:
         """`continue_wait`: wait one more cell timeout for a cell left running."""
-        self._check_compute()
-        result = self.kernel.wait(min(self.limits.cell_timeout_s, self.compute_left_s))
+        if check_limit:
+            self.check_compute()
+        result = self.kernel.wait(self.limits.cell_timeout_s)
         self.compute_used_s += result.duration_s
         return result
 
@@ -144,14 +166,12 @@ class Environment:
         self.compute_used_s += result.duration_s
         return result
 
-    @property
-    def compute_left_s(self) -> float:
-        return max(0.0, self.limits.compute_s - self.compute_used_s)
-
-    def _check_compute(self) -> None:
-        if self.compute_left_s <= 0:
+    def check_compute(self) -> None:
+        """Raise `ComputeLimitReached` if cell time is strictly above the compute limit."""
+        if self.compute_used_s > self.limits.compute_s:
             raise ComputeLimitReached(
-                f"compute limit of {self.limits.compute_s:.0f} s of cell time reached"
+                f"compute limit exceeded: {self.compute_used_s:.0f} s of cell time used, the "
+                f"limit is {self.limits.compute_s:.0f} s"
             )
 
     # -- model -------------------------------------------------------------------------------
@@ -173,10 +193,14 @@ class Environment:
         return self.limits.token_budget - self.prompt_tokens
 
     def check_budget(self, budget: int | None = None) -> None:
-        """Raise `BudgetExceeded` if the prompt tokens used reach `budget` (default: the task's)."""
+        """Raise `BudgetExceeded` if the prompt tokens used are strictly above `budget` (default:
+        the task's), the reference's test before each model call."""
         budget = self.limits.token_budget if budget is None else budget
-        if self.prompt_tokens >= budget:
-            raise BudgetExceeded(f"token budget of {budget} prompt tokens reached")
+        if self.prompt_tokens > budget:
+            raise BudgetExceeded(
+                f"token budget exceeded: {self.prompt_tokens} prompt tokens used, the budget is "
+                f"{budget}"
+            )
 
     # -- record ------------------------------------------------------------------------------
     def record(self, step: Step) -> None:

@@ -1,13 +1,15 @@
 """What LLM agents show the model of their past: cleaned, truncated observations and cell notes.
 
-Shared by the ReAct family and the SWE-agent. Owns: `clean_observation` (ANSI codes and progress
-bars out), `truncate_history` (SUPER's rule: earlier observations keep their last 500 characters,
-the latest its last 50,000), `cell_observation` (what a cell's result looks like to the model,
-including the still-running note of the timeout protocol), `RunningCell` (the protocol itself:
-after a cell times out and keeps running, the model may answer `continue_wait` or `interrupt`;
-any other action interrupts it first), and the model-call plumbing every LLM agent shares:
-`ask_model` (call, count tokens, check the budget), `FormatError` and `FormatErrors` (the
-in-a-row counter that ends an episode).
+Shared by the ReAct family and the SWE-agent. Owns: `clean_observation` (the reference's noise
+rules, `agents/cleaning.py`), `truncate_history` (SUPER's rule: earlier observations keep their
+last 500 characters, the latest its last 50,000, each behind the reference's marker),
+`cell_observation` (what a cell's result looks like to the model: an empty output is shown empty,
+as in the published episodes; the still-running note of the timeout protocol), `RunningCell` (the
+protocol itself: after a cell times out and keeps running, the model may answer `continue_wait`
+or `interrupt`; any other action interrupts it first), and the model-call plumbing every LLM
+agent shares: `ask_model` (limits checked before the call, as the reference does, then the call
+and its usage), `FormatError` and `FormatErrors` (an optional cap on malformed replies in a row,
+off unless `--super-format-errors` sets it).
 
 Cleaning applies only to what the model sees; landmarks are matched against the raw output.
 """
@@ -17,45 +19,54 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pytest_super.agents.base import BudgetExceeded, Environment, FormatErrorsExceeded
+from pytest_super.agents.base import (
+    BudgetExceeded,
+    Environment,
+    EpisodeEnd,
+    FormatErrorsExceeded,
+)
+from pytest_super.agents.cleaning import clean_observation
 from pytest_super.kernels.base import CellResult
-from pytest_super.kernels.output import clean_for_model
 from pytest_super.trajectory import Step
 
 if TYPE_CHECKING:
     from pytest_super.agents.llm import Completion, LLMClient
 
+#: the reference's markers: an earlier observation cut to its last 500 characters starts with
+#: the first, the latest cut to its last 50,000 with the second
 TRUNCATED = "(truncated) ... "
+TRUNCATED_LATEST = "... (truncated) ..."
 EARLIER_CHARS = 500
 LATEST_CHARS = 50_000
+#: the thought of the steps the harness takes for the user (the reference's words, as the
+#: published episodes show them): a pre-executed cell, and the one wait after a pre-executed
+#: cell that ran out of time
+PRE_EXECUTED_THOUGHT = "[pre-executed by user]"
+CONTINUED_THOUGHT = "[continued after timeout]"
 
 WAIT_ACTION = "continue_wait"
 INTERRUPT_ACTION = "interrupt"
-BUDGET_ACTION = "budget_exceeded"  # a reply that came back after the budget ran out
+#: the step that records why the episode ended before a model call (the reference's
+#: `exception` step): the token budget or the compute limit was already exceeded
+BUDGET_ACTION = "budget_exceeded"
+COMPUTE_ACTION = "compute_limit"
 AUTO_INTERRUPT_THOUGHT = "[the running cell was interrupted before the next action]"
 
 
-def clean_observation(text: str) -> str:
-    """The output as the model should see it: no ANSI codes, no progress-bar clutter.
-
-    The one cleaning rule of the project (`kernels.output.clean_for_model`): carriage-return
-    rewrites keep what a terminal last showed, a run of progress-bar lines keeps its last line.
-    """
-    return clean_for_model(text)
-
-
-def truncate_observation(text: str, limit: int) -> str:
-    """The last `limit` characters of `text`, behind the truncation mark if anything was cut."""
+def truncate_observation(text: str, limit: int, marker: str = TRUNCATED_LATEST) -> str:
+    """The last `limit` characters of `text`, behind `marker` if anything was cut."""
     if len(text) <= limit:
         return text
-    return TRUNCATED + text[-limit:]
+    return marker + text[-limit:]
 
 
 def truncate_history(observations: list[str]) -> list[str]:
     """SUPER's rule: earlier observations to their last 500 characters, the latest to 50,000."""
     last = len(observations) - 1
     return [
-        truncate_observation(obs, LATEST_CHARS if i == last else EARLIER_CHARS)
+        truncate_observation(obs, LATEST_CHARS)
+        if i == last
+        else truncate_observation(obs, EARLIER_CHARS, TRUNCATED)
         for i, obs in enumerate(observations)
     ]
 
@@ -68,7 +79,7 @@ def cell_observation(
     `interrupted`: the result is that of an interrupt the agent asked for (or that came before
     its next action), not of a cell that hit the time limit.
     """
-    text = clean_observation(result.output).rstrip()
+    text = clean_observation(result.output)
     if interrupted and result.status in ("timeout", "error"):
         note = "[The cell was interrupted; the kernel's variables are kept.]"
     elif result.status == "timeout" and result.still_running:
@@ -84,10 +95,9 @@ def cell_observation(
             "[The kernel died while running this cell and was restarted: variables and imports "
             "are lost, files on disk are kept.]"
         )
-    elif not text:
-        note = "[The cell ran without output.]"
     else:
-        return text
+        return text  # as printed; an empty output is shown empty, as in the published episodes
+    text = text.rstrip()
     return f"{text}\n{note}" if text else note
 
 
@@ -174,14 +184,16 @@ class FormatError(ValueError):
 
 @dataclass
 class FormatErrors:
-    """Counts format errors in a row; the `limit`-th ends the episode (`FormatErrorsExceeded`)."""
+    """Counts malformed replies in a row. With a `limit` (`--super-format-errors`), the `limit`-th
+    ends the episode (`FormatErrorsExceeded`); without one (the default, as in the published
+    runs) they never end it by themselves: the step limit and the token budget still do."""
 
-    limit: int
+    limit: int | None
     in_a_row: int = 0
 
     def failed(self, problem: str) -> None:
         self.in_a_row += 1
-        if self.in_a_row >= self.limit:
+        if self.limit is not None and self.in_a_row >= self.limit:
             raise FormatErrorsExceeded(
                 f"{self.in_a_row} replies in a row were not in the reply format; last: {problem}"
             )
@@ -207,15 +219,21 @@ def ask_model(
     stop: list[str] | None = None,
     budget: int | None = None,
 ) -> Completion:
-    """One model call, counted against the token budget (`budget`: an absolute prompt-token mark).
+    """One model call, after the reference's checks (`budget`: an absolute prompt-token mark).
 
-    The budget is checked before the call (nothing is spent once it is reached) and after it, so
-    the call that crosses it ends the episode with `BudgetExceeded` before its reply is used; that
-    reply is recorded as a `budget_exceeded` step, so the steps' tokens add up to the total.
-    `LLMError` propagates: the runner reports it as an infrastructure error.
+    Before the call: prompt tokens strictly above the budget, or cell time strictly above the
+    compute limit, end the episode (`BudgetExceeded`, `ComputeLimitReached`) with a step saying
+    so. Nothing is checked after the call: the reply that crossed a limit is acted on, and the
+    next call ends the episode. `LLMError` propagates (an infrastructure error).
     """
     llm = require_llm(env, env.trajectory.agent)
-    env.check_budget(budget)
+    try:
+        env.check_compute()
+        env.check_budget(budget)
+    except EpisodeEnd as end:
+        action = BUDGET_ACTION if isinstance(end, BudgetExceeded) else COMPUTE_ACTION
+        env.record(Step(thought="", action=action, content="", observation=str(end)))
+        raise
     completion = llm.complete(messages, stop=stop)
     env.count_tokens(
         completion.prompt_tokens,
@@ -223,22 +241,6 @@ def ask_model(
         completion.cost_usd,
         completion.cached_prompt_tokens,
     )
-    try:
-        env.check_budget(budget)
-    except BudgetExceeded as exc:
-        env.record(
-            Step(
-                thought="",
-                action=BUDGET_ACTION,
-                content=completion.text,
-                observation=f"[not acted on: {exc}]",
-                prompt_tokens=completion.prompt_tokens,
-                cached_prompt_tokens=completion.cached_prompt_tokens,
-                completion_tokens=completion.completion_tokens,
-                cost_usd=completion.cost_usd,
-            )
-        )
-        raise
     return completion
 
 
@@ -255,9 +257,8 @@ def record_with_usage(env: Environment, step: Step, completion: Completion | Non
     env.record(step)
 
 
-def format_error_turn(reply: str, note: str) -> tuple[Step, list[dict[str, str]]]:
-    """The step recorded for a malformed reply, and the correction shown with the next call only
-    (a good reply drops both from the history)."""
-    step = Step(thought="", action=FORMAT_ERROR_ACTION, content=reply, observation=note)
-    correction = [{"role": "assistant", "content": reply}, {"role": "user", "content": note}]
-    return step, correction
+def format_error_step(reply: str, note: str) -> Step:
+    """The step recorded for a malformed reply: the reply is kept in the trajectory, the model is
+    shown `note` as the step's observation from then on (the published episodes keep such steps
+    in the history, with an empty thought and action)."""
+    return Step(thought="", action=FORMAT_ERROR_ACTION, content=reply, observation=note)

@@ -80,6 +80,9 @@ _RETRY_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 _BACKOFF_BASE_S = 1.0
 _BACKOFF_CAP_S = 60.0
 _RETRY_AFTER_CAP_S = 300.0
+#: The largest token count one reply may report: 100x the longest context window offered today
+#: (10M tokens, Llama 4 Scout, 2025). Anything above is a broken endpoint, not a real count.
+MAX_USAGE_TOKENS = 1_000_000_000
 _KEYLIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-*.]{3,})")
 
 
@@ -98,7 +101,7 @@ class LLMSettings:
     price_cached: float | None = None  # USD per million cached prompt tokens; None: table/price_in
     cache_dir: str | None = None  # --super-llm-cache
     max_retries: int = 6
-    timeout_s: float = 300.0
+    timeout_s: float = 300.0  # total deadline of one HTTP request, from connect to last byte
 
 
 def api_key_from_env() -> str | None:
@@ -282,7 +285,7 @@ class LLMClient:
         for attempt in range(s.max_retries + 1):
             wait: float | None = None
             try:
-                response = self._http.post(self._url, json=body)
+                response = self._post_once(body)
             except httpx.TransportError as exc:  # connection refused/reset, timeouts
                 kind = "timed out" if isinstance(exc, httpx.TimeoutException) else "failed"
                 failure = f"the request {kind}: {type(exc).__name__}: {self._scrub(str(exc))}"
@@ -313,6 +316,37 @@ class LLMClient:
         raise LLMError(
             f"LLM endpoint {where} failed after {s.max_retries + 1} tries; last: {failure}. "
             "Check that the endpoint is up and the base URL is right, or allow more retries."
+        )
+
+    def _post_once(self, body: dict[str, Any]) -> httpx.Response:
+        """One POST within a total deadline of `timeout_s`, however slowly the answer trickles in.
+
+        httpx's timeouts bound each read, not the whole answer: a server sending a byte a second
+        would never time out. The body is read chunk by chunk and the deadline checked after
+        each; a single read is bounded by the time left when the request started.
+        """
+        limit = self.settings.timeout_s
+        deadline = time.monotonic() + limit
+        request = self._http.build_request("POST", self._url, json=body, timeout=limit)
+        response = self._http.send(request, stream=True)
+        try:
+            chunks = []
+            for chunk in response.iter_bytes():
+                chunks.append(chunk)
+                if time.monotonic() > deadline:
+                    raise httpx.ReadTimeout(
+                        f"no complete answer within the total deadline of {limit:g} s",
+                        request=request,
+                    )
+        finally:
+            response.close()
+        headers = [
+            (name, value)
+            for name, value in response.headers.multi_items()
+            if name.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+        ]
+        return httpx.Response(
+            response.status_code, headers=headers, content=b"".join(chunks), request=request
         )
 
     def _refusal(self, response: httpx.Response, where: str) -> str:
@@ -353,26 +387,91 @@ class LLMClient:
             text = text.replace(key, "<API key>")
         return _KEYLIKE.sub("<API key>", text)
 
-    def _read_reply(self, data: dict[str, Any], body: dict[str, Any]) -> tuple[str, int, int, int]:
-        """The reply's text, prompt tokens, completion tokens and cached prompt tokens."""
+    def _read_reply(self, data: Any, body: dict[str, Any]) -> tuple[str, int, int, int]:
+        """(text, prompt, completion and cached prompt tokens) of a reply; `LLMError` for a shape we cannot read.
+
+        `content` may be a string, null (a reply of tool calls only) or a list of parts
+        (`{"type": "text", "text": ...}`, OpenAI's newer format); text parts are joined and
+        other parts (images, refusals) are left out.
+        """
         try:
             message = data["choices"][0]["message"]
         except (KeyError, IndexError, TypeError):
-            raise LLMError(
-                f"LLM endpoint {self._url} answered without choices[0].message: "
-                f"{self._scrub(json.dumps(data)[:300])}"
-            ) from None
-        text = message.get("content") or ""
-        usage = data.get("usage") or {}
-        prompt_tokens = usage.get("prompt_tokens")
-        completion_tokens = usage.get("completion_tokens")
+            raise self._bad_reply("answered without choices[0].message", data) from None
+        if not isinstance(message, dict):
+            raise self._bad_reply("answered with a choices[0].message that is not an object", data)
+        text = _content_text(message.get("content"))
+        if text is None:
+            raise self._bad_reply(
+                "answered with a choices[0].message.content that is neither text nor a list "
+                "of text parts",
+                data,
+            )
+        prompt_tokens, completion_tokens, cached_tokens = self._usage(data.get("usage"))
         if prompt_tokens is None:  # some local servers omit usage: estimate (4 characters a token)
-            prompt_tokens = sum(len(m.get("content") or "") for m in body["messages"]) // 4
+            prompt_tokens = sum(len(str(m.get("content") or "")) for m in body["messages"]) // 4
         if completion_tokens is None:
             completion_tokens = len(text) // 4
-        details = usage.get("prompt_tokens_details") or {}
-        cached = details.get("cached_tokens") if isinstance(details, dict) else None
-        return text, int(prompt_tokens), int(completion_tokens), int(cached or 0)
+        return text, prompt_tokens, completion_tokens, cached_tokens
+
+    def _usage(self, usage: Any) -> tuple[int | None, int | None, int]:
+        """(prompt, completion, cached prompt) token counts of a reply's `usage`; None where it
+        gives none (0 for cached: `usage.prompt_tokens_details.cached_tokens`).
+
+        Counts must be integers in [0, MAX_USAGE_TOKENS]: a negative count would defeat the token
+        budget, a huge one broke xdist's report serialization and lost the run's results.
+        """
+        if usage is None:
+            return None, None, 0
+        if not isinstance(usage, dict):
+            raise LLMError(
+                f"LLM endpoint {self._url} answered with a `usage` that is not an object: "
+                f"{self._scrub(repr(usage)[:200])}"
+            )
+        details = usage.get("prompt_tokens_details")
+        counts = []
+        for name, value in (
+            ("prompt_tokens", usage.get("prompt_tokens")),
+            ("completion_tokens", usage.get("completion_tokens")),
+            (
+                "prompt_tokens_details.cached_tokens",
+                details.get("cached_tokens") if isinstance(details, dict) else None,
+            ),
+        ):
+            if value is not None and (type(value) is not int or not 0 <= value <= MAX_USAGE_TOKENS):
+                raise LLMError(
+                    f"LLM endpoint {self._url} reported usage.{name} = "
+                    f"{self._scrub(repr(value)[:100])}; token counts must be whole numbers from "
+                    f"0 to {MAX_USAGE_TOKENS:,}. Check the endpoint (or its proxy)."
+                )
+            counts.append(value)
+        return counts[0], counts[1], counts[2] or 0
+
+    def _bad_reply(self, what: str, data: Any) -> LLMError:
+        shown = self._scrub(json.dumps(data, default=str)[:300])
+        return LLMError(
+            f"LLM endpoint {self._url} {what}: {shown}; check that the base URL serves "
+            "OpenAI's chat-completions protocol"
+        )
+
+
+def _content_text(content: Any) -> str | None:
+    """The text of a message's `content` (string, null or list of parts); None if unreadable."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    texts = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, dict) and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif not isinstance(part, dict):
+            return None
+    return "".join(texts)
 
 
 def _retry_after(value: str | None) -> float | None:

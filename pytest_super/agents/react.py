@@ -6,8 +6,12 @@ answer as JSON); react-super adds `edit` (SUPER's edit tool). While a cell that 
 running, `continue_wait` and `interrupt` are accepted too. Sampling stops at `</content>` and
 `Observation:`, so a reply usually lacks the closing tag.
 
-Each call sends the system prompt, `Query: ...` and the whole history (pre-executed steps first) as
-Thought / Action / Observation blocks, observations cut by SUPER's truncation rule.
+Each call sends the system prompt (`prompts/react_*.txt`: the reference's structure and its three
+demonstrations, in our words), `Query: ...` and the whole history (pre-executed steps first) as
+Thought / Action / Observation blocks, observations cleaned and cut by SUPER's rules. A malformed
+reply stays in the history as a step with an empty thought and action whose observation says what
+to fix, as in the published episodes; it counts against the step limit and, without
+`--super-format-errors`, never ends the episode by itself.
 """
 
 from __future__ import annotations
@@ -20,21 +24,22 @@ from pytest_super.agents.base import AgentResult, Environment, ExitStatus, StepL
 from pytest_super.agents.history import (
     FORMAT_ERROR_ACTION,
     INTERRUPT_ACTION,
+    PRE_EXECUTED_THOUGHT,
     WAIT_ACTION,
     FormatError,
     FormatErrors,
     RunningCell,
     ask_model,
     clean_observation,
-    format_error_turn,
+    format_error_step,
     record_with_usage,
     step_for_cell,
     truncate_history,
 )
 from pytest_super.agents.llm import Completion
+from pytest_super.agents.prompts import load_prompt
 from pytest_super.edit import edit_action
 from pytest_super.scoring import parse_submission
-from pytest_super.tasks import PRE_EXECUTED_THOUGHT
 from pytest_super.trajectory import Step
 
 STOP = ["</content>", "Observation:"]
@@ -95,81 +100,37 @@ def parse_reply(text: str, actions: Sequence[str]) -> Reply:
 
 
 def correction_message(problem: str, actions: Sequence[str]) -> str:
-    """What the model is told after a reply that was not in the format."""
+    """The observation of a malformed reply: what was wrong and the format to use."""
     names = " | ".join(actions)
     return (
-        f"Your last reply could not be used: {problem}.\n"
-        "Reply again in exactly this form: a line starting with `Thought:` and your reasoning, "
-        f"then a line `Action: <{names}>`, then the content of the action between <content> "
-        "and </content>. The content of `submit` must be valid JSON (double-quoted keys and "
-        "strings)."
+        f"Thought or action not in the expected format: {problem}. Reply again in exactly this "
+        f"form: `Thought: ...`, then a line `Action: <{names}>`, then the action's content "
+        "between <content> and </content>. A submission must be valid JSON."
     )
 
 
 def _duration(seconds: float) -> str:
-    return f"{seconds / 60:g} minutes" if seconds >= 60 else f"{seconds:g} seconds"
+    return f"{seconds / 60:g}-minute" if seconds >= 60 else f"{seconds:g}-second"
 
 
 def system_prompt(*, with_edit: bool, cell_timeout_s: float) -> str:
-    """The system prompt of react (`with_edit=False`) and react-super."""
-    edit_action = (
-        "- edit: change lines of a file. The content is the file name on the first line, then "
-        "(optionally) 1-3 lines that stand just before the lines you replace, then a line "
-        "<<<BEFORE_EDIT>>>, then the lines to replace exactly as they are in the file (whole "
-        "lines, with their indentation), then a line <<<AFTER_EDIT>>>, then the new lines. "
-        "Check the indentation of what you write.\n"
-        if with_edit
-        else ""
+    """The system prompt of react (`with_edit=False`) and react-super: the reference's structure,
+    its demonstrations (the edit one for react-super only), the cell timeout as configured."""
+    commands = (
+        load_prompt("react_commands.txt")
+        .replace("{count}", "three" if with_edit else "two")
+        .replace("{edit}", load_prompt("react_edit_command.txt") if with_edit else "")
+        .replace("{submit_number}", "3" if with_edit else "2")
+        .rstrip("\n")
     )
-    edit_example = (
-        "\nThought: The config asks for a GPU; this machine has none, so I switch it to cpu.\n"
-        "Action: edit\n<content>\nconfig.yaml\n<<<BEFORE_EDIT>>>\ndevice: cuda\n"
-        "<<<AFTER_EDIT>>>\ndevice: cpu\n</content>\n"
-        if with_edit
-        else ""
+    demonstration = load_prompt("react_edit_demonstration.txt") if with_edit else ""
+    return (
+        load_prompt("react_system.txt")
+        .replace("{commands}", commands)
+        .replace("{timeout}", f"a {_duration(cell_timeout_s)} timeout")
+        .replace("{edit_demonstration}", demonstration.rstrip("\n"))
+        .rstrip("\n")
     )
-    return f"""You work in a Jupyter notebook to carry out a research task. Every reply you \
-write has three parts: a thought about where you stand and what to do next, one action, and the \
-action's content.
-
-Actions:
-- execute: run the content as one notebook cell. Python code, shell commands starting with `!` \
-and magics such as `%cd` all work, and Python state persists between cells.
-{edit_action}- submit: give the final answer as JSON (double quotes around keys and strings), \
-or null if there is none. Submitting ends the task.
-
-Reply exactly in this form, one action per reply:
-Thought: <your reasoning>
-Action: <action name>
-<content>
-<the content>
-</content>
-I will answer with the observation (the cell's output).
-
-Tips:
-- If a GitHub repository is named, clone it first, then read its README for how to install and run it.
-- Install packages with pip, not conda. The machine has no GPU.
-- A cell may run for {_duration(cell_timeout_s)}. If it is still running then, you are told so and \
-may answer with the action `continue_wait` (wait again) or `interrupt` (stop it). Interrupt when the \
-cell waits for input (run such commands as `echo y | command`) or runs the wrong thing (another \
-model, too many epochs); keep waiting when it is doing what you want.
-
-Example:
-Query: Read data.csv with pandas and report how many rows it has as {{"rows": 0}}.
-Thought: I load the file and count its rows.
-Action: execute
-<content>
-import pandas as pd
-print(len(pd.read_csv("data.csv")))
-</content>
-Observation: ```
-3
-```{edit_example}
-Thought: The file has 3 rows.
-Action: submit
-<content>
-{{"rows": 3}}
-</content>"""
 
 
 @dataclass
@@ -181,21 +142,22 @@ class HistoryEntry:
 
 
 def history_entries(env: Environment, steps: Sequence[Step]) -> list[HistoryEntry]:
-    """The pre-executed steps of this attempt, then the agent's `steps` (format errors left out)."""
+    """The pre-executed steps of this attempt, then the agent's `steps`; a malformed reply shows
+    as an empty thought and action with the correction as its observation."""
     entries = [
         HistoryEntry(
             s.thought or PRE_EXECUTED_THOUGHT,
             s.action,
             s.content,
-            clean_observation(s.observation or s.output).rstrip()
-            or "[The cell ran without output.]",
+            clean_observation(s.observation or s.output),
         )
         for s in env.prefix_steps
     ]
     entries += [
-        HistoryEntry(s.thought, s.action, s.content, s.observation)
+        HistoryEntry("", "", "", s.observation)
+        if s.action == FORMAT_ERROR_ACTION
+        else HistoryEntry(s.thought, s.action, s.content, s.observation)
         for s in steps
-        if s.action != FORMAT_ERROR_ACTION
     ]
     return entries
 
@@ -227,26 +189,22 @@ class ReActAgent:
         cell = RunningCell()
         steps: list[Step] = []
         errors = FormatErrors(env.limits.format_errors)
-        correction: list[dict[str, str]] = []
         taken = 0
         while True:
             if taken >= env.limits.steps:
-                raise StepLimitReached(f"step limit of {env.limits.steps} actions reached")
+                raise StepLimitReached(f"step limit of {env.limits.steps} steps reached")
+            taken += 1
             actions = self.actions(cell.running)
-            messages = self.messages(env, steps, reflections) + correction
+            messages = self.messages(env, steps, reflections)
             completion = ask_model(env, messages, stop=STOP, budget=budget)
             try:
                 reply = parse_reply(completion.text, actions)
             except FormatError as exc:
-                step, correction = format_error_turn(
-                    completion.text, correction_message(str(exc), actions)
-                )
-                self._record(env, steps, step, completion)
+                note = correction_message(str(exc), actions)
+                self._record(env, steps, format_error_step(completion.text, note), completion)
                 errors.failed(str(exc))
                 continue
             errors.passed()
-            correction = []
-            taken += 1
             interrupted = cell.interrupt_before(env, reply.action)
             if interrupted is not None:
                 self._record(env, steps, interrupted, None)

@@ -3,7 +3,9 @@
 `env.options["replay_path"]` names a trajectory JSON file, or a directory holding
 `<task_id>.json`. The agent's own actions (not the pre-executed ones, which the runner replays) of
 the trajectory's last attempt are run again in order: execute, edit, continue_wait, interrupt,
-submit. Other recorded steps (format errors, reflections, an agent's own commands) are skipped.
+submit. A SWE-agent trajectory (ours or a published one, imported by `pytest-super
+import-trajectories`) also replays its file viewer commands (open, goto, edit <n>:<m>, ...), through
+the same viewer. Other recorded steps (format errors, reflections, limits) are skipped.
 New steps are recorded with 0 tokens; no model is asked.
 """
 
@@ -19,17 +21,25 @@ from pytest_super.agents.history import (
     RunningCell,
     step_for_cell,
 )
+from pytest_super.agents.swe_commands import (
+    SPECIAL_COMMANDS,
+    CommandFormatError,
+    FileViewer,
+    parse_command,
+)
 from pytest_super.edit import edit_action
+from pytest_super.tasks import task_file_stem
 from pytest_super.trajectory import Step, Trajectory, load_trajectory
 
 REPLAYED = ("execute", "edit", WAIT_ACTION, INTERRUPT_ACTION, "submit")
 
 
 def find_trajectory(path: str | Path, task_id: str) -> Path:
-    """The trajectory file for `task_id`: `path` itself, or `path/<task_id>.json`."""
+    """The trajectory file for `task_id`: `path` itself, or `path/<task_id>.json` (the id made a
+    safe file name by `task_file_stem`, as runs and `import-trajectories` write them)."""
     path = Path(path)
     if path.is_dir():
-        candidate = path / f"{task_id}.json"
+        candidate = path / f"{task_file_stem(task_id)}.json"
         if not candidate.is_file():
             raise FileNotFoundError(
                 f"replay: no trajectory {candidate.name} in {path} for task {task_id!r}; "
@@ -41,13 +51,19 @@ def find_trajectory(path: str | Path, task_id: str) -> Path:
     return path
 
 
+def is_swe_trajectory(trajectory: Trajectory) -> bool:
+    """Whether the trajectory's `edit` and viewer steps are SWE-agent commands."""
+    return "swe" in trajectory.agent.lower()
+
+
 def replayed_steps(trajectory: Trajectory) -> list[Step]:
     """The steps to re-run: the agent's replayable actions in the trajectory's last attempt."""
     own = [s for s in trajectory.steps if not s.pre_executed]
     if not own:
         return []
     last = max(s.attempt for s in own)
-    return [s for s in own if s.attempt == last and s.action in REPLAYED]
+    replayed = set(REPLAYED) | (SPECIAL_COMMANDS if is_swe_trajectory(trajectory) else set())
+    return [s for s in own if s.attempt == last and s.action in replayed]
 
 
 class ReplayAgent:
@@ -67,6 +83,7 @@ class ReplayAgent:
                 f"replay: {path} is a trajectory of task {saved.task_id!r}, not {env.task.id!r}"
             )
         cell = RunningCell()
+        viewer = FileViewer(env.kernel) if is_swe_trajectory(saved) else None
         for old in replayed_steps(saved):
             interrupted = cell.interrupt_before(env, old.action)
             if interrupted is not None:
@@ -75,7 +92,9 @@ class ReplayAgent:
             if old.action == "submit":
                 env.record(Step(thought=thought, action="submit", content=old.content))
                 return AgentResult(ExitStatus.SUBMITTED, old.content)
-            if old.action == "edit":
+            if viewer is not None and old.action in SPECIAL_COMMANDS:
+                env.record(self._viewer(viewer, old))
+            elif old.action == "edit":
                 env.record(self._edit(env, old))
             elif old.action == "execute":
                 result = cell.run(env, old.content)
@@ -111,6 +130,17 @@ class ReplayAgent:
                 )
             )
         return AgentResult(ExitStatus.NO_SUBMISSION)
+
+    @staticmethod
+    def _viewer(viewer: FileViewer, old: Step) -> Step:
+        """A SWE-agent file viewer command, run again through the viewer."""
+        try:
+            observation = viewer.run(parse_command(old.content))
+        except (CommandFormatError, ValueError) as exc:
+            observation = f"[not replayed: {exc}]"
+        return Step(
+            thought=old.thought, action=old.action, content=old.content, observation=observation
+        )
 
     @staticmethod
     def _edit(env: Environment, old: Step) -> Step:

@@ -9,10 +9,12 @@ example, the task as the first user message, then one assistant reply and one ob
 step, every observation ending with the state prompt `(Open file: ...)`, `(Current directory:
 ...)`, `In [ ]`. Earlier observations are cut as SUPER cuts them (`history.truncate_history`).
 
-Shared rules with ReAct (the helpers of `history`): at most `env.limits.steps` actions (malformed
-replies do not count), three malformed replies in a row end the episode (each gets a correction,
-shown with the next call only), the prompt-token budget checked around every call (`ask_model`),
-the cell-timeout protocol of `RunningCell`, every step recorded. `run_attempt` takes a budget and
+Shared rules with ReAct (the helpers of `history`): at most `env.limits.steps` replies; a
+malformed reply stays in the conversation with a correction as its observation and ends the
+episode only with `--super-format-errors`; the token budget and the compute limit checked before
+every call (`ask_model`); the cell-timeout protocol of `RunningCell`; every step recorded. The file
+viewer's helper snippets run through the environment (their time counts), and output they catch
+that is not theirs (late output of an earlier cell) is recorded with the next step. `run_attempt` takes a budget and
 earlier plans, as ReAct's does, so Reflexion could drive this agent too.
 """
 
@@ -30,12 +32,13 @@ from pytest_super.agents.history import (
     RunningCell,
     ask_model,
     clean_observation,
-    format_error_turn,
+    format_error_step,
     record_with_usage,
     require_llm,
     step_for_cell,
     truncate_history,
 )
+from pytest_super.agents.prompts import load_prompt
 from pytest_super.agents.swe_commands import (
     WINDOW,
     Command,
@@ -54,103 +57,12 @@ STOP_STRINGS = ["\n(Open file:", "\n(Current directory:"]
 _FENCE = re.compile(r"^[ \t]*```[^\n`]*\n(.*?)^[ \t]*```[ \t]*$", re.MULTILINE | re.DOTALL)
 _DISCUSSION = re.compile(r"^\s*DISCUSSION\s*:?\s*\n?", re.IGNORECASE)
 
-SYSTEM_PROMPT = """\
-SETTING: You are an autonomous programmer working in a Jupyter notebook. Besides running cells, \
-you have a file viewer that shows {window} lines of a file at a time.
 
-Every cell you send runs in the notebook's kernel:
-1. Bash commands start with !, e.g. !ls -la or !pip install numpy.
-2. Anything else is Python, and its variables stay defined for the next cells.
-3. Magics work too, e.g. %cd <path> to change the current directory (!cd does not last).
-
-These special commands help you read, navigate and edit files:
-
-{command_docs}
-
-An edit needs the right indentation: to add the line '        print(x)' write all eight spaces \
-in front of print. Wrongly indented code will fail and has to be fixed before it runs.
-
-RESPONSE FORMAT:
-Your prompt looks like this:
-(Open file: <path>)
-(Current directory: <cwd>)
-In [ ]
-
-Every reply has two parts: a DISCUSSION, where you think about what to do next, and then exactly \
-ONE command in a ``` block. For example:
-
-DISCUSSION
-I'll list the files of the current directory first to see what the repository holds.
-```
-!ls -a
-```
-
-Send a single command per reply and wait for its output before you write the next one. If you \
-want to run two commands, send the first, read its output, then send the second.
-
-EXAMPLES of whole tasks (not from your task):
-
-Task: read 'data.csv' with pandas and report the names in its first 2 rows.
-DISCUSSION
-I'll read the file with pandas and look at the first rows.
-```
-import pandas as pd
-pd.read_csv('data.csv').head(2)
-```
-(output shows the names Alice and Bob)
-DISCUSSION
-The first two rows hold Alice and Bob, so I submit them.
-```
-submit ["Alice", "Bob"]
-```
-
-Task: in config.json, change the model from 'roberta-base' to 'roberta-large'.
-DISCUSSION
-I'll open the file to find the line that names the model.
-```
-open config.json
-```
-(the viewer shows line 2:     "model": "roberta-base",)
-DISCUSSION
-Line 2 names the model; I replace it, keeping its indentation.
-```
-edit 2:2
-    "model": "roberta-large",
-end_of_edit
-```
-(the viewer shows the edited file)
-DISCUSSION
-The file now names roberta-large. There is no value to report, so I submit null.
-```
-submit null
-```
-"""
-
-INSTANCE_PROMPT = """\
-We're working on the following task in the notebook.
-TASK:
-{query}
-
-INSTRUCTIONS:
-Work on the task on your own, with cells and the special commands. Edit whatever files you need \
-and run whatever checks you want. Send ONE command per reply and always wait for its output. \
-When you have the final answer the TASK asks for, send it with the `submit` command, as JSON.
-Indentation matters in edits: put the right indentation in front of every line.
-
-TIPS:
-1. If the task names a GitHub repository, start by cloning it. Read its README for how to install \
-and run it; set up the Python environment with pip (not conda) before running its scripts.
-2. A command that failed will fail again unless you change something: try a different one.
-3. To see a line beyond the window, say line 583, use `goto 583` rather than many scroll_down.
-4. Mind the open file and the current directory shown in the prompt: they may differ, and \
-`create` opens the file it creates.
-5. Line numbers and indentation are easy to get wrong in an edit. Read the file the edit shows \
-you, and fix it with another edit if it is not what you meant.
-6. A cell may run for {cell_timeout} s. Then you choose: answer `{interrupt}` if it is waiting \
-for input (e.g. "Continue? [Y/n]"; run it again as echo "y" | command) or is running the wrong \
-thing (a different model, too many epochs); answer `{wait}` if it is doing the right thing and \
-needs more time.
-"""
+#: the published SWE-agent episodes' system prompt structure, in our words: setting, the
+#: notebook's three kinds of cells, the command list (docstring, signature, arguments), the
+#: indentation warning, the response format, one command per reply; no demonstrations
+SYSTEM_PROMPT = load_prompt("swe_system.txt")
+INSTANCE_PROMPT = load_prompt("swe_instance.txt")
 
 FORMAT_CORRECTION = """\
 Your reply could not be run: {problem}
@@ -189,42 +101,45 @@ class SWEAgent:
         """Act until a submission or a limit. `budget`: the prompt-token mark that ends it
         (default: the task's); `reflections`: plans from earlier attempts, shown with the task."""
         require_llm(env, self.name)
-        viewer = FileViewer(env.kernel, window=self.window)
+        viewer = FileViewer(
+            env.kernel,
+            window=self.window,
+            run_cell=lambda code, timeout: env.execute(code, timeout_s=timeout, check_limit=False),
+        )
         running = RunningCell()
         errors = FormatErrors(env.limits.format_errors)
         turns = [_prefix_turn(step) for step in env.prefix_steps]
-        correction: list[dict[str, str]] = []
         cwd = _current_dir(viewer, "?")
         taken = 0
         while True:
             if taken >= env.limits.steps:
-                raise StepLimitReached(f"step limit of {env.limits.steps} actions reached")
+                raise StepLimitReached(f"step limit of {env.limits.steps} steps reached")
+            taken += 1
             viewer.kernel = env.kernel  # a new attempt may have started a new kernel
             state = _state_prompt(viewer.open_file, cwd)
-            messages = self._messages(env, turns, state, reflections) + correction
+            messages = self._messages(env, turns, state, reflections)
             completion = ask_model(env, messages, stop=STOP_STRINGS, budget=budget)
             try:
                 thought, command = parse_reply(completion.text)
             except CommandFormatError as exc:
-                note = FORMAT_CORRECTION.format(problem=exc) + f"\n{state}"
-                step, correction = format_error_turn(completion.text, note)
-                record_with_usage(env, step, completion)
+                note = FORMAT_CORRECTION.format(problem=exc)
+                record_with_usage(env, format_error_step(completion.text, note), completion)
+                turns.append(_Turn(completion.text, note, state))
                 errors.failed(str(exc))
                 continue
             errors.passed()
-            correction = []
-            taken += 1
             notes: list[str] = []
             interrupted = running.interrupt_before(env, command.name)
             if interrupted is not None:
                 record_with_usage(env, interrupted, None)
                 notes.append(interrupted.observation)
+            stray = viewer.take_stray_output()
             if command.name == "submit":
-                record_with_usage(
-                    env, Step(thought=thought, action="submit", content=command.body), completion
-                )
+                step = Step(thought=thought, action="submit", content=command.body)
+                record_with_usage(env, _with_stray(step, stray), completion)
                 return AgentResult(ExitStatus.SUBMITTED, command.body)
             step = self._act(env, viewer, running, thought, command)
+            step = _with_stray(step, stray + viewer.take_stray_output())
             record_with_usage(env, step, completion)
             if not running.running:  # a running cell keeps the kernel busy: keep the last cwd
                 cwd = _current_dir(viewer, cwd)
@@ -312,6 +227,15 @@ def parse_reply(reply: str) -> tuple[str, Command]:
     return thought, parse_command(blocks[0][1])
 
 
+def _with_stray(step: Step, stray: str) -> Step:
+    """`step` with the output a viewer snippet caught that was not its own (late output of an
+    earlier cell) put first: in its output (landmarks see it) and its observation."""
+    if stray:
+        step.output = stray + step.output
+        step.observation = f"{clean_observation(stray).rstrip()}\n{step.observation}".rstrip("\n")
+    return step
+
+
 def _current_dir(viewer: FileViewer, fallback: str) -> str:
     try:
         return viewer.cwd()
@@ -324,8 +248,11 @@ def _state_prompt(open_file: str | None, cwd: str) -> str:
 
 
 def _prefix_turn(step: Step) -> _Turn:
-    """A pre-executed step as history: a cell as the user's own reply, an edit as a note."""
-    observation = clean_observation(step.observation).rstrip() or "[The cell ran without output.]"
+    """A pre-executed step as history: a cell as the user's own reply, an edit or the wait after
+    a cell that ran out of time as a note."""
+    observation = clean_observation(step.observation)
+    if step.action == WAIT_ACTION:
+        return _Turn("", f"{step.thought}\n{observation}", "")
     if step.action == "edit":
         try:
             request = parse_edit(step.content)

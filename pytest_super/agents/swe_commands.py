@@ -8,11 +8,17 @@ Owns the commands `open`, `goto`, `scroll_up`, `scroll_down`, `create`, `edit <s
   not a special command is a notebook cell, action "execute"), or raises `CommandFormatError`;
 - `FileViewer` keeps the open file and the window shown (100 lines) and runs the commands in the
   kernel. Files are read and written with the kernel's `read_file` / `write_file`; the current
-  directory, file lookups, searches and the Python syntax check run as small snippets in the kernel
-  (in a throwaway namespace), so relative paths follow the kernel's `%cd`.
+  directory, file lookups and searches run as small snippets in the kernel (in a throwaway
+  namespace), so relative paths follow the kernel's `%cd`. Snippets run through `run_cell` (the
+  agent passes the environment's, so their time counts against the compute limit); output that
+  is not the snippet's own (late output of the previous cell) is kept in `stray_output` for the
+  agent to record. A snippet's result is bounded (long lines are cut) so the output cap never
+  cuts it; a result that is cut anyway is an error message, not a crash.
+- an edit of a Python file is linted on the controller (`swe_lint`, flake8): an edit that
+  introduces new errors is not applied, and the errors are shown.
 
 Every command returns the text shown to the model; mistakes the model can fix (a missing file, a line
-out of range, an edit that does not compile) are messages, never exceptions.
+out of range, an edit that introduces lint errors) are messages, never exceptions.
 """
 
 from __future__ import annotations
@@ -20,45 +26,96 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_super.agents.swe_lint import LintError, lint_errors, new_errors
+
 if TYPE_CHECKING:
-    from pytest_super.kernels.base import Kernel
+    from pytest_super.kernels.base import CellResult, Kernel
 
 WINDOW = 100
 #: lines kept from the previous window when scrolling
 SCROLL_OVERLAP = 2
 #: at most this many files (search_dir, find_file) or lines (search_file) are listed
 MAX_RESULTS = 100
+#: a matching line longer than this is cut in search_file's listing (SWE-agent's 100-line window
+#: shows far less; the bound keeps a snippet's result well under any sensible output cap)
+MAX_LINE_CHARS = 2000
 END_OF_EDIT = "end_of_edit"
 
-#: command name -> usage line and what it does (the system prompt lists these)
-COMMAND_DOCS: dict[str, tuple[str, str]] = {
-    "open": ("open <path> [<line_number>]", "open a file in the viewer, optionally around a line"),
-    "goto": ("goto <line_number>", "move the viewer window so that it shows the given line"),
-    "scroll_up": ("scroll_up", f"move the viewer window up {WINDOW - SCROLL_OVERLAP} lines"),
-    "scroll_down": ("scroll_down", f"move the viewer window down {WINDOW - SCROLL_OVERLAP} lines"),
-    "create": ("create <path>", "create a new, empty file and open it"),
-    "edit": (
-        f"edit <start_line>:<end_line>\n<replacement lines>\n{END_OF_EDIT}",
-        "replace lines start_line to end_line (inclusive) of the open file with the lines that "
-        f"follow, up to a line holding only {END_OF_EDIT}; for a Python file the result must "
-        "compile, or the file is left unchanged",
+#: command name -> (signature, what it does, its arguments as (name, type, required, meaning));
+#: the system prompt lists them in this order, in the published SWE-agent episodes' layout
+COMMAND_DOCS: dict[str, tuple[str, str, tuple[tuple[str, str, bool, str], ...]]] = {
+    "open": (
+        "open <path> [<line_number>]",
+        "opens the file at path in the viewer; with line_number, the window moves to show that line",
+        (
+            ("path", "string", True, "the path of the file to open"),
+            (
+                "line_number",
+                "integer",
+                False,
+                "the line to show (without it, the window starts at the top of the file)",
+            ),
+        ),
+    ),
+    "create": (
+        "create <filename>",
+        "creates a new, empty file with the given name and opens it",
+        (("filename", "string", True, "the name of the file to create"),),
+    ),
+    "goto": (
+        "goto <line_number>",
+        "moves the window so that it shows <line_number>",
+        (("line_number", "integer", True, "the line to move the window to"),),
+    ),
+    "scroll_down": ("scroll_down", f"moves the window down {WINDOW - SCROLL_OVERLAP} lines", ()),
+    "scroll_up": ("scroll_up", f"moves the window up {WINDOW - SCROLL_OVERLAP} lines", ()),
+    "submit": (
+        "submit <answer>",
+        "submits your final answer (JSON, as the task asks); this ends the task",
+        (("answer", "string", True, "the answer to submit"),),
     ),
     "search_dir": (
-        "search_dir <search_term> [<dir>]",
-        "list the files under dir (default: the current directory) that contain search_term",
+        "search_dir <search_term> [<dir_path>]",
+        "searches for search_term in all files under dir_path (default: the current directory)",
+        (
+            ("search_term", "string", True, "the text to search for"),
+            ("dir_path", "string", False, "the directory to search in (default: current)"),
+        ),
     ),
     "search_file": (
         "search_file <search_term> [<file>]",
-        "list the lines of file (default: the open file) that contain search_term",
+        "searches for search_term in file (default: the open file)",
+        (
+            ("search_term", "string", True, "the text to search for"),
+            ("file", "string", False, "the file to search in (default: the open file)"),
+        ),
     ),
     "find_file": (
-        "find_file <file_name> [<dir>]",
-        "list the files under dir (default: the current directory) named file_name (wildcards ok)",
+        "find_file <file_name> [<dir_path>]",
+        "finds the files called file_name (wildcards allowed) under dir_path (default: the "
+        "current directory)",
+        (
+            ("file_name", "string", True, "the name of the file to look for"),
+            ("dir_path", "string", False, "the directory to search in (default: current)"),
+        ),
     ),
-    "submit": ("submit <json>", "submit the final answer, as JSON; this ends the task"),
+    "edit": (
+        f"edit <start_line>:<end_line>\n<replacement_text>\n{END_OF_EDIT}",
+        "replaces lines <start_line> to <end_line> (inclusive) of the open file with the text "
+        f"that follows, up to a line holding only {END_OF_EDIT}. All of the replacement text is "
+        "written as given, so get its indentation right. A Python file is checked with flake8 "
+        "after the edit; if the edit introduces errors, it is not applied: read the errors and "
+        "edit again with a corrected command (the same command fails the same way).",
+        (
+            ("start_line", "integer", True, "the first line to replace"),
+            ("end_line", "integer", True, "the last line to replace (inclusive)"),
+            ("replacement_text", "string", True, "the text that replaces those lines"),
+        ),
+    ),
 }
 SPECIAL_COMMANDS = frozenset(COMMAND_DOCS)
 #: the words that start a command rather than a cell (the timeout answers come from `history`)
@@ -98,16 +155,10 @@ def parse_command(text: str) -> Command:
             raise CommandFormatError(f"`{word}` takes no arguments and must stand alone.")
         return Command(word, (), "", text)
     if word == "submit":
+        # any text is taken, as by the paper's SWE-agent: text that is not JSON scores 0
         payload = (arg_text + "\n" + rest).strip()
         if not payload:
             raise CommandFormatError('`submit` needs the answer as JSON, e.g. submit {"f1": 0.5}')
-        try:
-            json.loads(payload)
-        except json.JSONDecodeError as exc:
-            raise CommandFormatError(
-                f"the submission is not valid JSON ({exc.msg} at line {exc.lineno} column "
-                f'{exc.colno}). Submit the answer as JSON, e.g. submit {{"f1": 0.5}}'
-            ) from None
         return Command("submit", (), payload, text)
     args = _split_args(arg_text)
     if word == "edit":
@@ -151,12 +202,28 @@ class FileViewer:
     state is only the open file's absolute path and the first line shown.
     """
 
-    def __init__(self, kernel: Kernel, *, window: int = WINDOW, snippet_timeout_s: float = 120.0):
+    def __init__(
+        self,
+        kernel: Kernel,
+        *,
+        window: int = WINDOW,
+        snippet_timeout_s: float = 120.0,
+        run_cell: Callable[[str, float], CellResult] | None = None,
+    ):
         self.kernel = kernel
         self.window = window
         self.snippet_timeout_s = snippet_timeout_s
         self.open_file: str | None = None
         self.first_line = 1
+        #: runs a snippet as a cell (code, timeout); default: the kernel's execute, uncounted
+        self.run_cell = run_cell
+        #: output that came with snippets but was not theirs (late output of earlier cells)
+        self.stray_output = ""
+
+    def take_stray_output(self) -> str:
+        """The stray output collected since the last call (and forget it)."""
+        text, self.stray_output = self.stray_output, ""
+        return text
 
     # -- dispatch ----------------------------------------------------------------------------
     def run(self, command: Command) -> str:
@@ -285,11 +352,16 @@ class FileViewer:
         new_lines = lines[: start - 1] + replacement + lines[end:]
         new_text = "".join(line + "\n" for line in new_lines)
         if path.endswith(".py"):
-            check = self._snippet(
-                "syntax", {"path": path, "old": "".join(x + "\n" for x in lines), "new": new_text}
+            old_text = "".join(line + "\n" for line in lines)
+            introduced = new_errors(
+                lint_errors(old_text, path),
+                lint_errors(new_text, path),
+                start,
+                end,
+                len(replacement),
             )
-            if check["old_ok"] and check["error"]:
-                return self._rejected_edit(lines, new_lines, start, check["error"])
+            if introduced:
+                return self._rejected_edit(lines, new_lines, start, introduced)
         self.kernel.write_file(path, new_text)
         self.first_line = start - self.window // 2 + len(replacement) // 2
         return (
@@ -298,14 +370,18 @@ class FileViewer:
             "Edit again if something is wrong."
         )
 
-    def _rejected_edit(self, old: list[str], new: list[str], start: int, error: str) -> str:
+    def _rejected_edit(
+        self, old: list[str], new: list[str], start: int, errors: list[LintError]
+    ) -> str:
         self.first_line = start - self.window // 2
         would_be = self._render(new)
         self.first_line = start - self.window // 2
         original = self._render(old)
+        listing = "\n".join(str(error) for error in errors)
         return (
-            "Your edit was NOT applied: the file would no longer be valid Python.\n\n"
-            f"ERROR:\n{error}\n\n"
+            "Your edit was NOT applied: it introduces new error(s) in the file. Read them "
+            "carefully, then edit again.\n\n"
+            f"ERRORS:\n{listing}\n\n"
             "This is how the file would have looked with your edit:\n"
             f"-------------------------------------------------\n{would_be}\n"
             "-------------------------------------------------\n\n"
@@ -341,7 +417,10 @@ class FileViewer:
             if self.open_file is None:
                 return "Error: no file is open. Name a file: search_file <search_term> <file>"
             file = self.open_file
-        found = self._snippet("search_file", {"term": term, "path": file, "max": MAX_RESULTS})
+        found = self._snippet(
+            "search_file",
+            {"term": term, "path": file, "max": MAX_RESULTS, "max_chars": MAX_LINE_CHARS},
+        )
         if found["error"]:
             return f"Error: {found['error']}"
         hits = found["lines"]
@@ -401,10 +480,24 @@ class FileViewer:
     def _snippet(self, name: str, args: dict[str, Any]) -> Any:
         """Run one of `_SNIPPETS` in the kernel in a throwaway namespace; return its JSON result."""
         code = kernel_snippet(name, args)
-        result = self.kernel.execute(code, self.snippet_timeout_s, interrupt_on_timeout=True)
-        for line in reversed(result.output.splitlines()):
-            if line.startswith(_MARKER):
-                return json.loads(line[len(_MARKER) :])
+        if self.run_cell is not None:
+            result = self.run_cell(code, self.snippet_timeout_s)
+        else:
+            result = self.kernel.execute(code, self.snippet_timeout_s, interrupt_on_timeout=True)
+        lines = result.output.split("\n")
+        marked = [i for i, line in enumerate(lines) if line.startswith(_MARKER)]
+        if marked:
+            found = lines.pop(marked[-1])
+            rest = "\n".join(lines)
+            if rest.strip():  # output that came with the snippet but was not its own
+                self.stray_output += rest
+            try:
+                return json.loads(found[len(_MARKER) :])
+            except json.JSONDecodeError:
+                raise KernelSnippetError(
+                    "its result was cut by the kernel's output cap; narrow it (a longer search "
+                    "term, a subdirectory)"
+                ) from None
         if result.status == "timeout":
             raise KernelSnippetError(
                 f"it took more than {self.snippet_timeout_s:.0f} s and was stopped; "
@@ -445,17 +538,6 @@ result = {'abs': p, 'cwd': os.getcwd(), 'exists': os.path.exists(p), 'is_dir': o
 os.makedirs(os.path.dirname(args['path']) or '.', exist_ok=True)
 result = True
 """,
-    "syntax": """\
-def check(text):
-    try:
-        compile(text, '<edited ' + args['path'] + '>', 'exec')
-    except SyntaxError as e:
-        return f"{type(e).__name__}: {e.msg} (line {e.lineno})" + (f"\\n    {e.text.rstrip()}" if e.text else "")
-    except ValueError as e:
-        return f"ValueError: {e}"
-    return ''
-result = {'old_ok': not check(args['old']), 'error': check(args['new'])}
-""",
     "search_dir": """\
 top = os.path.abspath(os.path.expanduser(args['dir']))
 result = {'abs': top, 'error': '', 'files': []}
@@ -481,6 +563,8 @@ if not os.path.isfile(p):
 else:
     for i, line in enumerate(text_lines(p), 1):
         if args['term'] in line:
+            if len(line) > args['max_chars']:
+                line = line[:args['max_chars']] + ' ... [line cut]'
             result['lines'].append((i, line))
             if len(result['lines']) > args['max']:
                 break
@@ -514,11 +598,18 @@ def kernel_snippet(name: str, args: dict[str, Any]) -> str:
 
 
 def command_docs() -> str:
-    """The command list for the system prompt."""
+    """The command list for the system prompt: docstring, signature and arguments of each."""
     blocks = []
-    for usage, doc in COMMAND_DOCS.values():
-        blocks.append(f"{usage}\n    {doc}")
-    return "\n".join(blocks)
+    for name, (signature, doc, arguments) in COMMAND_DOCS.items():
+        block = [f"{name}:", f"  docstring: {doc}", f"  signature: {signature}"]
+        if arguments:
+            block.append("  arguments:")
+            block += [
+                f"    - {arg} ({kind}) [{'required' if required else 'optional'}]: {meaning}"
+                for arg, kind, required, meaning in arguments
+            ]
+        blocks.append("\n".join(block))
+    return "\n\n".join(blocks)
 
 
 def _usage(name: str) -> str:

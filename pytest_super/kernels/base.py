@@ -46,6 +46,12 @@ class KernelSettings:
     network: Literal["bridge", "none"] = "bridge"
     git_mirrors: dict[str, str] = field(default_factory=dict)  # URL prefix -> host directory
     pip_cache: str | None = None  # docker volume name shared by task containers for pip's cache
+    #: how the controller reaches a kernel's sockets: "mount" (a host folder bind-mounted into the
+    #: box; the engine must share this host's filesystem), "relay" (through the engine's own
+    #: connection), "auto" (relay for an engine on another machine, else mount)
+    channel: Literal["auto", "mount", "relay"] = "auto"
+    #: bound on what one box may write (bytes); None: unbounded. See docs/security.md.
+    disk_bytes: int | None = None
     run_id: str = "adhoc"
     worker: str = "main"
     output_cap_bytes: int = 10_000_000
@@ -83,6 +89,14 @@ class Kernel(Protocol):
 
     def write_file(self, path: str, text: str) -> None:
         """Write a text file, relative paths resolved against the kernel's current directory."""
+        ...
+
+    def read_bytes(self, path: str) -> bytes:
+        """Read a file's bytes, relative paths resolved against the kernel's current directory."""
+        ...
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Write a file's bytes, relative paths resolved against the kernel's current directory."""
         ...
 
     def detach(self) -> str:

@@ -1,30 +1,37 @@
 """The docker backend: one container per task holding one ipykernel (`DockerBox`).
 
 This module provisions boxes; talking to the kernel inside is `runtime.JupyterKernel`'s job.
+docs/security.md says what is isolated and why it is done this way.
 
 A box is a container of the kernel image (`image.default_image_tag()` unless settings.image names
-another) started with tini (`init=True`) in /content. The kernel listens on five fixed ports
-inside the container; they are published on random host ports bound to 127.0.0.1.
+another) started with tini (`init=True`) in /content. Provisioning is a function of the image, the
+network, the mounts and the limits in `KernelSettings`; nothing else of the host goes in.
 
-Remote engines: when the engine address (settings.docker_host, else DOCKER_HOST) is a `tcp://`
-or `ssh://` URL naming another host, the ports are published on 0.0.0.0 *on that host* and the
-kernel is reached at that host's address; anyone who can reach those ports still needs the key.
+Kernel channels: the kernel listens on no network port at all. It uses ZeroMQ's `ipc` transport
+(unix sockets) in a folder private to the box: on a local engine a host folder (mode 0700)
+bind-mounted at /run/pytest-super, so the controller connects to the sockets directly; on a remote
+engine a tmpfs in the container, reached through the engine's own connection (`relay.py`). No other
+container and no other host can open a channel, whatever the network.
 
-network "none": a container with docker's `--network none` cannot publish ports, so such boxes
-join `pytest-super-isolated`, an internal bridge network (no route out, no DNS for the outside,
-containers cannot reach each other) and the kernel is reached at the container's own address.
-That address is routable only from the engine's host, so "none" needs a local engine.
+Networks: "none" is docker's `--network none` (loopback only). "bridge" is `pytest-super-tasks`,
+a bridge network per engine with inter-container traffic off; on a local engine where the harness
+may run iptables, traffic from that bridge to the host itself is dropped (`hostguard.py`).
+
+Disk: `settings.disk_bytes` bounds the container's writable layer (plus its channel folder); the
+engine enforces it where it can (storage-opt), else `diskwatch.py` watches and stops the box,
+whose next liveness check raises `DiskLimitExceeded` (exit status disk_limit).
 
 Secrets: each box gets a fresh random HMAC key. It is never in the container's env, labels or
 command line (`docker inspect` is readable by anyone with engine access): the connection file is
 copied into the created container with `put_archive` (mode 0600) before it starts. The host-side
-copy (for `jupyter console --existing`) lives in a private 0700 directory, mode 0600. Nothing of
-the host environment is passed in.
+copy (for `jupyter console --existing`) lives in the box's private 0700 folder, mode 0600, removed
+with the box; `cleanup_host_folders` (kernels/__init__.py) removes the folders of killed runs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -36,6 +43,7 @@ import tarfile
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
@@ -43,13 +51,14 @@ import docker
 import docker.errors
 import requests.exceptions
 
+from pytest_super.agents.base import DiskLimitExceeded
 from pytest_super.errors import (
     EngineUnavailable,
     ImageMissing,
     InfrastructureError,
-    KernelStartError,
 )
 from pytest_super.kernels import (
+    HOST_FOLDER_PREFIX,
     KEPT_SUFFIX,
     LABEL,
     LABEL_HOST,
@@ -57,13 +66,20 @@ from pytest_super.kernels import (
     LABEL_RUN,
     LABEL_TASK,
     LABEL_WORKER,
+    OWNER_FILE,
     docker_client,
     engine_address,
+    host_folder_root,
 )
 from pytest_super.kernels.base import KernelSettings, console_command
+from pytest_super.kernels.diskwatch import disk_watch
+from pytest_super.kernels.hostguard import guard_host
 from pytest_super.kernels.image import BUILD_COMMAND, default_image_tag
+from pytest_super.kernels.lease import LABEL_LEASE, lease_for
+from pytest_super.kernels.relay import RELAY_IN_CONTAINER, EngineRelay, relay_source
 
-#: the kernel's ports inside the container (each container has its own network namespace)
+#: the kernel's channel numbers; with the ipc transport they are the sockets' name suffixes
+#: (`<prefix>-50001` ...). Kept at the values the TCP days used so that tools reading them agree.
 KERNEL_PORTS: dict[str, int] = {
     "shell_port": 50001,
     "iopub_port": 50002,
@@ -73,9 +89,22 @@ KERNEL_PORTS: dict[str, int] = {
 }
 CONNECTION_DIR_IN_CONTAINER = "/etc/pytest-super"
 CONNECTION_FILE_IN_CONTAINER = f"{CONNECTION_DIR_IN_CONTAINER}/kernel.json"
+#: where the kernel's sockets live inside the container (a bind mount or a tmpfs)
+CHANNEL_DIR_IN_CONTAINER = "/run/pytest-super"
+CHANNEL_PREFIX = "kernel"
 KERNEL_COMMAND = ["python", "-m", "ipykernel_launcher", "-f", CONNECTION_FILE_IN_CONTAINER]
+#: A controller that is not root cannot connect to sockets the container's root made with the
+#: usual umask (connecting needs write permission), so then the kernel starts with umask 0. The
+#: host folder around the sockets stays 0700: no other host user gets in.
+KERNEL_COMMAND_UNPRIVILEGED = [
+    "sh",
+    "-c",
+    'umask 0 && exec python -m ipykernel_launcher -f "$1"',
+    "kernel",
+    CONNECTION_FILE_IN_CONTAINER,
+]
 WORKING_DIR = "/content"
-ISOLATED_NETWORK = "pytest-super-isolated"
+TASK_NETWORK = "pytest-super-tasks"
 MIRRORS_DIR = "/mirrors"
 PIP_CACHE_DIR = "/root/.cache/pip"
 # What root needs for pip, apt and git inside the box; everything else of docker's default set
@@ -95,12 +124,19 @@ CAPABILITIES = [
 STOP_TIMEOUT_S = 0
 CONTROLLER_PID_ENV = "PYTEST_SUPER_CONTROLLER_PID"
 
-_ncpu: dict[str, int] = {}
+_engine_infos: dict[str, dict[str, Any]] = {}
+_disk_capable: dict[str, bool] = {}
 _network_lock = threading.Lock()
+_networks: dict[str, str] = {}
 
 
 class DockerBox:
-    """One task container holding one kernel; implements runtime's `Box` protocol."""
+    """One task container holding one kernel; implements runtime's `Box` protocol.
+
+    `folder` is the box's private host folder (0700): the host copy of the connection file and,
+    on a local engine, the bind-mounted channel folder. `channel_dir` is where this host finds the
+    kernel's sockets: that folder's `ipc/`, or the relay's sockets for a remote engine.
+    """
 
     def __init__(
         self,
@@ -109,8 +145,8 @@ class DockerBox:
         container_id: str,
         name: str,
         key: str,
-        host_ip: str | None,
-        connection_dir: str,
+        folder: str,
+        channel_dir: str,
         docker_host: str | None,
     ) -> None:
         self.client = client
@@ -118,13 +154,16 @@ class DockerBox:
         self.container_id = container_id
         self.name = name
         self._key = key
-        self._host_ip = host_ip  # None: reach the kernel at the container's own address
-        self._connection_dir = connection_dir
-        self.connection_file = os.path.join(connection_dir, f"{name}.json")
+        self.folder = folder
+        self.channel_dir = channel_dir
+        self.connection_file = os.path.join(folder, "kernel.json")
         self._docker_host = docker_host
         self._info: dict[str, Any] = {}
         self._removed = False
         self.description = f"docker container {name} ({container_id[:12]})"
+        #: set (to a sentence) when the box was stopped for writing more than its disk limit
+        self.disk_exceeded = ""
+        self._on_remove: list[Callable[[], None]] = []
 
     # -- Box protocol -------------------------------------------------------------------------
     def connection_info(self) -> dict[str, Any]:
@@ -133,6 +172,8 @@ class DockerBox:
         return dict(self._info)
 
     def is_alive(self) -> bool:
+        if self.disk_exceeded:
+            raise DiskLimitExceeded(self.disk_exceeded)
         try:
             state = self.api.inspect_container(self.container_id)["State"]
         except docker.errors.NotFound:
@@ -160,6 +201,7 @@ class DockerBox:
         return dict(self._info)
 
     def detach(self) -> str:
+        self._release()
         # renamed, so that no later run takes it for a dead run's leftover
         kept = self.name + KEPT_SUFFIX
         with contextlib.suppress(docker.errors.APIError):
@@ -194,7 +236,26 @@ class DockerBox:
                     self.api.remove_container(self.container_id, force=True, v=True)
         finally:
             self._removed = True
-            shutil.rmtree(self._connection_dir, ignore_errors=True)
+            self._release()
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def on_release(self, stop: Callable[[], None]) -> None:
+        """Call `stop` once when the harness lets go of the box (remove or detach)."""
+        self._on_remove.append(stop)
+
+    def _release(self) -> None:
+        stops, self._on_remove = self._on_remove, []
+        for stop in stops:
+            stop()
+
+    def stop_for_disk(self, written: int, limit: int) -> None:
+        """Stop the box: it wrote `written` bytes, over its `limit` (called by the disk watch)."""
+        self.disk_exceeded = (
+            f"{self.description} wrote {_size(written)} to its disk, over the limit of "
+            f"{_size(limit)} (--super-disk); the task was stopped"
+        )
+        with contextlib.suppress(docker.errors.APIError, requests.exceptions.ConnectionError):
+            self.api.kill(self.container_id)
 
     def _log_tail(self, lines: int = 20) -> str:
         try:
@@ -223,47 +284,20 @@ class DockerBox:
 
     # -- internals ----------------------------------------------------------------------------
     def _refresh_connection(self) -> None:
-        attrs = self.api.inspect_container(self.container_id)
-        net = attrs["NetworkSettings"]
-        if self._host_ip is None:
-            ip = next(
-                (
-                    n["IPAddress"]
-                    for n in (net.get("Networks") or {}).values()
-                    if n.get("IPAddress")
-                ),
-                "",
-            )
-            if not ip:
-                raise InfrastructureError(f"{self.description} has no IP address on its network")
-            ports = dict(KERNEL_PORTS)
-        else:
-            ip = self._host_ip
-            published = net.get("Ports") or {}
-            ports = {}
-            for name, port in KERNEL_PORTS.items():
-                bindings = published.get(f"{port}/tcp") or []
-                if not bindings:
-                    state = attrs.get("State", {})
-                    if not state.get("Running"):
-                        raise KernelStartError(
-                            f"the kernel in {self.description} stopped as it started (exit code "
-                            f"{state.get('ExitCode')}); its last output:\n{self._log_tail()}"
-                        )
-                    raise InfrastructureError(
-                        f"{self.description}: port {port} is not published "
-                        f"(state {state.get('Status')!r}, {state.get('Error') or 'no error'})"
-                    )
-                ports[name] = int(bindings[0]["HostPort"])
-        self._info = {
-            **ports,
-            "ip": ip,
-            "key": self._key,
-            "transport": "tcp",
-            "signature_scheme": "hmac-sha256",
-            "kernel_name": "",
-        }
+        self._info = kernel_connection(f"{self.channel_dir}/{CHANNEL_PREFIX}", self._key)
         _write_private(self.connection_file, json.dumps(self._info, indent=1).encode())
+
+
+def kernel_connection(prefix: str, key: str) -> dict[str, Any]:
+    """The jupyter connection dict of a kernel whose sockets are `<prefix>-<channel number>`."""
+    return {
+        **KERNEL_PORTS,
+        "ip": prefix,
+        "key": key,
+        "transport": "ipc",
+        "signature_scheme": "hmac-sha256",
+        "kernel_name": "",
+    }
 
 
 def start_docker_kernel(settings: KernelSettings, *, task_id: str) -> Any:
@@ -282,67 +316,58 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
     """Create, configure and start the container; the kernel inside may still be starting."""
     client = docker_client(settings)
     address = engine_address(settings.docker_host)
-    remote_host = _remote_engine_host(address)
+    relayed = settings.channel == "relay" or (
+        settings.channel == "auto" and is_remote_engine(address)
+    )
     image = settings.image or default_image_tag()
-    isolated = settings.network == "none"
-    if isolated and remote_host:
-        raise InfrastructureError(
-            f"network 'none' needs a local engine (the kernel is reached at the container's own "
-            f"address), but the engine is {address}; use network 'bridge' with a remote engine"
-        )
     if settings.network not in ("bridge", "none"):
         raise InfrastructureError(
             f"kernel network {settings.network!r} is not supported; use 'bridge' or 'none'"
         )
-
     name = container_name(task_id, settings.worker)
     key = secrets.token_hex(32)
-    host_ip = None if isolated else (remote_host or "127.0.0.1")
-    bind_ip = "0.0.0.0" if remote_host else "127.0.0.1"
-    binds, env = _mirror_binds(settings.git_mirrors)
-    if settings.pip_cache:
-        binds[settings.pip_cache] = {"bind": PIP_CACHE_DIR, "mode": "rw"}
-
-    api = client.api
-    host_config = api.create_host_config(
-        init=True,
-        port_bindings=None if isolated else {p: (bind_ip, None) for p in KERNEL_PORTS.values()},
-        binds=binds or None,
-        mem_limit=settings.mem,
-        memswap_limit=settings.mem,
-        nano_cpus=int(min(settings.cpus, _engine_cpus(client, address)) * 1e9),
-        pids_limit=settings.pids_limit,
-        privileged=False,
-        cap_drop=["ALL"],
-        cap_add=CAPABILITIES,
-        security_opt=["no-new-privileges:true"],
-        network_mode=_ensure_isolated_network(client) if isolated else "bridge",
-        # no resolver answers for outside names there: fail lookups in 1 s rather than 10 s
-        dns_opt=["timeout:1", "attempts:1"] if isolated else None,
-    )
-    labels = {
-        LABEL: "1",
-        LABEL_RUN: settings.run_id,
-        LABEL_WORKER: settings.worker,
-        LABEL_TASK: task_id,
-        LABEL_PID: os.environ.get(CONTROLLER_PID_ENV) or str(os.getpid()),
-        LABEL_HOST: socket.gethostname(),
-    }
-    connection_dir = tempfile.mkdtemp(prefix="pytest-super-kernel-")  # mode 0700
+    folder = tempfile.mkdtemp(prefix=HOST_FOLDER_PREFIX, dir=host_folder_root())  # mode 0700
     container_id = None
+    box: DockerBox | None = None
+    api = client.api
     try:
+        binds, env = _mirror_binds(settings.git_mirrors)
+        if settings.pip_cache:
+            binds[settings.pip_cache] = {"bind": PIP_CACHE_DIR, "mode": "rw"}
+        channel_dir = os.path.join(folder, "ipc")
+        if relayed:  # the engine's host cannot see our folder: a tmpfs there, reached by relay
+            tmpfs = {CHANNEL_DIR_IN_CONTAINER: "rw,nosuid,nodev,noexec,size=1m,mode=0700"}
+        else:
+            os.mkdir(channel_dir, 0o700)
+            binds[channel_dir] = {"bind": CHANNEL_DIR_IN_CONTAINER, "mode": "rw"}
+            tmpfs = None
+        limits = {
+            "init": True,
+            "binds": binds or None,
+            "tmpfs": tmpfs,
+            "mem_limit": settings.mem,
+            "memswap_limit": settings.mem,
+            "nano_cpus": int(min(settings.cpus, _engine_cpus(client, address)) * 1e9),
+            "pids_limit": settings.pids_limit,
+            "privileged": False,
+            "cap_drop": ["ALL"],
+            "cap_add": CAPABILITIES,
+            "security_opt": ["no-new-privileges:true"],
+            "network_mode": task_network(client, address, settings.network),
+        }
+        create = {
+            "command": KERNEL_COMMAND if os.geteuid() == 0 else KERNEL_COMMAND_UNPRIVILEGED,
+            "name": name,
+            "working_dir": WORKING_DIR,
+            "environment": env,
+            "labels": _labels(settings, task_id),
+            "detach": True,
+        }
         try:
-            container_id = api.create_container(
-                image,
-                command=KERNEL_COMMAND,
-                name=name,
-                working_dir=WORKING_DIR,
-                environment=env,
-                labels=labels,
-                ports=list(KERNEL_PORTS.values()),
-                host_config=host_config,
-                detach=True,
-            )["Id"]
+            create["labels"][LABEL_LEASE] = lease_for(client, address, image, settings.run_id).id
+            container_id, enforced = _create_container(
+                client, address, image, create, limits, settings.disk_bytes
+            )
         except docker.errors.ImageNotFound as exc:
             raise ImageMissing(
                 f"the kernel image {image!r} is not on the engine at {address}. Build it with "
@@ -355,16 +380,38 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
             container_id=container_id,
             name=name,
             key=key,
-            host_ip=host_ip,
-            connection_dir=connection_dir,
+            folder=folder,
+            channel_dir=channel_dir,
             docker_host=settings.docker_host,
         )
-        api.put_archive(container_id, "/etc", _connection_archive(key))
+        _write_private(
+            os.path.join(folder, OWNER_FILE),
+            json.dumps(
+                {"engine": _engine_info(client, address)["ID"], "container": container_id}
+            ).encode(),
+        )
+        api.put_archive(container_id, "/etc", _connection_archive(key, with_relay=relayed))
         api.start(container_id)
+        if relayed:
+            relay = EngineRelay(
+                api,
+                container_id,
+                channel_dir,
+                CHANNEL_DIR_IN_CONTAINER,
+                [f"{CHANNEL_PREFIX}-{port}" for port in KERNEL_PORTS.values()],
+            )
+            box.on_release(relay.close)
+        if settings.disk_bytes is not None and not enforced:
+            watched = [] if relayed else [channel_dir]
+            box.on_release(
+                disk_watch(api, address).watch(
+                    container_id, settings.disk_bytes, box.stop_for_disk, host_dirs=watched
+                )
+            )
         box._refresh_connection()
         return box
     except (requests.exceptions.ConnectionError, docker.errors.DockerException) as exc:
-        _discard(api, container_id, connection_dir)
+        _discard(api, container_id, folder, box)
         if isinstance(exc, docker.errors.APIError):
             raise InfrastructureError(
                 f"starting a kernel container for task {task_id!r} from {image!r} failed: "
@@ -375,8 +422,74 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
             f"{task_id!r} ({exc}). Check `docker info`; start one with `scripts/ensure-docker.sh`."
         ) from exc
     except BaseException:
-        _discard(api, container_id, connection_dir)
+        _discard(api, container_id, folder, box)
         raise
+
+
+def _create_container(
+    client: docker.DockerClient,
+    address: str,
+    image: str,
+    create: dict[str, Any],
+    limits: dict[str, Any],
+    disk_bytes: int | None,
+) -> tuple[str, bool]:
+    """Create the container; return its id and whether the engine itself bounds its disk."""
+    api = client.api
+    enforced = disk_bytes is not None and _engine_caps_disk(client, address)
+    storage = {"storage_opt": {"size": str(disk_bytes)}} if enforced else {}
+    try:
+        config = api.create_host_config(**limits, **storage)
+        return api.create_container(image, host_config=config, **create)["Id"], enforced
+    except docker.errors.APIError as exc:
+        if not enforced or "storage" not in str(exc.explanation or exc).lower():
+            raise
+    _disk_capable[address] = False  # e.g. xfs without pquota: watch instead
+    config = api.create_host_config(**limits)
+    return api.create_container(image, host_config=config, **create)["Id"], False
+
+
+def _labels(settings: KernelSettings, task_id: str) -> dict[str, str]:
+    return {
+        LABEL: "1",
+        LABEL_RUN: settings.run_id,
+        LABEL_WORKER: settings.worker,
+        LABEL_TASK: task_id,
+        LABEL_PID: os.environ.get(CONTROLLER_PID_ENV) or str(os.getpid()),
+        LABEL_HOST: socket.gethostname(),
+    }
+
+
+def task_network(client: docker.DockerClient, address: str, network: str) -> str:
+    """The network_mode for a box: "none", or this engine's `pytest-super-tasks` bridge."""
+    if network == "none":
+        return "none"
+    with _network_lock:
+        if address not in _networks:
+            bridge = bridge_interface(address)
+            if not client.api.networks(names=[TASK_NETWORK]):
+                try:
+                    client.api.create_network(
+                        TASK_NETWORK,
+                        driver="bridge",
+                        check_duplicate=True,
+                        options={
+                            "com.docker.network.bridge.enable_icc": "false",
+                            "com.docker.network.bridge.name": bridge,
+                        },
+                        labels={LABEL: "1"},
+                    )
+                except docker.errors.APIError as exc:
+                    if exc.status_code != 409:
+                        raise
+            guard_host(bridge, local=not is_remote_engine(address))
+            _networks[address] = TASK_NETWORK
+    return _networks[address]
+
+
+def bridge_interface(address: str) -> str:
+    """The host interface name of an engine's task bridge (engines on one host must differ)."""
+    return "pst" + hashlib.sha256(address.encode()).hexdigest()[:8]
 
 
 def container_name(task_id: str, worker: str) -> str:
@@ -388,17 +501,12 @@ def container_name(task_id: str, worker: str) -> str:
     return f"super-{task_part[:room].rstrip('-.')}-{worker_part}-{secrets.token_hex(3)}"
 
 
-def _connection_archive(key: str) -> bytes:
-    """A tar holding pytest-super/kernel.json (0600) for the container's /etc."""
-    info = {
-        **KERNEL_PORTS,
-        "ip": "0.0.0.0",
-        "key": key,
-        "transport": "tcp",
-        "signature_scheme": "hmac-sha256",
-        "kernel_name": "",
-    }
-    data = json.dumps(info).encode()
+def _connection_archive(key: str, *, with_relay: bool) -> bytes:
+    """A tar holding pytest-super/kernel.json (0600), and relay.py if asked, for /etc."""
+    info = kernel_connection(f"{CHANNEL_DIR_IN_CONTAINER}/{CHANNEL_PREFIX}", key)
+    files = {"kernel.json": json.dumps(info).encode()}
+    if with_relay:
+        files[os.path.basename(RELAY_IN_CONTAINER)] = relay_source()
     buffer = io.BytesIO()
     now = time.time()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
@@ -407,11 +515,12 @@ def _connection_archive(key: str) -> bytes:
         folder.mode = 0o700
         folder.mtime = now
         tar.addfile(folder)
-        member = tarfile.TarInfo(f"{folder.name}/kernel.json")
-        member.size = len(data)
-        member.mode = 0o600
-        member.mtime = now
-        tar.addfile(member, io.BytesIO(data))
+        for file_name, data in files.items():
+            member = tarfile.TarInfo(f"{folder.name}/{file_name}")
+            member.size = len(data)
+            member.mode = 0o600
+            member.mtime = now
+            tar.addfile(member, io.BytesIO(data))
     return buffer.getvalue()
 
 
@@ -440,48 +549,46 @@ def _mirror_binds(mirrors: dict[str, str]) -> tuple[dict[str, dict[str, str]], d
     return binds, env
 
 
-def _remote_engine_host(address: str) -> str | None:
-    """The IP of the engine's host when it is another machine (tcp:// or ssh://), else None."""
+def is_remote_engine(address: str) -> bool:
+    """Does the engine at `address` run on another machine (tcp:// or ssh:// naming a host)?"""
     parsed = urlparse(address)
     if parsed.scheme not in ("tcp", "ssh", "http", "https") or not parsed.hostname:
-        return None
+        return False
     host = parsed.hostname
-    if host in ("localhost", "::1") or host.startswith("127."):
-        return None
-    try:
-        return socket.gethostbyname(host)
-    except OSError as exc:
-        raise EngineUnavailable(
-            f"cannot resolve the Docker engine host {host!r} of {address}: {exc}"
-        ) from exc
+    return not (host in ("localhost", "::1") or host.startswith("127."))
+
+
+def _engine_info(client: docker.DockerClient, address: str) -> dict[str, Any]:
+    """`docker info` of the engine, asked once per process (its ID, CPUs and storage driver)."""
+    if address not in _engine_infos:
+        _engine_infos[address] = client.info()
+    return _engine_infos[address]
 
 
 def _engine_cpus(client: docker.DockerClient, address: str) -> int:
-    if address not in _ncpu:
-        _ncpu[address] = int(client.info().get("NCPU") or os.cpu_count() or 1)
-    return _ncpu[address]
+    return int(_engine_info(client, address).get("NCPU") or os.cpu_count() or 1)
 
 
-def _ensure_isolated_network(client: docker.DockerClient) -> str:
-    with _network_lock:
-        if not client.api.networks(names=[ISOLATED_NETWORK]):
-            try:
-                client.api.create_network(
-                    ISOLATED_NETWORK,
-                    driver="bridge",
-                    internal=True,
-                    check_duplicate=True,
-                    options={"com.docker.network.bridge.enable_icc": "false"},
-                    labels={LABEL: "1"},
-                )
-            except docker.errors.APIError as exc:
-                if exc.status_code != 409:
-                    raise
-    return ISOLATED_NETWORK
+def _engine_caps_disk(client: docker.DockerClient, address: str) -> bool:
+    """Can the engine bound a container's writable layer (`--storage-opt size`)?
+
+    overlay2 can only on xfs mounted with project quotas (pquota), which `docker info` does not
+    show; on xfs the option is tried, and a refusal remembered (`_create_container`).
+    """
+    if address not in _disk_capable:
+        info = _engine_info(client, address)
+        status = dict(info.get("DriverStatus") or [])
+        _disk_capable[address] = info.get("Driver") in ("btrfs", "zfs") or (
+            info.get("Driver") == "overlay2" and status.get("Backing Filesystem") == "xfs"
+        )
+    return _disk_capable[address]
 
 
-def _discard(api: Any, container_id: str | None, connection_dir: str) -> None:
-    shutil.rmtree(connection_dir, ignore_errors=True)
+def _discard(api: Any, container_id: str | None, folder: str, box: DockerBox | None) -> None:
+    if box is not None:  # releases its relay and disk watch too
+        with contextlib.suppress(docker.errors.APIError, requests.exceptions.ConnectionError):
+            box.remove()
+    shutil.rmtree(folder, ignore_errors=True)
     if container_id is None:
         return
     with contextlib.suppress(docker.errors.APIError, requests.exceptions.ConnectionError):
@@ -497,3 +604,7 @@ def _write_private(path: str, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"

@@ -66,11 +66,16 @@ class CappedText:
         self._tail = bytearray()
         self.cut_bytes = 0
         self._last_char = ""
+        self._cut_before = False
 
     @property
     def truncated(self) -> bool:
-        """Was anything dropped?"""
-        return self.cut_bytes > 0
+        """Was anything dropped, here or before the text arrived (`mark_cut_before`)?"""
+        return self.cut_bytes > 0 or self._cut_before
+
+    def mark_cut_before(self) -> None:
+        """Note that a piece was cut before it was appended (in the kernel, which says where)."""
+        self._cut_before = True
 
     def __bool__(self) -> bool:
         return bool(self._head)

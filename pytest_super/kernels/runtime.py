@@ -12,6 +12,12 @@ each late message, at most `LATE_OUTPUT_GRACE_MAX_S`), so that a thread printing
 cell ends is not lost; cells that leave no thread behind (the common case, e.g. `1+1`) pay no
 grace at all. Stream text that arrives later still, or between cells, is kept and put at the start
 of the next cell's output.
+
+Memory: the harness's memory does not grow with what a cell prints. Each cell's output is capped
+(`CappedText`); each message is capped inside the kernel before it is sent (`message_cap`, shipped
+into the kernel at connect time); and the client's sockets refuse any frame above
+`max_frame_bytes` and queue at most `RECEIVE_QUEUE_MESSAGES` messages, so code that undoes the
+kernel-side cap loses its output (the frame is dropped unread), never the harness its memory.
 """
 
 from __future__ import annotations
@@ -20,15 +26,19 @@ import base64
 import builtins
 import contextlib
 import errno
+import functools
 import time
 from dataclasses import dataclass
+from importlib import resources
 from queue import Empty
 from typing import Any, Protocol
 
+import zmq
 from jupyter_client import BlockingKernelClient
 
 from pytest_super.errors import InfrastructureError, KernelStartError
 from pytest_super.kernels.base import CellResult, CellStatus
+from pytest_super.kernels.message_cap import CUT_KEY
 from pytest_super.kernels.output import CappedText
 
 #: After a cell's idle status, how long to keep listening for late output when the cell left
@@ -44,6 +54,15 @@ ALIVE_CHECK_INTERVAL_S = 1.0
 INTERRUPT_GRACE_S = 5.0
 #: Bound on internal requests (file reads and writes, the working directory change).
 SILENT_REQUEST_TIMEOUT_S = 60.0
+#: Largest file `read_file` reads. Its callers (the edit tool, the SWE-agent viewer) read source
+#: and config files; the largest file of the demo repositories is 5 kB. A larger file is refused
+#: with EFBIG (the agent can still look at it with shell commands).
+MAX_READ_BYTES = 4_000_000
+#: Room in a frame beyond its capped text: header, parent header, metadata, JSON syntax.
+FRAME_HEADROOM_BYTES = 1_000_000
+#: Messages the client's ZeroMQ sockets queue before they stop reading (ZeroMQ's default is 1000):
+#: with frames of at most `max_frame_bytes`, the queue holds at most this many times that.
+RECEIVE_QUEUE_MESSAGES = 8
 
 _THREADS = "pytest_super_threads"
 _THREADS_EXPR = "__import__('threading').active_count()"
@@ -304,6 +323,8 @@ class JupyterKernel:
             parent.get("msg_type") != "execute_request" or parent.get("session") != self._session
         ):
             return False  # start-up chatter (debugger warnings) or another client's cell
+        if content.get(CUT_KEY):
+            out.mark_cut_before()
         if kind == "stream":
             out.append(content.get("text", ""))
         elif kind in ("execute_result", "display_data"):
@@ -352,13 +373,24 @@ class JupyterKernel:
     # -- files -------------------------------------------------------------------------------
 
     def read_file(self, path: str) -> str:
-        """Read a text file (UTF-8) in the kernel; relative to the kernel's current directory."""
+        """Read a text file (UTF-8) in the kernel; relative to the kernel's current directory.
+
+        A file larger than `MAX_READ_BYTES` raises OSError(EFBIG); no more than that is sent.
+        """
         expr = (
             "__import__('base64').b64encode(__import__('io').open("
-            f"__import__('base64').b64decode({_b64(path)!r}).decode(), 'rb').read()).decode()"
+            f"__import__('base64').b64decode({_b64(path)!r}).decode(), 'rb')"
+            f".read({MAX_READ_BYTES + 1})).decode()"
         )
-        value = self._evaluate(expr, path)
-        return base64.b64decode(value).decode("utf-8", "replace")
+        data = base64.b64decode(self._evaluate(expr, path))
+        if len(data) > MAX_READ_BYTES:
+            raise OSError(
+                errno.EFBIG,
+                f"larger than {MAX_READ_BYTES} bytes, the most a file is read whole in "
+                f"{self.description}; look at parts of it with shell commands (head, sed -n)",
+                path,
+            )
+        return data.decode("utf-8", "replace")
 
     def write_file(self, path: str, text: str) -> None:
         """Write a text file (UTF-8) in the kernel, creating parent directories."""
@@ -367,6 +399,25 @@ class JupyterKernel:
             f"(__import__('os').makedirs(__import__('os').path.dirname(__import__('os').path.abspath({p})),"
             f" exist_ok=True), __import__('io').open({p}, 'wb').write("
             f"__import__('base64').b64decode({_b64(text)!r})))[1]"
+        )
+        self._evaluate(expr, path)
+
+    def read_bytes(self, path: str) -> bytes:
+        """Read a file's bytes in the kernel (the edit tool keeps bytes it does not touch)."""
+        expr = (
+            "__import__('base64').b64encode(__import__('io').open("
+            f"__import__('base64').b64decode({_b64(path)!r}).decode(), 'rb').read()).decode()"
+        )
+        return base64.b64decode(self._evaluate(expr, path))
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Write a file's bytes in the kernel, creating parent directories."""
+        p = f"__import__('base64').b64decode({_b64(path)!r}).decode()"
+        payload = base64.b64encode(data).decode("ascii")
+        expr = (
+            f"(__import__('os').makedirs(__import__('os').path.dirname(__import__('os').path.abspath({p})),"
+            f" exist_ok=True), __import__('io').open({p}, 'wb').write("
+            f"__import__('base64').b64decode({payload!r})))[1]"
         )
         self._evaluate(expr, path)
 
@@ -482,13 +533,19 @@ class JupyterKernel:
     def _connect(self, info: dict[str, Any]) -> None:
         client = BlockingKernelClient()
         client.load_connection_info(info)
+        # defaults for the sockets the client is about to make: a hard bound on what one frame
+        # and the receive queue may hold, whatever the kernel sends
+        client.context.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes(self._cap))
+        client.context.setsockopt(zmq.RCVHWM, RECEIVE_QUEUE_MESSAGES)
         client.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=True)
         self._client = client
         self._session = client.session.session
         self._wait_ready()
         setup = f"__import__('os').chdir({self._working_dir!r})" if self._working_dir else "0"
         values = self._silent_request(
-            "", {"cd": setup, _THREADS: _THREADS_EXPR}, "setting up the kernel"
+            _install_message_cap(self._cap),
+            {"cd": setup, _THREADS: _THREADS_EXPR},
+            "setting up the kernel",
         )
         if values.get("cd", {}).get("status") != "ok":
             raise KernelStartError(
@@ -545,6 +602,25 @@ class JupyterKernel:
         # the status messages of the other kernel_info requests are still coming: drop them
         while client.iopub_channel.msg_ready():
             self._take(client.iopub_channel.get_msg(timeout=0), None, self._carry)
+
+
+def max_frame_bytes(output_cap_bytes: int) -> int:
+    """The largest frame the client receives: a capped message (`message_cap` keeps its text
+    within half the cap) or a whole read file in base64 (4/3 of its size), plus headroom."""
+    return max(output_cap_bytes, 2 * MAX_READ_BYTES) + FRAME_HEADROOM_BYTES
+
+
+@functools.cache
+def _message_cap_source() -> str:
+    return resources.files("pytest_super.kernels").joinpath("message_cap.py").read_text()
+
+
+def _install_message_cap(cap_bytes: int) -> str:
+    """Code that installs `message_cap` in the kernel, in a namespace of its own."""
+    return (
+        f"(lambda ns: (exec(compile({_message_cap_source()!r}, '<pytest-super message_cap>', "
+        f"'exec'), ns), ns['install']({cap_bytes})))({{'__name__': 'pytest_super_message_cap'}})"
+    )
 
 
 def _expression_value(values: dict[str, Any], name: str) -> str | None:

@@ -1,0 +1,146 @@
+"""Watching what task containers write, on engines that cannot bound it (`DiskWatch`).
+
+overlay2 on ext4 (Debian's engine, this project's CI) has no per-container size limit: a task
+wrote 5 GiB in 12 s and could fill the host's disk. So one thread per engine polls the size of
+every watched container's writable layer (one `GET /containers/json?size=1` for all of them: the
+engine walks each layer) plus the host folders the container may write to (its channel folder),
+and stops a box that goes over its limit.
+
+Cost: the engine's walk grows with the number of files in the layers, so the interval adapts: after
+a poll that took `t` seconds the next comes `t / WATCH_BUDGET` later, within [POLL_MIN_S,
+POLL_MAX_S], so watching takes about WATCH_BUDGET of one core unless a poll takes longer than
+POLL_MAX_S * WATCH_BUDGET. `benchmarks/bench_disk_watch.py` measures the overhead on a task's own
+work. A filler is stopped within about one interval: it may overshoot by what it writes in that
+time (at 430 MB/s, the rate seen here, about 0.5 GB at 1 s, 2 GB at POLL_MAX_S).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import docker.errors
+import requests.exceptions
+
+#: Shortest time between two polls (s): bounds the overshoot of a fast writer (see above).
+POLL_MIN_S = 1.0
+#: Longest time between two polls (s), however slow a poll: bounds the overshoot on a busy engine
+#: (a poll took 0.38-0.64 s here with 30,000 files in a layer at load average 15).
+POLL_MAX_S = 5.0
+#: Share of one core the watch aims to take (the engine's walk plus ours).
+WATCH_BUDGET = 0.05
+
+StopBox = Callable[[int, int], None]  # (bytes written, limit)
+
+
+@dataclass
+class _Watched:
+    limit: int
+    stop: StopBox
+    host_dirs: tuple[str, ...] = field(default_factory=tuple)
+
+
+class DiskWatch:
+    """Polls the watched containers of one engine in a daemon thread while any is watched."""
+
+    def __init__(self, api: Any) -> None:
+        self._api = api
+        self._watched: dict[str, _Watched] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        #: seconds the last poll took and the interval chosen after it (for the benchmark)
+        self.last_poll_s = 0.0
+        self.interval_s = POLL_MIN_S
+
+    def watch(
+        self, container_id: str, limit: int, stop: StopBox, *, host_dirs: Iterable[str] = ()
+    ) -> Callable[[], None]:
+        """Watch a container; `stop(written, limit)` is called once if it writes over `limit`.
+
+        Returns the function that ends the watch (call it when the box is removed or kept).
+        """
+        with self._lock:
+            self._watched[container_id] = _Watched(limit, stop, tuple(host_dirs))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="pytest-super-disk-watch", daemon=True
+                )
+                self._thread.start()
+        return lambda: self.unwatch(container_id)
+
+    def unwatch(self, container_id: str) -> None:
+        with self._lock:
+            self._watched.pop(container_id, None)
+
+    def poll(self) -> dict[str, int]:
+        """Measure every watched container once, stop those over their limit; bytes per id."""
+        with self._lock:
+            watched = dict(self._watched)
+        if not watched:
+            return {}
+        started = time.perf_counter()
+        sizes = self._layer_sizes(list(watched))
+        for container_id, entry in watched.items():
+            sizes[container_id] = sizes.get(container_id, 0) + sum(
+                folder_bytes(d) for d in entry.host_dirs
+            )
+        self.last_poll_s = time.perf_counter() - started
+        self.interval_s = min(max(POLL_MIN_S, self.last_poll_s / WATCH_BUDGET), POLL_MAX_S)
+        for container_id, entry in watched.items():
+            if sizes[container_id] > entry.limit:
+                self.unwatch(container_id)
+                entry.stop(sizes[container_id], entry.limit)
+        return sizes
+
+    def _layer_sizes(self, ids: list[str]) -> dict[str, int]:
+        try:
+            listed = self._api.containers(all=True, size=True, filters={"id": ids})
+        except (docker.errors.APIError, requests.exceptions.ConnectionError):
+            return {}  # the engine is busy or gone: the boxes' own liveness checks will tell
+        return {c["Id"]: int(c.get("SizeRw") or 0) for c in listed}
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._watched:
+                    self._thread = None
+                    return
+            self.poll()
+            self._wake.wait(self.interval_s)
+
+
+def folder_bytes(path: str) -> int:
+    """Disk blocks used under `path` (symlinks not followed; vanished entries skipped)."""
+    total = 0
+    stack = [path]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            total += info.st_blocks * 512
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+    return total
+
+
+_watches: dict[str, DiskWatch] = {}
+_watches_lock = threading.Lock()
+
+
+def disk_watch(api: Any, address: str) -> DiskWatch:
+    """The process's watch of the engine at `address`."""
+    with _watches_lock:
+        if address not in _watches:
+            _watches[address] = DiskWatch(api)
+        return _watches[address]

@@ -1,0 +1,262 @@
+"""Leases: how a process that starts task containers tells every engine client it is alive.
+
+Start-up cleanup used to judge a run dead by its controller's pid on the same host name; a run in
+another PID namespace (a CI container sharing the engine) had its live containers deleted. A pid
+means something only inside its own namespace, so liveness now lives on the engine itself, where
+every client sees it:
+
+- A process holds one lease per engine: a container that never runs (`pytest-super-lease-<id>`,
+  labelled `pytest-super.lease-holder=<id>`, from the kernel image, no process, no network),
+  holding one file, `/lease.json`: when it was last renewed, in the *engine's* clock (the `Date`
+  of its API answers, so hosts with skewed clocks agree), and who holds it.
+- A daemon thread renews it every `RENEW_S` (one `put_archive`); each task container carries the
+  lease id in its `pytest-super.lease` label. A lease removed by someone is created again.
+- Another client judges the containers of a lease dead when the lease is gone (released at exit)
+  or not renewed for `TTL_S` by the engine's clock; or at once, when its holder is provably gone:
+  same kernel boot, same PID namespace (by inode), and that pid is gone or is another process
+  (start time). A holder in another namespace or on another host is judged by the clock only.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import email.utils
+import io
+import json
+import logging
+import os
+import secrets
+import tarfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import docker
+
+log = logging.getLogger(__name__)
+
+LABEL_LEASE = "pytest-super.lease"  # on task containers: the lease they live under
+LABEL_HOLDER = "pytest-super.lease-holder"  # on the lease container itself
+LABEL_LEASE_RUN = "pytest-super.lease-run"  # the run of the process holding it (informational)
+LEASE_FILE = "lease.json"
+#: seconds between renewals; one renewal is one small put_archive (about 10 ms on this engine)
+RENEW_S = 10.0
+#: a lease not renewed for this long is dead: twelve missed renewals in a row, far beyond any
+#: scheduling stall of a daemon thread; only a stopped (SIGSTOP) or frozen process gets there
+TTL_S = 120.0
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a lease, in terms that prove liveness only within the same PID namespace."""
+
+    pid: int
+    boot_id: str | None
+    pid_ns: int | None
+    start_ticks: int | None
+
+    @classmethod
+    def of_this_process(cls) -> Holder:
+        pid = os.getpid()
+        return cls(pid, _boot_id(), _pid_namespace(), _start_ticks(pid))
+
+    def provably_gone(self) -> bool:
+        """True only when this holder shares our kernel boot and PID namespace and its process
+        is gone (or the pid now names a process started at another time)."""
+        here = Holder.of_this_process()
+        if None in (self.boot_id, self.pid_ns, self.start_ticks, here.boot_id, here.pid_ns):
+            return False
+        if (self.boot_id, self.pid_ns) != (here.boot_id, here.pid_ns):
+            return False
+        return _start_ticks(self.pid) != self.start_ticks
+
+
+class Lease:
+    """This process's lease on one engine; renewed by a daemon thread until `release`."""
+
+    def __init__(self, client: docker.DockerClient, image: str, run_id: str = "") -> None:
+        self.client = client
+        self.image = image
+        self.run_id = run_id
+        self.id = secrets.token_hex(8)
+        self.name = f"pytest-super-lease-{self.id}"
+        self.holder = Holder.of_this_process()
+        self._stop = threading.Event()
+        self._create()
+        self._thread = threading.Thread(target=self._renew_forever, daemon=True, name=self.name)
+        self._thread.start()
+
+    def _create(self) -> None:
+        import docker.errors
+
+        api = self.client.api
+        with contextlib.suppress(docker.errors.NotFound):
+            api.remove_container(self.name, force=True)
+        api.create_container(
+            self.image,
+            command=["true"],
+            name=self.name,
+            labels={LABEL_HOLDER: self.id, LABEL_LEASE_RUN: self.run_id},
+            network_disabled=True,
+            host_config=api.create_host_config(network_mode="none"),
+        )
+        self.renew()
+
+    def renew(self) -> None:
+        """Write the lease file with the engine's current time."""
+        self.write(engine_time(self.client), self.holder)
+
+    def write(self, renewed: float, holder: Holder) -> None:
+        """Write the lease file: renewed at `renewed` (engine clock) by `holder`."""
+        data = {"renewed": renewed, "ttl_s": TTL_S, "holder": asdict(holder)}
+        archive = single_file_tar(LEASE_FILE, json.dumps(data).encode())
+        self.client.api.put_archive(self.name, "/", archive)
+
+    def _renew_forever(self) -> None:
+        import docker.errors
+        import requests.exceptions
+
+        while not self._stop.wait(RENEW_S):
+            try:
+                self.renew()
+            except docker.errors.NotFound:  # someone removed it: take it again
+                with contextlib.suppress(docker.errors.APIError):
+                    self._create()
+            except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+                log.warning("pytest-super: renewing lease %s failed: %s", self.name, exc)
+
+    def stop_renewing(self) -> None:
+        self._stop.set()
+
+    def release(self) -> None:
+        """Stop renewing and remove the lease (its containers are then judged dead)."""
+        import docker.errors
+        import requests.exceptions
+
+        self.stop_renewing()
+        with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+            self.client.api.remove_container(self.name, force=True)
+
+
+_leases: dict[str, Lease] = {}
+_leases_lock = threading.Lock()
+
+
+def lease_for(client: docker.DockerClient, address: str, image: str, run_id: str) -> Lease:
+    """This process's lease on the engine at `address`, taken on first use."""
+    with _leases_lock:
+        lease = _leases.get(address)
+        if lease is None:
+            lease = _leases[address] = Lease(client, image, run_id)
+        return lease
+
+
+@atexit.register
+def release_leases() -> None:
+    """Release every lease this process holds (at exit; tests call it too)."""
+    with _leases_lock:
+        leases = list(_leases.values())
+        _leases.clear()
+    for lease in leases:
+        lease.release()
+
+
+# -- judging ---------------------------------------------------------------------------------------
+def live_leases(client: docker.DockerClient) -> tuple[set[str], list[Any]]:
+    """(ids of the leases on this engine that are alive, lease containers that are dead)."""
+    alive: set[str] = set()
+    dead: list[Any] = []
+    now = engine_time(client)
+    holders = client.containers.list(all=True, filters={"label": LABEL_HOLDER}, ignore_removed=True)
+    for container in holders:
+        lease_id = (container.labels or {}).get(LABEL_HOLDER, "")
+        (alive.add(lease_id) if _alive(client, container, now) else dead.append(container))
+    return alive, dead
+
+
+def _alive(client: docker.DockerClient, container: Any, now: float) -> bool:
+    data = _read_lease(client, container)
+    if data is None:  # created but not written yet (a start-up race): judge by creation time
+        created = container.attrs.get("Created", "")
+        return now - _parse_iso(created) <= TTL_S
+    holder = data.get("holder") or {}
+    with contextlib.suppress(TypeError):
+        if Holder(**holder).provably_gone():
+            return False
+    return now - float(data.get("renewed", 0)) <= float(data.get("ttl_s", TTL_S))
+
+
+def _read_lease(client: docker.DockerClient, container: Any) -> dict[str, Any] | None:
+    import docker.errors
+
+    try:
+        stream, _ = client.api.get_archive(container.id, f"/{LEASE_FILE}")
+        raw = b"".join(stream)
+        with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+            member = tar.extractfile(LEASE_FILE)
+            return json.loads(member.read()) if member else None
+    except (docker.errors.NotFound, tarfile.TarError, ValueError, KeyError):
+        return None
+
+
+def engine_time(client: docker.DockerClient) -> float:
+    """The engine's clock (epoch seconds) from the `Date` header of its `/_ping` answer."""
+    response = client.api.get(f"{client.api.base_url}/_ping", timeout=30)
+    date = response.headers.get("Date")
+    if not date:
+        return time.time()
+    return email.utils.parsedate_to_datetime(date).timestamp()
+
+
+def _parse_iso(text: str) -> float:
+    from datetime import datetime
+
+    try:  # docker: 2026-11-22T04:28:20.123456789Z (nanoseconds: keep microseconds)
+        head, _, frac = text.rstrip("Z").partition(".")
+        return datetime.fromisoformat(f"{head}.{(frac + '000000')[:6]}+00:00").timestamp()
+    except ValueError:
+        return 0.0
+
+
+def single_file_tar(name: str, data: bytes) -> bytes:
+    """A tar archive holding one file `name` (for `put_archive`)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        member = tarfile.TarInfo(name)
+        member.size = len(data)
+        member.mode = 0o644
+        member.mtime = int(time.time())
+        tar.addfile(member, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+# -- process identity (Linux /proc; elsewhere None: liveness by the clock only) ---------------------
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _pid_namespace() -> int | None:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks after boot (field 22 of /proc/<pid>/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    try:
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (IndexError, ValueError):
+        return None
