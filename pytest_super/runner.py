@@ -331,9 +331,17 @@ def scoring_details(task: Task, result: TaskResult, steps: list[Step]) -> dict[s
         ],
         "landmark_matches": [
             {"regex": m.regex, "step": m.step, "excerpt": m.excerpt}
-            for m in scoring.match_landmarks(task.landmarks, [s.output for s in steps])
+            for m in scoring.match_landmarks(task.landmarks, _landmark_texts(steps))
         ],
     }
+
+
+def _landmark_texts(steps: list[Step]) -> list[str]:
+    """What landmarks are searched in, one text per step (so a match's index is its step): every
+    action's observation, "" for steps that are not actions. The score and the reports' excerpts
+    read the same texts."""
+    texts = scoring.observed_texts(steps)
+    return [t if s.action not in NOT_ACTIONS else "" for s, t in zip(steps, texts, strict=True)]
 
 
 def _run_agent(agent: Agent, env: Environment, trajectory: Trajectory) -> tuple[AgentResult, str]:
@@ -400,8 +408,7 @@ def score_episode(
     if task.answer is not None:
         accuracy = scoring.score_accuracy(task.answer, submission, settings.tolerance)
         comparisons = scoring.compare_answer(task.answer, submission, settings.tolerance)
-    outputs = scoring.observed_texts(s for s in steps if s.action not in NOT_ACTIONS)
-    landmarks, missed = scoring.check_landmarks(task.landmarks, outputs)
+    landmarks, missed = scoring.check_landmarks(task.landmarks, _landmark_texts(steps))
     cells = scoring.executed_cells(steps)
     last = next(
         (s.observation or s.output for s in reversed(steps) if s.observation or s.output), ""
