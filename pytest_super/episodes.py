@@ -25,9 +25,10 @@ from typing import Any
 
 from pytest_super.agents.history import FORMAT_ERROR_ACTION, INTERRUPT_ACTION, WAIT_ACTION
 from pytest_super.errors import SuperError
+from pytest_super.names import file_stem
 from pytest_super.report import ResultsWriter, TaskRecord
 from pytest_super.scoring import SCRIPT_SUFFIXES
-from pytest_super.tasks import SETS, categories_from_id, raw_category_of, task_file_stem
+from pytest_super.tasks import SETS, categories_from_id, raw_category_of
 from pytest_super.trajectory import Step, Trajectory
 
 #: the agent name of imported results: never mistaken for a run of ours (`--super-resume`)
@@ -308,7 +309,7 @@ def import_run(run_dir: Path, out_dir: Path) -> tuple[Path, int]:
     writer = ResultsWriter(results)
     try:
         for episode in episodes:
-            path = target / "trajectories" / f"{task_file_stem(episode.task_id)}.json"
+            path = target / "trajectories" / f"{file_stem(episode.task_id)}.json"
             write_trajectory(episode, path)
             writer.write(episode_record(episode, path))
     finally:

@@ -30,7 +30,6 @@ from pytest_super.tasks import (
     SETS,
     Task,
     load_yaml_task,
-    task_file_stem,
 )
 from pytest_super.trajectory import Step
 
@@ -222,7 +221,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
             *repeat,
         ]
     )
-    trajectory = run.run_dir / "trajectories" / f"{task_file_stem(item.name)}.json"
+    trajectory = run.run_dir / "trajectories" / f"{file_stem(item.name)}.json"
     on_step = _live_printer(request.config, super_task) if run.live else None
     locks = run.run_dir / "locks"
 

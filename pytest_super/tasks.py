@@ -2,14 +2,13 @@
 
 Owns: `Task`, `Cell`, `Limits`, loading and validation against `task.schema.json`, the
 conversion of SUPER's JSONL rows (import), task ids and the categories they carry, and the safe,
-bounded file names derived from ids (`task_file_stem`).
+bounded file names derived from ids (`names.file_stem`).
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
-import hashlib
 import json
 import re
 import warnings
@@ -26,6 +25,7 @@ from jsonschema.exceptions import ValidationError, best_match
 
 from pytest_super.edit import parse_edit
 from pytest_super.errors import SuperWarning, TaskFileError
+from pytest_super.names import file_stem
 from pytest_super.scoring import unmatchable_leaves
 
 SETS = ("expert", "masked", "auto")
@@ -94,7 +94,6 @@ _ID_PATTERN = re.compile(r"^[A-Za-z0-9_.,/+@=-]+$")
 _ID_CHARACTERS = "letters, digits and _ . , - / + @ ="
 #: longest file name (without suffix) derived from an id; file systems allow 255 bytes, and the
 #: trajectory folder adds `.json`/`.ipynb`
-MAX_FILE_STEM = 120
 _SET_NAMES = {"expert": "expert", "masked": "masked", "auto": "auto", "auto_gen": "auto"}
 _GOLD_SETS = ("expert", "masked")
 _SET_HINT = "put the file under tasks/<set>/ (expert, masked or auto) or add `set: expert` (or masked, auto)"
@@ -151,18 +150,6 @@ def raw_category_of(task_id: str) -> str:
     suffix = category_suffix(task_id)
     words = [w.strip().lower() for w in suffix.split(",") if w.strip()]
     return suffix if any(w not in CATEGORIES for w in words) else ""
-
-
-def task_file_stem(task_id: str) -> str:
-    """A file name (without suffix) for a task id: safe on any file system and at most
-    `MAX_FILE_STEM` characters. Plain ids are kept as they are; an id with other characters
-    (a "/" of an Auto id) or a long one gets a short hash of the whole id, so stems stay unique.
-    """
-    safe = re.sub(r"[^A-Za-z0-9_.,+@=-]", "_", task_id).lstrip(".") or "task"
-    if safe == task_id and len(safe) <= MAX_FILE_STEM:
-        return safe
-    digest = hashlib.sha256(task_id.encode("utf-8")).hexdigest()[:12]
-    return f"{safe[: MAX_FILE_STEM - len(digest) - 1]}-{digest}"
 
 
 def warn_unmatchable_answer(task_id: str, source: str, answer: Any) -> None:
@@ -931,7 +918,7 @@ def import_jsonl(path: Path, set_name: str | None, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for task in tasks:
-        target = out_dir / f"{task_file_stem(task.id)}.yaml"
+        target = out_dir / f"{file_stem(task.id)}.yaml"
         header = f"# Imported by pytest-super from {path.name}, line {task.line}.\n"
         target.write_text(header + dump_task_yaml(task), encoding="utf-8")
         written.append(target)

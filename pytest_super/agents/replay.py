@@ -28,7 +28,7 @@ from pytest_super.agents.swe_commands import (
     parse_command,
 )
 from pytest_super.edit import edit_action
-from pytest_super.tasks import task_file_stem
+from pytest_super.names import file_stem
 from pytest_super.trajectory import Step, Trajectory, load_trajectory
 
 REPLAYED = ("execute", "edit", WAIT_ACTION, INTERRUPT_ACTION, "submit")
@@ -36,10 +36,10 @@ REPLAYED = ("execute", "edit", WAIT_ACTION, INTERRUPT_ACTION, "submit")
 
 def find_trajectory(path: str | Path, task_id: str) -> Path:
     """The trajectory file for `task_id`: `path` itself, or `path/<task_id>.json` (the id made a
-    safe file name by `task_file_stem`, as runs and `import-trajectories` write them)."""
+    safe file name by `file_stem`, as runs and `import-trajectories` write them)."""
     path = Path(path)
     if path.is_dir():
-        candidate = path / f"{task_file_stem(task_id)}.json"
+        candidate = path / f"{file_stem(task_id)}.json"
         if not candidate.is_file():
             raise FileNotFoundError(
                 f"replay: no trajectory {candidate.name} in {path} for task {task_id!r}; "
