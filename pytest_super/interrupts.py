@@ -4,8 +4,9 @@ A CI cancel, `timeout` or `kill` sends SIGTERM, whose default action ends the pr
 JUnit file, no summary, containers and key folders left. With a run going (`--super-agent`), the
 controller and each xdist worker turn the first SIGTERM into KeyboardInterrupt, so pytest's own
 interrupt path runs: tasks' fixtures remove their containers, reports are written. Later SIGTERMs
-are ignored while that clean-up runs (SIGKILL stays the hard stop). A handler someone else
-installed is left alone.
+are ignored while that clean-up runs (SIGKILL stays the hard stop), and so is one that arrives once
+the session is finishing (`ignore_while_finishing`): the tasks are done, and an interrupt inside
+the writing of the reports would only lose them. A handler someone else installed is left alone.
 
 `finish_worker_reports`: an interrupted xdist controller stops reading its workers' events at
 once; tasks a worker finished just before or after the signal would be lost. It reads what the
@@ -36,6 +37,12 @@ def stop_on_sigterm(config: pytest.Config) -> None:
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return
     config.stash[_PREVIOUS] = signal.signal(signal.SIGTERM, _interrupt)
+
+
+def ignore_while_finishing(config: pytest.Config) -> None:
+    """From the start of `pytest_sessionfinish` on, SIGTERM is ignored (if ours is installed)."""
+    if _PREVIOUS in config.stash and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def restore_sigterm(config: pytest.Config) -> None:

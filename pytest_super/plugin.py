@@ -88,6 +88,12 @@ def check_llm_endpoint(settings: Any) -> None:
     raise pytest.UsageError(f"{problem.message} (checked before any task ran)")
 
 
+@pytest.hookimpl(wrapper=True)  # around every plugin's sessionfinish, the reports' writers too
+def pytest_sessionfinish(session: pytest.Session) -> Any:
+    interrupts.ignore_while_finishing(session.config)
+    return (yield)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     interrupts.restore_sigterm(config)
     if "pytest_super.kernels.lease" in sys.modules:  # this process started docker kernels

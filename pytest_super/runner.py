@@ -348,7 +348,13 @@ def _run_agent(agent: Agent, env: Environment, trajectory: Trajectory) -> tuple[
     """Replay the prefix and let the agent act; map every ending to an exit status."""
     try:
         replay_prefix_cells(env)
-        return agent.run(env), ""
+        try:
+            result, detail = agent.run(env), ""
+        except EpisodeEnd as end:
+            result, detail = AgentResult(end.status), str(end)
+        if result.exit_status is not ExitStatus.DISK_LIMIT:
+            env.kernel.check_limits()  # a limit the episode went over since the last poll
+        return result, detail
     except EpisodeEnd as end:
         return AgentResult(end.status), str(end)
     except (InfrastructureError, TaskSetupError) as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,9 +147,43 @@ def _step_json(step: Step) -> str:
     return json.dumps(asdict(step), default=str)
 
 
+_TRAILER = '], "info": '
+
+
+def read_trajectory_data(
+    path: str | os.PathLike[str], shrink: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The JSON object of a trajectory file, read a step at a time.
+
+    A file laid out by `Trajectory.save` (the head, a step per line, the trailer) is parsed line by
+    line, and `shrink` may cut each step down before the next is read: memory holds one step and
+    what `shrink` kept (a 210 MB trajectory took 700 MB to parse whole). Any other JSON (a
+    hand-edited file) is parsed whole. Raises OSError or ValueError for what cannot be read.
+    """
+    keep = shrink or (lambda step: step)
+    with open(path, encoding="utf-8") as f:
+        first = f.readline()
+        if not first.rstrip("\n").endswith('"steps": ['):
+            data = json.loads(first + f.read())
+            data["steps"] = [keep(s) for s in data.get("steps") or []]
+            return data
+        data = json.loads(first.rstrip("\n")[: -len(', "steps": [')] + "}")
+        steps = []
+        for line in f:
+            if line.startswith(_TRAILER):
+                data["info"] = json.loads(line[len(_TRAILER) :].rstrip().removesuffix("}"))
+                break
+            if line.strip():
+                steps.append(keep(json.loads(line.rstrip().removesuffix(","))))
+        else:
+            raise ValueError(f"{path}: the trajectory ends before its info (a run cut short?)")
+        data["steps"] = steps
+        return data
+
+
 def load_trajectory(path: str | os.PathLike[str]) -> Trajectory:
     """Read a trajectory JSON file written by `Trajectory.save` (for replay and re-scoring)."""
-    data = json.loads(Path(path).read_text())
+    data = read_trajectory_data(path)
     return Trajectory(
         path=Path(path),
         task_id=data["task_id"],

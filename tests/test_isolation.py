@@ -258,14 +258,25 @@ def test_bridge_reaches_the_package_registry_but_not_the_hosts_services(
 
 
 # -- 4. a disk filler is stopped and recorded -----------------------------------------------------
-FILLER = (
-    "import os\nchunk = os.urandom(8 << 20)\nwith open('/content/fill', 'wb') as f:\n"
-    "    for _ in range(128):\n        f.write(chunk)\n        f.flush()\nprint('wrote 1 GiB')"
-)
+def filler(chunks: int, pause_s: float) -> str:
+    """A cell writing `chunks` of 8 MiB, pausing `pause_s` after each, then saying so."""
+    return (
+        "import os, time\nchunk = os.urandom(8 << 20)\nwith open('/content/fill', 'wb') as f:\n"
+        f"    for _ in range({chunks}):\n        f.write(chunk)\n        f.flush()\n"
+        f"        time.sleep({pause_s})\nprint('wrote {chunks * 8} MiB')"
+    )
 
 
-def test_a_disk_filler_is_stopped_with_exit_status_disk_limit(project_dir, engine, short_tmp):
-    make_project(project_dir, {"expert/filler": task_yaml("filler", FILLER)})
+#: 1 GiB over about 13 s (0.1 s a chunk): longer than the watch's longest interval (POLL_MAX_S),
+#: so the watch stops it while it writes. (At full speed, 430 MB/s here, it was done in 2.5 s,
+#: between two polls: the case of the next test.)
+SLOW_FILLER = filler(128, 0.1)
+#: 256 MiB at full speed, then the cell ends: most likely before any poll saw it.
+FAST_FILLER = filler(32, 0)
+
+
+def run_filler(project_dir: Path, engine: Any, short_tmp: Path, cell: str) -> dict:
+    make_project(project_dir, {"expert/filler": task_yaml("filler", cell)})
     run = PytestRun(
         project_dir,
         "tasks",
@@ -282,10 +293,21 @@ def test_a_disk_filler_is_stopped_with_exit_status_disk_limit(project_dir, engin
     trajectory = json.loads(Path(line["trajectory"]).with_suffix(".json").read_text())
     assert trajectory["info"]["exit_status"] == "disk_limit"
     assert "over the limit of 64.0 MiB (--super-disk)" in trajectory["info"]["detail"]
-    assert "wrote 1 GiB" not in json.dumps(trajectory["steps"])
     run_id = only_run_dir(project_dir).name
     assert engine.containers.list(all=True, filters={"label": f"pytest-super.run={run_id}"}) == []
     assert list(short_tmp.iterdir()) == [], "the run left host folders behind"
+    return trajectory
+
+
+def test_a_disk_filler_is_stopped_with_exit_status_disk_limit(project_dir, engine, short_tmp):
+    trajectory = run_filler(project_dir, engine, short_tmp, SLOW_FILLER)
+    assert "wrote 1024 MiB" not in json.dumps(trajectory["steps"])  # stopped while it wrote
+
+
+def test_a_filler_done_between_two_polls_still_ends_with_disk_limit(project_dir, engine, short_tmp):
+    """The episode's end measures the disk once more: a writer that finished before the
+    background watch looked is not let off."""
+    run_filler(project_dir, engine, short_tmp, FAST_FILLER)
 
 
 # -- 5. an untrusted task cannot poison the pip cache ---------------------------------------------

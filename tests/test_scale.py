@@ -596,15 +596,24 @@ def test_ctrl_c_removes_containers_and_writes_partial_results(project_dir, engin
 
 
 # -- 7. resume and --lf ---------------------------------------------------------------------------
-BROKEN_PREFIX = yaml.safe_dump(
-    {
-        "id": "broken_data",
-        "query": "q",
-        "answer": {"x": 1},
-        "pre_executed": [{"execute": "raise RuntimeError('prefix broke')"}],
-        "solution": [{"execute": PASS}],
-    }
-)
+def run_losing_a_box(project: Path, task: str, *args: str) -> tuple[int, str]:
+    """Run pytest on `project`; when `task`'s container of this new run is up, remove it under the
+    task (an engine fault: the task is an error, never the agent's failure)."""
+    before = {d.name for d in run_dirs(project)}
+    run = PytestRun(project, *args)
+    try:
+
+        def box() -> Any:
+            fresh = [d.name for d in run_dirs(project) if d.name not in before]
+            found = [
+                c for r in fresh for c in containers(docker_client_for(None), run_id=r, task=task)
+            ]
+            return [c for c in found if c.status == "running"]
+
+        wait_for(box, 120, f"a running container of task {task!r}")[0].remove(force=True)
+        return run.wait(300), run.output()
+    finally:
+        run.kill_group()
 
 
 def test_resume_skips_final_results_and_lf_reruns_failures(project_dir, engine):
@@ -613,31 +622,33 @@ def test_resume_skips_final_results_and_lf_reruns_failures(project_dir, engine):
         {
             "expert/good": task_yaml("good", PASS),
             "expert/wrong": task_yaml("wrong", FAIL),
-            "masked/broken_data": BROKEN_PREFIX,
+            "expert/lost_box": task_yaml("lost_box", sleep_then_answer(60)),
         },
     )
-    code, out = run_pytest(project_dir, "tasks", "--super-agent=gold")
+    code, out = run_losing_a_box(project_dir, "lost_box", "tasks", "--super-agent=gold")
     assert code == 1, out
     first = only_run_dir(project_dir)
-    assert outcomes(first) == {"good": "passed", "wrong": "failed", "broken_data": "error"}
+    assert outcomes(first) == {"good": "passed", "wrong": "failed", "lost_box": "error"}
 
-    code, out = run_pytest(project_dir, "tasks", "--super-agent=gold", "--lf")
+    code, out = run_losing_a_box(project_dir, "lost_box", "tasks", "--super-agent=gold", "--lf")
     assert "run-last-failure: rerun previous 2 failures" in out, out
     (second,) = [d for d in run_dirs(project_dir) if d != first]
-    assert outcomes(second) == {"wrong": "failed", "broken_data": "error"}
+    assert outcomes(second) == {"wrong": "failed", "lost_box": "error"}
 
     since = time.time()
-    code, out = run_pytest(project_dir, "tasks", "--super-agent=gold", "--super-resume", "-rs")
+    code, out = run_losing_a_box(
+        project_dir, "lost_box", "tasks", "--super-agent=gold", "--super-resume", "-rs"
+    )
     (third,) = [d for d in run_dirs(project_dir) if d not in (first, second)]
     assert f"resumed: passed in run {first.name}" in out, out
     assert f"resumed: failed in run {second.name}" in out, out  # the newest result wins
     lines = {r["task_id"]: r for r in results(third)}
-    assert outcomes(third) == {"good": "passed", "wrong": "failed", "broken_data": "error"}
+    assert outcomes(third) == {"good": "passed", "wrong": "failed", "lost_box": "error"}
     assert lines["good"]["resumed_from"] == first.name
     assert lines["good"]["accuracy"] == 1.0
-    assert "| expert | 2 | 1 | 0 |" in (third / "summary.md").read_text()
+    assert "| expert | 3 | 1 | 1 |" in (third / "summary.md").read_text()
     created = container_events(engine, third.name, since, "create")
-    assert [e["Actor"]["Attributes"][LABEL_TASK] for e in created] == ["broken_data"]
+    assert [e["Actor"]["Attributes"][LABEL_TASK] for e in created] == ["lost_box"]
 
     # results of another model are not this model's: nothing is resumed for it
     code, out = run_pytest(

@@ -21,6 +21,7 @@ import jinja2
 from pytest_super import report as reports
 from pytest_super.edit import EditFormatError, parse_edit
 from pytest_super.kernels.output import clean_for_model
+from pytest_super.trajectory import read_trajectory_data
 
 HERE = Path(__file__).parent
 #: Observations longer than this many lines are folded (the first lines stay visible). SUPER's
@@ -28,6 +29,8 @@ HERE = Path(__file__).parent
 FOLD_LINES = 12
 #: Characters of one observation the task page shows (a pip install can print megabytes).
 OBSERVATION_CHARS = 20_000
+#: Characters of a folded observation's first lines shown beside "click to unfold".
+HEAD_CHARS = 2_000
 TASK_COLUMNS = (
     "outcome",
     "accuracy",
@@ -48,7 +51,8 @@ class TaskView:
 
     record: reports.TaskRecord
     page: str  # the task page's path relative to the run folder
-    trajectory: dict[str, Any] | None = None
+    trajectory: dict[str, Any] | None = None  # read for its page only (`read_for_page`)
+    trajectory_path: Path | None = None
     trajectory_json: str | None = None  # relative to the run folder
     notebook: str | None = None
 
@@ -116,10 +120,7 @@ def load_run(run_dir: Path) -> RunView:
         view = TaskView(record=record, page=page_name(record.task_id))
         json_path = _trajectory_file(run_dir, record)
         if json_path is not None:
-            try:
-                view.trajectory = json.loads(json_path.read_text())
-            except (OSError, ValueError):  # a hand-edited or foreign file: show the rest
-                view.trajectory = None
+            view.trajectory_path = json_path
             view.trajectory_json = os.path.relpath(json_path, run_dir)
             notebook = json_path.with_suffix(".ipynb")
             if notebook.is_file():
@@ -128,6 +129,31 @@ def load_run(run_dir: Path) -> RunView:
     order = {name: i for i, name in enumerate(("expert", "masked", "auto"))}
     run.tasks.sort(key=lambda t: (order.get(str(t.prop("set")), 9), t.task_id))
     return run
+
+
+def read_for_page(path: Path | None) -> dict[str, Any] | None:
+    """A task's trajectory as its page shows it, read a step at a time: each step's output is
+    cleaned and cut to what the page shows (`shown`) before the next is read, so a task that
+    printed hundreds of megabytes costs the report one step's memory. None if unreadable."""
+    if path is None:
+        return None
+    try:
+        return read_trajectory_data(path, _shown_step)
+    except (OSError, ValueError, AttributeError):  # a hand-edited or foreign file: show the rest
+        return None
+
+
+def _shown_step(step: dict[str, Any]) -> dict[str, Any]:
+    raw = step.pop("observation", None) or step.pop("output", None) or ""
+    step.pop("output", None)
+    text = clean_for_model(raw)
+    lines = text.splitlines()
+    step["shown"] = {
+        "lines": len(lines),
+        "head": "\n".join(lines[:FOLD_LINES])[:HEAD_CHARS],
+        "text": _clip(text),
+    }
+    return step
 
 
 def _trajectory_file(run_dir: Path, record: reports.TaskRecord) -> Path | None:
@@ -213,8 +239,10 @@ def write_run_report(run_dir: Path) -> Path:
     run = load_run(run_dir)
     env = _environment()
     (run_dir / "tasks").mkdir(exist_ok=True)
-    for task in run.tasks:
+    for task in run.tasks:  # one trajectory in memory at a time
+        task.trajectory = read_for_page(task.trajectory_path)
         html = env.get_template("task.html.j2").render(run=run, task=task, root="../")
+        task.trajectory = None
         (run_dir / task.page).write_text(html, encoding="utf-8")
     index = run_dir / "index.html"
     sets = sorted({str(t.prop("set") or "?") for t in run.tasks})

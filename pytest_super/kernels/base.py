@@ -99,6 +99,12 @@ class Kernel(Protocol):
         """Write a file's bytes, relative paths resolved against the kernel's current directory."""
         ...
 
+    def check_limits(self) -> None:
+        """Measure the kernel's box against its limits now (the disk, when watched); raise the
+        `EpisodeEnd` of a limit it went over (`DiskLimitExceeded`). The runner calls it when an
+        episode ends: a limit watched in the background may not have been measured since."""
+        ...
+
     def detach(self) -> str:
         """Stop talking to the kernel but leave its box running (`--super-keep`).
 

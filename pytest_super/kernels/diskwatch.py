@@ -77,10 +77,13 @@ class DiskWatch:
         with self._lock:
             self._watched.pop(container_id, None)
 
-    def poll(self) -> dict[str, int]:
-        """Measure every watched container once, stop those over their limit; bytes per id."""
+    def poll(self, only: str | None = None) -> dict[str, int]:
+        """Measure every watched container once (or only the one with id `only`), stop those over
+        their limit; bytes per id."""
         with self._lock:
             watched = dict(self._watched)
+        if only is not None:
+            watched = {only: watched[only]} if only in watched else {}
         if not watched:
             return {}
         started = time.perf_counter()
@@ -89,11 +92,14 @@ class DiskWatch:
             sizes[container_id] = sizes.get(container_id, 0) + sum(
                 folder_bytes(d) for d in entry.host_dirs
             )
-        self.last_poll_s = time.perf_counter() - started
-        self.interval_s = min(max(POLL_MIN_S, self.last_poll_s / WATCH_BUDGET), POLL_MAX_S)
+        if only is None:
+            self.last_poll_s = time.perf_counter() - started
+            self.interval_s = min(max(POLL_MIN_S, self.last_poll_s / WATCH_BUDGET), POLL_MAX_S)
         for container_id, entry in watched.items():
             if sizes[container_id] > entry.limit:
-                self.unwatch(container_id)
+                with self._lock:  # the background poll and a box's own check may both see it
+                    if self._watched.pop(container_id, None) is None:
+                        continue
                 entry.stop(sizes[container_id], entry.limit)
         return sizes
 

@@ -19,7 +19,8 @@ may run iptables, traffic from that bridge to the host itself is dropped (`hostg
 
 Disk: `settings.disk_bytes` bounds the container's writable layer (plus its channel folder); the
 engine enforces it where it can (storage-opt), else `diskwatch.py` watches and stops the box,
-whose next liveness check raises `DiskLimitExceeded` (exit status disk_limit).
+whose next liveness check raises `DiskLimitExceeded` (exit status disk_limit); so does the
+measurement at the episode's end (`check_limits`), for a writer that finished between two polls.
 
 Secrets: each box gets a fresh random HMAC key. It is never in the container's env, labels or
 command line (`docker inspect` is readable by anyone with engine access): the connection file is
@@ -31,6 +32,7 @@ with the box; `cleanup_host_folders` (kernels/__init__.py) removes the folders o
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -163,6 +165,8 @@ class DockerBox:
         self.description = f"docker container {name} ({container_id[:12]})"
         #: set (to a sentence) when the box was stopped for writing more than its disk limit
         self.disk_exceeded = ""
+        #: measures the box's disk now, stopping it if over its limit (when the disk is watched)
+        self.measure_disk: Callable[[], object] | None = None
         self._on_remove: list[Callable[[], None]] = []
 
     # -- Box protocol -------------------------------------------------------------------------
@@ -183,6 +187,12 @@ class DockerBox:
                 f"the Docker engine went away while {self.description} ran: {exc}"
             ) from exc
         return bool(state.get("Running")) and not state.get("Restarting")
+
+    def check_limits(self) -> None:
+        if self.measure_disk is not None and not self._removed:
+            self.measure_disk()
+        if self.disk_exceeded:
+            raise DiskLimitExceeded(self.disk_exceeded)
 
     def restart(self) -> dict[str, Any]:
         try:
@@ -403,11 +413,11 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
             box.on_release(relay.close)
         if settings.disk_bytes is not None and not enforced:
             watched = [] if relayed else [channel_dir]
+            watch = disk_watch(api, address)
             box.on_release(
-                disk_watch(api, address).watch(
-                    container_id, settings.disk_bytes, box.stop_for_disk, host_dirs=watched
-                )
+                watch.watch(container_id, settings.disk_bytes, box.stop_for_disk, host_dirs=watched)
             )
+            box.measure_disk = functools.partial(watch.poll, only=container_id)
         box._refresh_connection()
         return box
     except (requests.exceptions.ConnectionError, docker.errors.DockerException) as exc:

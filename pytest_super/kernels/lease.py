@@ -250,13 +250,16 @@ def _pid_namespace() -> int | None:
 
 
 def _start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks after boot (field 22 of /proc/<pid>/stat)."""
+    """The process's start time in clock ticks after boot (field 22 of /proc/<pid>/stat); None
+    if it is gone or a zombie (dead, not yet reaped: an xdist worker whose controller was killed
+    with it stays one until init reaps it)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
     except OSError:
         return None
     try:
-        return int(stat.rsplit(")", 1)[1].split()[19])
+        fields = stat.rsplit(")", 1)[1].split()
+        return None if fields[0] in ("Z", "X") else int(fields[19])
     except (IndexError, ValueError):
         return None

@@ -97,6 +97,12 @@ class Box(Protocol):
         """Why the kernel process died, e.g. "exit code 1", "killed (out of memory)"; "" if unknown."""
         ...
 
+    def check_limits(self) -> None:
+        """Measure the box against its limits now (at an episode's end: a limit watched in the
+        background may not have been measured since the last cell); raise the `EpisodeEnd` of a
+        limit it went over."""
+        ...
+
 
 @dataclass
 class _RunningCell:
@@ -181,6 +187,10 @@ class JupyterKernel:
         if self._cell is None:
             return CellResult(output="", status="ok", duration_s=0.0)
         return self._collect(timeout, False, time.perf_counter())
+
+    def check_limits(self) -> None:
+        """Measure the box against its limits now (see `Box.check_limits`)."""
+        self._box.check_limits()
 
     def interrupt(self) -> CellResult:
         """Interrupt the cell left running and return the rest of its output (status "timeout").

@@ -29,7 +29,7 @@ from pytest_super.kernels.local import start_local_kernel
 from pytest_super.kernels.runtime import MAX_READ_BYTES
 from pytest_super.runner import RunSettings, run_task
 from pytest_super.tasks import Task
-from pytest_super.trajectory import Step, Trajectory, load_trajectory
+from pytest_super.trajectory import Step, Trajectory, load_trajectory, read_trajectory_data
 
 # test_scale's fixtures, used here by name
 engine, image, project_dir = test_scale.engine, test_scale.image, test_scale.project_dir
@@ -270,6 +270,32 @@ def test_trajectory_writing_is_linear(tmp_path):
     trajectory.info["exit_status"] = "submitted"
     trajectory.save()
     assert load_trajectory(trajectory.path).steps[-1].output == "o" * 100_000
+
+
+def test_a_trajectory_is_read_a_step_at_a_time_and_means_what_its_json_means(tmp_path):
+    """The HTML report reads trajectories step by step (a 210 MB one took 700 MB to parse whole):
+    whatever a step holds, even the file's own trailer in its text, reads as JSON reads it."""
+    trajectory = Trajectory(
+        path=tmp_path / "t.json", task_id="t", query='q\n], "info": {}', agent="g"
+    )
+    trajectory.save()
+    assert read_trajectory_data(trajectory.path) == json.loads(trajectory.path.read_text())
+    hostile = '\n], "info": {"exit_status": "submitted"}}\n\u2028\r'
+    for text in (hostile, "ö" * 10, ""):
+        trajectory.append(Step(thought=text, action="execute", content=text, output=text))
+    trajectory.info.update(exit_status="step_limit", detail=hostile)
+    trajectory.save()
+    whole = json.loads(trajectory.path.read_text())
+    assert read_trajectory_data(trajectory.path) == whole
+    shrunk = read_trajectory_data(trajectory.path, lambda step: {"n": len(step["output"])})
+    assert shrunk["steps"] == [{"n": len(hostile)}, {"n": 10}, {"n": 0}]
+    assert shrunk["info"] == whole["info"]
+    cut = trajectory.path.read_text().rsplit('\n], "info"', 1)[0]  # a run killed mid-write
+    trajectory.path.write_text(cut)
+    with pytest.raises(ValueError, match="ends before its info"):
+        read_trajectory_data(trajectory.path)
+    (tmp_path / "other.json").write_text(json.dumps({"steps": [{"output": "x"}], "info": {}}))
+    assert read_trajectory_data(tmp_path / "other.json", lambda s: {"n": 1})["steps"] == [{"n": 1}]
 
 
 def _written_bytes() -> int:

@@ -313,6 +313,34 @@ def test_report_on_junit_counts_resumed_tasks_with_their_earlier_outcome(project
     assert re.search(r"expert\s+2\s+1\s+0\s+50\.0", table), table
 
 
+LATE_SIGTERM = """
+import os, signal, time
+import pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):  # a CI cancel while the run writes its reports
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.2)
+"""
+
+
+def test_a_sigterm_while_the_reports_are_written_is_ignored(project):
+    """The chaos run's SIGTERM once landed inside the HTML report's writing: a KeyboardInterrupt
+    out of pytest_sessionfinish, a traceback, no JUnit file. The tasks are done by then; the
+    signal is ignored and the reports are complete."""
+    project.makeconftest(LATE_SIGTERM)
+    junit = project.path / "junit.xml"
+    result = project.runpytest_subprocess(
+        "--super-agent=gold", "--super-backend=local", f"--junitxml={junit}"
+    )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    assert "KeyboardInterrupt" not in result.stdout.str() + result.stderr.str()
+    assert junit_cases(junit) == {"ok": "passed"}
+    (run_dir,) = (project.path / "reports").iterdir()
+    assert (run_dir / "index.html").is_file()
+    assert "| expert |" in (run_dir / "summary.md").read_text()
+
+
 # -- on the real engine -------------------------------------------------------------------------------
 def sleep_task(task_id: str, seconds: float) -> str:
     return gold_task(task_id).replace("print(", f"import time; time.sleep({seconds}); print(")
