@@ -4,6 +4,7 @@ collect.py (items), runner.py (one episode), recorder.py and report.py (results)
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -167,6 +168,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
     """Run the task's episode (in setup, so infrastructure faults are errors, not failures)."""
     from pytest_super.agents import load_agent
     from pytest_super.kernels import provision_kernel
+    from pytest_super.kernels.image import image_for_task
 
     run: SuperRun = request.config.stash[RUN_KEY]
     if not run.agent:
@@ -178,6 +180,9 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
 
         llm = LLMClient(run.llm_settings)
     item = request.node
+    docker = run.kernel.backend == "docker"
+    image = image_for_task(super_task.image, run.kernel.image) if docker else "(local kernel)"
+    kernel_settings = dataclasses.replace(run.kernel, image=image)
     # known before the episode, so a task that errors is still filed under its set and agent
     item.user_properties.extend(
         [
@@ -185,6 +190,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
             ("super.category", ",".join(super_task.categories)),
             ("super.agent", run.agent),
             ("super.model", run.settings.model or ""),
+            ("super.image", image),
         ]
     )
     trajectory = run.run_dir / "trajectories" / f"{_safe_name(super_task.id)}.json"
@@ -193,7 +199,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
 
     def new_kernel():
         with slots.start_lock(locks):
-            return provision_kernel(run.kernel, task_id=super_task.id)
+            return provision_kernel(kernel_settings, task_id=super_task.id)
 
     retries = request.config.getoption("super_retries")
     retried: list[tuple[str, Any]] = []
@@ -222,7 +228,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
         if llm is not None:
             llm.close()
     item.user_properties[:] = [p for p in item.user_properties if not p[0].startswith("super.")]
-    item.user_properties.extend([*result.properties().items(), *retried])
+    item.user_properties.extend([*result.properties().items(), ("super.image", image), *retried])
     item.stash[RESULT_KEY] = result
     return result
 

@@ -128,6 +128,17 @@ def summarize(records: Iterable[TaskRecord]) -> list[SummaryRow]:
     return rows
 
 
+def images_line(records: Iterable[TaskRecord]) -> str:
+    """Which kernel image the tasks ran in: `images: <tag> (N tasks), ...` ("" when none says)."""
+    counts: dict[str, int] = {}
+    for r in records:
+        image = r.properties.get("image")
+        if image and r.outcome != "skipped":
+            counts[str(image)] = counts.get(str(image), 0) + 1
+    parts = [f"{tag} ({n} task{'s' if n != 1 else ''})" for tag, n in sorted(counts.items())]
+    return f"images: {', '.join(parts)}" if parts else ""
+
+
 def _row(group: str, records: list[TaskRecord]) -> SummaryRow:
     def values(name: str) -> list[float | None]:
         out = []

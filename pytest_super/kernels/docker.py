@@ -61,7 +61,7 @@ from pytest_super.kernels import (
     engine_address,
 )
 from pytest_super.kernels.base import KernelSettings
-from pytest_super.kernels.image import BUILD_COMMAND, default_image_tag
+from pytest_super.kernels.image import build_hint, default_image_tag
 
 #: the kernel's ports inside the container (each container has its own network namespace)
 KERNEL_PORTS: dict[str, int] = {
@@ -346,7 +346,7 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
         except docker.errors.ImageNotFound as exc:
             raise ImageMissing(
                 f"the kernel image {image!r} is not on the engine at {address}. Build it with "
-                f"`{BUILD_COMMAND}` (or `make image`)"
+                f"{build_hint(image)}"
                 + ("" if settings.image is None else ", or pass an existing --super-image")
                 + "."
             ) from exc
