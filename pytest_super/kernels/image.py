@@ -131,7 +131,7 @@ def build_inputs(
             f"unknown image profile {profile!r}; choose one of {', '.join(PROFILES)}"
         )
     colab = profile == "colab"
-    reqs = _image_file(COLAB_REQUIREMENTS) if colab else ""
+    reqs = ""  # the extra packages (--requirements); colab's own set is one of its files
     if requirements is not None:
         path = Path(requirements)
         if not path.is_file():
