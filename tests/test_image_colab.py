@@ -22,6 +22,7 @@ from pytest_super.errors import TaskFileError
 from pytest_super.kernels.image import (
     COLAB_LOCK,
     COLAB_REQUIREMENTS,
+    build_hint,
     build_image,
     build_inputs,
     default_image_tag,
@@ -141,6 +142,13 @@ def test_a_task_names_its_image_and_super_image_overrides(tmp_path: Path) -> Non
         load_yaml_task(bad)
     message = str(caught.value)
     assert "image" in message and "gpu" in message and "default, colab" in message
+
+
+def test_a_missing_image_names_its_own_build_command() -> None:
+    assert build_hint(default_image_tag("colab")) == (
+        "`pytest-super image build --profile colab` (or `make image-colab`)"
+    )
+    assert build_hint(default_image_tag()) == "`pytest-super image build` (or `make image`)"
 
 
 def test_super_rows_run_in_colab_and_import_keeps_it(tmp_path: Path) -> None:
