@@ -1,7 +1,8 @@
 """Docker kernel provisioning, round trips and teardown, measured against the raw floor.
 
-Run: `.venv/bin/python benchmarks/bench_kernel.py [-n 7]` (needs the engine and the default image;
-builds it offline if missing). Prints medians and the ratios against the targets:
+Run: `.venv/bin/python benchmarks/bench_kernel.py [-n 7] [--image default|colab|TAG]` (needs the
+engine; a profile's image is built offline if missing, default: the default profile). Prints
+medians and the ratios against the targets:
   provisioning (provision_kernel until ready)  <= 1.3 x the floor (`docker run` of the image with a
                                                   bare ipykernel until kernel_info replies)
   `1+1` through JupyterKernel                   within 1 ms of bare jupyter_client on the same kernel
@@ -24,7 +25,7 @@ from jupyter_client import BlockingKernelClient
 from pytest_super.kernels import cleanup_containers, docker_client, provision_kernel
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.docker import KERNEL_PORTS
-from pytest_super.kernels.image import build_image
+from pytest_super.kernels.image import PROFILES, build_image
 
 
 def floor_provision(client, image: str, run_id: str) -> tuple[float, float]:
@@ -109,9 +110,18 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="relay: reach the kernel through the engine's connection, as for a remote engine",
     )
+    parser.add_argument(
+        "--image",
+        default="default",
+        help=f"an image profile ({', '.join(PROFILES)}; built if missing) or an image tag",
+    )
     args = parser.parse_args(argv)
 
-    image = build_image(offline=True, log=lambda line: None)
+    image = (
+        build_image(profile=args.image, offline=True, log=lambda line: None)
+        if args.image in PROFILES
+        else args.image
+    )
     run_id = f"bench-{uuid.uuid4().hex[:8]}"
     settings = KernelSettings(run_id=run_id, worker="bench", image=image, channel=args.channel)
     client = docker_client(settings)

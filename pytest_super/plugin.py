@@ -4,6 +4,7 @@ collect.py (items), runner.py (one episode), recorder.py and report.py (results)
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -205,6 +206,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
     """Run the task's episode (in setup, so infrastructure faults are errors, not failures)."""
     from pytest_super.agents import load_agent
     from pytest_super.kernels import provision_kernel
+    from pytest_super.kernels.image import image_for_task
 
     run: SuperRun = request.config.stash[RUN_KEY]
     if not run.agent:
@@ -217,6 +219,9 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
         llm = LLMClient(run.llm_settings)
     item = request.node
     repeat = [("super.repeat", item.repeat)] if getattr(item, "repeat", None) else []
+    docker = run.kernel.backend == "docker"
+    image = image_for_task(super_task.image, run.kernel.image) if docker else "(local kernel)"
+    kernel_settings = dataclasses.replace(run.kernel, image=image)
     # known before the episode, so a task that errors is still filed under its set and agent
     item.user_properties.extend(
         [
@@ -225,6 +230,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
             ("super.agent", run.agent),
             ("super.model", run.settings.model or ""),
             *repeat,
+            ("super.image", image),
         ]
     )
     trajectory = run.run_dir / "trajectories" / f"{file_stem(item.name)}.json"
@@ -233,7 +239,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
 
     def new_kernel():
         with slots.start_lock(locks):
-            return provision_kernel(run.kernel, task_id=item.name)
+            return provision_kernel(kernel_settings, task_id=item.name)
 
     retries = request.config.getoption("super_retries")
     retried: list[str] = []  # why each earlier attempt failed
@@ -278,7 +284,9 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
     properties = result.properties()
     # relative to the report folder's parent, so an archived report folder keeps its links
     properties["super.trajectory"] = os.path.relpath(result.trajectory, run.report_dir.parent)
-    item.user_properties.extend([*properties.items(), *repeat, *_retried_property(retried)])
+    item.user_properties.extend(
+        [*properties.items(), ("super.image", image), *repeat, *_retried_property(retried)]
+    )
     item.stash[RESULT_KEY] = result
     return result
 

@@ -128,9 +128,11 @@ class RunRecorder:
             _remove_run_containers(self.run)  # what killed workers left behind
         if self.records:
             table = reports.format_table({self.run.agent or "run": self._rows()}, markdown=True)
+            images = reports.images_line(self.records.values())
             (self.run.run_dir / "summary.md").write_text(
                 f"# pytest-super run {self.run.run_id}\n\nagent: {self.run.agent}, model: "
                 f"{self.run.settings.model or '-'}\n\n{table}\n"
+                + (f"\n{images}\n" if images else "")
             )
             try:
                 self.html = html.write_run_report(self.run.run_dir)
@@ -142,6 +144,9 @@ class RunRecorder:
             return
         terminalreporter.section(f"SUPER summary (run {self.run.run_id}, agent {self.run.agent})")
         terminalreporter.write_line(reports.format_table({self.run.agent or "run": self._rows()}))
+        images = reports.images_line(self.records.values())
+        if images:
+            terminalreporter.write_line(images)
         terminalreporter.write_line(f"reports: {self.run.run_dir}")
         if self.html is not None:
             terminalreporter.write_line(f"HTML report: {self.html}")

@@ -159,6 +159,17 @@ def score_value(record: TaskRecord, name: str) -> float | None:
     return None if v in (None, "", "None") else float(_as_bool_num(v))
 
 
+def images_line(records: Iterable[TaskRecord]) -> str:
+    """Which kernel image the tasks ran in: `images: <tag> (N tasks), ...` ("" when none says)."""
+    counts: dict[str, int] = {}
+    for r in records:
+        image = r.properties.get("image")
+        if image and r.outcome != "skipped":
+            counts[str(image)] = counts.get(str(image), 0) + 1
+    parts = [f"{tag} ({n} task{'s' if n != 1 else ''})" for tag, n in sorted(counts.items())]
+    return f"images: {', '.join(parts)}" if parts else ""
+
+
 def _row(group: str, records: list[TaskRecord]) -> SummaryRow:
     by_task: dict[str, list[TaskRecord]] = {}
     for r in records:

@@ -31,6 +31,10 @@ from pytest_super.scoring import unmatchable_leaves
 SETS = ("expert", "masked", "auto")
 CATEGORIES = ("dependencies", "cpu", "configuration", "data", "issue", "goal", "other")
 PRE_EXECUTED_THOUGHT = "[pre-executed by the user]"
+# The kernel image profile a task runs in unless it names one (`image:`) or --super-image is
+# given: our YAML files keep the small default image; SUPER's own rows need its environment.
+YAML_IMAGE = "default"
+SUPER_IMAGE = "colab"
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class Task:
     pre_executed: tuple[Cell, ...] = ()
     solution: tuple[Cell, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    image: str = YAML_IMAGE  # the kernel image profile (pytest_super.kernels.image.PROFILES)
     source: str = ""  # the file it came from
     line: int | None = None  # the line, for JSONL
     raw_category: str = ""  # a masked id's category suffix as written (e.g. "customgoal")
@@ -518,6 +523,7 @@ def _task_from_mapping(path: Path, data: dict, root: yaml.Node | None) -> Task:
         pre_executed=tuple(_cell_from_yaml(item) for item in data.get("pre_executed", ())),
         solution=tuple(_cell_from_yaml(item) for item in data.get("solution", ())),
         limits=Limits(**data.get("limits", {})),
+        image=data.get("image", YAML_IMAGE),
         source=source,
         line=None,
         raw_category=raw_category,
@@ -680,6 +686,7 @@ def task_from_super_row(row: dict, *, path: str, line: int, set_name: str | None
             if task_set == "masked"
         ),
         solution=_super_solution(row.get("solution"), fail),
+        image=SUPER_IMAGE,
         source=path,
         line=line,
     )
@@ -861,6 +868,8 @@ def task_to_dict(task: Task) -> dict:
     limits = {name: value for name, value in vars(task.limits).items() if value is not None}
     if limits:
         data["limits"] = limits
+    if task.image != YAML_IMAGE:
+        data["image"] = task.image
     return data
 
 

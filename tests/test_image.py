@@ -58,7 +58,7 @@ def test_unknown_profile_and_missing_requirements_are_user_errors(tmp_path: Path
 
 
 def test_colab_requirements_name_the_reference_packages() -> None:
-    reqs = build_inputs(profile="colab").requirements
+    reqs = dict(build_inputs(profile="colab").files)["requirements-colab.txt"]
     for pin in ("torch==2.2.1", "transformers==4.40.2", "pandas==2.0.3", "numpy==1.25.2"):
         assert pin in reqs
     assert build_inputs().requirements == ""

@@ -76,7 +76,7 @@ from pytest_super.kernels import (
 from pytest_super.kernels.base import KernelSettings, console_command
 from pytest_super.kernels.diskwatch import disk_watch
 from pytest_super.kernels.hostguard import guard_host
-from pytest_super.kernels.image import BUILD_COMMAND, default_image_tag
+from pytest_super.kernels.image import build_hint, default_image_tag
 from pytest_super.kernels.lease import LABEL_LEASE, lease_for
 from pytest_super.kernels.relay import RELAY_IN_CONTAINER, EngineRelay, relay_source
 
@@ -381,7 +381,7 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
         except docker.errors.ImageNotFound as exc:
             raise ImageMissing(
                 f"the kernel image {image!r} is not on the engine at {address}. Build it with "
-                f"`{BUILD_COMMAND}` (or `make image`)"
+                f"{build_hint(image)}"
                 + ("" if settings.image is None else ", or pass an existing --super-image")
                 + "."
             ) from exc

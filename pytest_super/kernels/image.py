@@ -9,8 +9,14 @@ The base is `python:3.10-slim` where a registry answers. Offline, or when that p
 is bootstrapped from Debian's package archive with debootstrap and imported as
 `pytest-super-base:bookworm` (cached on the engine).
 
+The "colab" profile is SUPER's reference environment (Dockerfile.colab): it is built FROM the
+default image, adds the reference's apt packages and replaces the venv with exactly colab.lock
+(every package pinned with hashes, made by `lock_colab`); the build fails unless each package of
+the reference set imports. docs/environment.md lists where it differs from the reference.
+
 The tag is `pytest-super-kernel:<profile>-<12 hex>`, the hex being a hash of the build inputs
-(Dockerfile text, profile, requirements, CA bundle, and the base when one is named explicitly).
+(Dockerfile text, profile, requirements, CA bundle, the base when one is named explicitly, and for
+colab its lock, check script and the default image's own hash).
 The default tag does not depend on which base was used, so `--super-image` can default to it
 without asking the engine; a build whose tag already exists is skipped.
 """
@@ -43,6 +49,21 @@ DEBOOTSTRAP_SUITE = "bookworm"
 DEBOOTSTRAP_PACKAGES = "python3,python3-venv,python3-pip,ca-certificates,git"
 PROFILES = ("default", "colab")
 BUILD_COMMAND = "pytest-super image build"
+MAKE_TARGETS = {"default": "make image", "colab": "make image-colab"}
+# The colab profile's files (pytest_super/kernels/image/): the reference's top-level set, what the
+# harness adds, the lock resolved from both, and the build check.
+COLAB_REQUIREMENTS = "requirements-colab.txt"
+COLAB_HARNESS = "requirements-colab-harness.txt"
+COLAB_LOCK = "colab.lock"
+COLAB_INSTALLER = "colab-installer.lock"
+COLAB_CHECK = "check_colab.py"
+# Transitive pins are resolved as PyPI stood on this date: the reference set's own pins are of
+# spring 2024 (transformers 4.40.2 and tqdm 4.66.4 are of May 2024), and a later resolution pulls
+# NumPy-2-era wheels (pyarrow, ...) that break against its numpy==1.25.2.
+COLAB_LOCK_DATE = "2024-06-01"
+# python:3.10-slim (a registry) or bookworm's 3.11 (offline): the lock holds for both.
+COLAB_LOCK_PYTHON = "3.10"
+PYPI_INDEX = "https://pypi.org/simple"
 CA_BUNDLE_CANDIDATES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT")
 SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
@@ -56,9 +77,16 @@ class BuildInputs:
     ca_bundle: bytes
     profile: str
     base: str | None  # only an explicitly chosen base counts in the hash
+    files: tuple[tuple[str, str], ...] = ()  # more context files (name, text): colab's lock, ...
+    parent: BuildInputs | None = None  # the image this one is built FROM (colab: the default)
 
     def digest(self) -> str:
         h = hashlib.sha256()
+        more: list[bytes] = []  # empty for the default profile, so its tag stays what it was
+        for name, text in self.files:
+            more += [b"file", name.encode(), text.encode()]
+        if self.parent is not None:
+            more += [b"parent", self.parent.digest().encode()]
         for part in (
             b"dockerfile",
             self.dockerfile.encode(),
@@ -70,6 +98,7 @@ class BuildInputs:
             self.profile.encode(),
             b"base",
             (self.base or "").encode(),
+            *more,
         ):
             h.update(len(part).to_bytes(8, "big"))
             h.update(part)
@@ -101,7 +130,8 @@ def build_inputs(
         raise InfrastructureError(
             f"unknown image profile {profile!r}; choose one of {', '.join(PROFILES)}"
         )
-    reqs = _image_file("requirements-colab.txt") if profile == "colab" else ""
+    colab = profile == "colab"
+    reqs = ""  # the extra packages (--requirements); colab's own set is one of its files
     if requirements is not None:
         path = Path(requirements)
         if not path.is_file():
@@ -109,6 +139,20 @@ def build_inputs(
                 f"requirements file {str(path)!r} does not exist; pass an existing pip requirements file"
             )
         reqs += f"\n# from {path.name}\n" + path.read_text()
+    if colab:  # built FROM the default image; an explicit base is the default image's base
+        parent = build_inputs(base=base)
+        return BuildInputs(
+            dockerfile=_image_file("Dockerfile.colab"),
+            requirements=reqs,
+            ca_bundle=parent.ca_bundle,
+            profile=profile,
+            base=None,
+            files=tuple(
+                (name, _image_file(name))
+                for name in (COLAB_REQUIREMENTS, COLAB_LOCK, COLAB_INSTALLER, COLAB_CHECK)
+            ),
+            parent=parent,
+        )
     bundle = host_ca_bundle()
     return BuildInputs(
         dockerfile=_image_file("Dockerfile"),
@@ -122,6 +166,20 @@ def build_inputs(
 def default_image_tag(profile: str = "default") -> str:
     """The tag `pytest-super image build --profile PROFILE` produces; computed without the engine."""
     return build_inputs(profile=profile).tag()
+
+
+def image_for_task(profile: str, override: str | None = None) -> str:
+    """The image a task runs in: `override` (--super-image) if given, else its profile's tag."""
+    return override or default_image_tag(profile)
+
+
+def build_hint(tag: str) -> str:
+    """How to build `tag` when it is one of ours (for the error that says it is missing)."""
+    for profile in PROFILES:
+        if tag.startswith(f"{IMAGE_REPOSITORY}:{profile}-"):
+            option = "" if profile == "default" else f" --profile {profile}"
+            return f"`{BUILD_COMMAND}{option}` (or `{MAKE_TARGETS[profile]}`)"
+    return f"`{BUILD_COMMAND}` (or `make image`)"
 
 
 def image_exists(client: docker.DockerClient, tag: str) -> bool:
@@ -149,7 +207,8 @@ def build_image(
 
     `base` None means `python:3.10-slim`, falling back to a debootstrapped Debian base when the
     pull fails; `offline=True` goes straight to the debootstrapped base. An explicit `base` that
-    cannot be found or pulled is an error.
+    cannot be found or pulled is an error. The colab profile builds (or reuses) the default image
+    first and is built FROM it; `base` is then the default image's base.
     """
     from pytest_super.kernels import docker_client_for
 
@@ -159,11 +218,15 @@ def build_image(
     if image_exists(client, tag):
         log(f"image {tag} exists; nothing to build")
         return tag
+    parent = None
+    if inputs.parent is not None:  # before the lock: building the parent takes the lock itself
+        parent = build_image(base=base, offline=offline, docker_host=docker_host, log=log)
     with _build_lock():  # parallel workers (pytest-xdist) wait for one build instead of racing
         if image_exists(client, tag):
             log(f"image {tag} was built meanwhile; nothing to build")
             return tag
-        _build(client, inputs, tag=tag, base=base, offline=offline, profile=profile, log=log)
+        chosen_base = parent or _resolve_base(client, base, offline=offline, log=log)
+        _build(client, inputs, tag=tag, base=chosen_base, profile=profile, log=log)
     return tag
 
 
@@ -183,22 +246,22 @@ def _build(
     inputs: BuildInputs,
     *,
     tag: str,
-    base: str | None,
-    offline: bool,
+    base: str,
     profile: str,
     log: Callable[[str], None],
 ) -> None:
-    chosen_base = _resolve_base(client, base, offline=offline, log=log)
     if not inputs.ca_bundle:
         log(
             "warning: no CA bundle found on this host (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, PIP_CERT, "
             f"{SYSTEM_CA_BUNDLE}); the image will use its own certificates"
         )
-    log(f"building {tag} from {chosen_base} (profile {profile})")
+    log(f"building {tag} from {base} (profile {profile})")
     with tempfile.TemporaryDirectory(prefix="pytest-super-build-") as context:
         ctx = Path(context)
         (ctx / "Dockerfile").write_text(inputs.dockerfile)
         (ctx / "requirements.txt").write_text(inputs.requirements)
+        for name, text in inputs.files:
+            (ctx / name).write_text(text)
         if inputs.ca_bundle:
             (ctx / "ca-bundle.crt").write_bytes(inputs.ca_bundle)
         else:
@@ -207,12 +270,12 @@ def _build(
             client,
             path=str(ctx),
             tag=tag,
-            buildargs={"BASE": chosen_base},
+            buildargs={"BASE": base},
             labels={
                 "pytest-super.image": "1",
                 "pytest-super.profile": profile,
                 "pytest-super.inputs": inputs.digest(),
-                "pytest-super.base": chosen_base,
+                "pytest-super.base": base,
             },
             log=log,
         )
@@ -374,6 +437,46 @@ def _find_debootstrap(log: Callable[[str], None]) -> str:
     return found
 
 
+def lock_command(out: Path) -> list[str]:
+    """The `uv pip compile` command that makes colab.lock (uv from PATH; `make image-colab-lock`)."""
+    here = Path(str(resources.files("pytest_super.kernels").joinpath("image")))
+    uv = shutil.which("uv")
+    if uv is None:
+        raise InfrastructureError(
+            "making the lock needs uv: `pip install uv` (or run `make image-colab-lock`)"
+        )
+    return [
+        uv,
+        "pip",
+        "compile",
+        str(here / COLAB_REQUIREMENTS),
+        str(here / COLAB_HARNESS),
+        "--universal",
+        f"--python-version={COLAB_LOCK_PYTHON}",
+        f"--exclude-newer={COLAB_LOCK_DATE}",
+        f"--index-url={PYPI_INDEX}",
+        "--generate-hashes",
+        "--no-annotate",
+        "--custom-compile-command=make image-colab-lock",
+        f"--output-file={out}",
+    ]
+
+
+def lock_colab(out: Path | None = None, *, log: Callable[[str], None] = print) -> Path:
+    """Resolve the colab profile once into its lock (every package pinned, with hashes)."""
+    target = out or Path(str(resources.files("pytest_super.kernels").joinpath("image", COLAB_LOCK)))
+    command = lock_command(target)
+    bundle = host_ca_bundle()
+    env = {**os.environ, **({"SSL_CERT_FILE": str(bundle)} if bundle else {})}
+    log(" ".join(command))
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise InfrastructureError(
+            f"resolving the colab lock failed (exit {done.returncode}):\n{done.stderr[-3000:]}"
+        )
+    return target
+
+
 def image_labels(client: docker.DockerClient, tag: str) -> dict[str, Any]:
     """The labels of an image (empty when it has none)."""
     config = client.api.inspect_image(tag).get("Config") or {}
@@ -425,13 +528,19 @@ def run_build_command(args: Any) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m pytest_super.kernels.image build ...` (the same as `pytest-super image build`)."""
+    """`python -m pytest_super.kernels.image build ...` (the same as `pytest-super image build`),
+    or `... lock` (colab.lock again, from requirements-colab*.txt; needs uv)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="pytest-super image")
     commands = parser.add_subparsers(dest="command", required=True)
     add_build_arguments(commands.add_parser("build", help="build the kernel image"))
-    return run_build_command(parser.parse_args(argv))
+    commands.add_parser("lock", help=f"resolve the colab profile again into {COLAB_LOCK}")
+    args = parser.parse_args(argv)
+    if args.command == "lock":
+        print(lock_colab())
+        return 0
+    return run_build_command(args)
 
 
 if __name__ == "__main__":

@@ -132,7 +132,8 @@ class MemoryWatch:
 
 
 def test_chaos_run_under_xdist_then_sigterm(tmp_path: Path) -> None:
-    build_image(offline=True, log=lambda line: None)
+    # the JSONL rows would run in SUPER's colab image by default; the attacks need no more than this
+    image = build_image(offline=True, log=lambda line: None)
     engine = docker_client_for(None)
     ordinary = build_project(tmp_path)
     server = FakeOpenAIServer()
@@ -147,6 +148,7 @@ def test_chaos_run_under_xdist_then_sigterm(tmp_path: Path) -> None:
         f"--super-base-url={server.base_url}",
         "--super-steps=1",
         "--super-pass-metric=landmarks",
+        f"--super-image={image}",
         "-n",
         "2",
         f"--junitxml={junit}",
