@@ -263,6 +263,8 @@ def test_failing_task_page_in_the_browser(two_runs, tmp_path, record_property):
 def test_masked_task_page_marks_the_prefix_and_shows_edits_as_diffs(two_runs, tmp_path):
     dom = render(two_runs[0] / html.page_name("adder_data,cpu"), tmp_path)
     assert dom.count('<span class="badge pre">pre-executed</span>') == 2
+    # the episode's count tells the prefix from the agent's steps (the facts count the agent's)
+    assert re.search(r"Episode <small>\d+ steps: 2 pre-executed, \d+ by the agent", dom)
     assert '<span class="del">-b = 3</span>' in dom
     assert '<span class="add">+b = 3.5</span>' in dom
     # the 40-line output is folded, its head visible
