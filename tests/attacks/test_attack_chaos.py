@@ -12,10 +12,6 @@ SIGTERM. Then: every ordinary task has exactly one result in results.jsonl and i
 passed, 1 `llm_error`), the two broken inputs are one error record each, the harness's peak memory
 (the summed RSS of the controller and its workers, sampled every 0.1 s) stays under 400 MB, and no
 container, lease or key folder of the run is left.
-
-What waits for other branches (issue 11): the 500 MB line is bounded in the harness by item 16
-(i11b); the catastrophic landmark is bounded by item 8 (i9a): until then its worker is stuck in
-`re` (SIGTERM cannot interrupt C code) and is killed at xdist's teardown, leaving its key folder.
 """
 
 from __future__ import annotations
