@@ -263,9 +263,10 @@ def format_table(columns: dict[str, list[SummaryRow]], *, markdown: bool = False
                 groups.append(row.group)
     with_repeats = any(row.repeats > 1 for rows in columns.values() for row in rows)
     names = COLUMNS + (REPEAT_COLUMNS if with_repeats else ())
+    letters = run_letters(columns)
     header = ["group"]
     for name in columns:
-        header += [f"{c}" if len(columns) == 1 else f"{name}:{c}" for c in names]
+        header += [f"{c}" if len(columns) == 1 else f"{letters[name]}:{c}" for c in names]
     body = []
     for g in groups:
         line = [g]
@@ -277,7 +278,7 @@ def format_table(columns: dict[str, list[SummaryRow]], *, markdown: bool = False
         out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         out += ["| " + " | ".join(r) + " |" for r in body]
         note = "Percentages: mean over tasks [95% bootstrap interval], see docs/report.md."
-        return "\n".join([*out, "", note])
+        return "\n".join([*out, "", note, *legend(letters, markdown=True)])
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
 
     def fmt(cells: list[str]) -> str:
@@ -286,7 +287,31 @@ def format_table(columns: dict[str, list[SummaryRow]], *, markdown: bool = False
             for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         )
 
-    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, body)])
+    table = [fmt(header), fmt(["-" * w for w in widths]), *map(fmt, body)]
+    return "\n".join([*table, *legend(letters)])
+
+
+def run_letters(columns: dict[str, Any]) -> dict[str, str]:
+    """A short name per run (A, B, ..., Z, AA, ...) for the headers of a table of several runs:
+    the runs' own names (agent/model, file) are too long to repeat over each column."""
+    letters = {}
+    for index, name in enumerate(columns):
+        letter = ""
+        index += 1
+        while index:
+            index, rest = divmod(index - 1, 26)
+            letter = chr(ord("A") + rest) + letter
+        letters[name] = letter
+    return letters
+
+
+def legend(letters: dict[str, str], *, markdown: bool = False) -> list[str]:
+    """The lines under a table of several runs that say which run each letter is."""
+    if len(letters) < 2:
+        return []
+    if markdown:
+        return ["", *(f"- {letter}: {name}" for name, letter in letters.items())]
+    return ["", *(f"{letter}: {name}" for name, letter in letters.items())]
 
 
 TASK_COLUMNS = ("outcome", "acc%", "lm%", "sub", "exec%")
@@ -315,7 +340,10 @@ def format_task_table(columns: dict[str, list[TaskRecord]]) -> str:
             if record.task_id not in tasks:
                 tasks.append(record.task_id)
             by_column[name][record.task_id] = record
-    header = ["task"] + [f"{name}:{c}" for name in columns for c in TASK_COLUMNS]
+    letters = run_letters(columns)
+    header = ["task"] + [
+        c if len(columns) == 1 else f"{letters[name]}:{c}" for name in columns for c in TASK_COLUMNS
+    ]
     body = [
         [task] + [c for name in columns for c in _task_cells(by_column[name].get(task))]
         for task in tasks
@@ -327,7 +355,7 @@ def format_task_table(columns: dict[str, list[TaskRecord]]) -> str:
         )
         for r in [header, *body]
     ]
-    return "\n".join(lines)
+    return "\n".join([*lines, *legend(letters)])
 
 
 # -- files ---------------------------------------------------------------------------------------

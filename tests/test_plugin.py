@@ -349,9 +349,11 @@ def test_report_command_reads_junit_files(project, capsys):
 
     capsys.readouterr()
     assert main(["report", str(junit), str(junit)]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:3] == ["group", "gold:tasks", "gold:pass"]
+    out = capsys.readouterr().out.splitlines()
+    lines, legend = out[: out.index("")], out[out.index("") + 1 :]
+    assert lines[0].split()[:3] == ["group", "A:tasks", "A:pass"]
     assert len(lines[0].split()) == 1 + 2 * 9  # one column group per file
+    assert legend[0] == "A: gold" and legend[1].startswith("B: gold(") and len(legend) == 2
     rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
     # tasks, pass, err, acc%, lm%, sub%, exec%: both files give the same numbers
     assert (
