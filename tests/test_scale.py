@@ -38,6 +38,7 @@ from pytest_super.kernels import (
     cleanup_containers,
     docker_client_for,
 )
+from pytest_super.kernels.docker import TASK_NETWORK
 from pytest_super.kernels.image import build_image
 
 pytestmark = pytest.mark.docker
@@ -755,9 +756,16 @@ def test_retries_rerun_infrastructure_errors_but_never_agent_failures(
 
 
 # -- 9. another engine: DOCKER_HOST / --super-docker-host ------------------------------------------
-SECOND_SOCKET = "/tmp/pytest-super-dockerd2.sock"
+# One second engine per xdist worker: test_scale and test_isolation both start one, and on two
+# workers at once they must not share a socket, data root, bridge or subnet (CI once saw one
+# module's teardown stop the engine the other was using).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gwm")
+_WORKER_INDEX = int(_WORKER[2:]) if _WORKER[2:].isdigit() else 99
+SECOND_SOCKET = f"/tmp/pytest-super-dockerd2-{_WORKER}.sock"
 SECOND_HOST = f"unix://{SECOND_SOCKET}"
-SECOND_BRIDGE = "psdocker2"
+SECOND_BRIDGE = f"psd2{_WORKER}"[:15]
+SECOND_SUBNET = f"172.31.{150 + _WORKER_INDEX % 100}"
+SECOND_ROOT = f"/tmp/pytest-super-docker2-{_WORKER}"
 
 
 def _sh(*cmd: str) -> subprocess.CompletedProcess[str]:
@@ -787,7 +795,7 @@ def second_engine(image: str) -> Iterator[docker.DockerClient]:
     if _sh("ip", "link", "show", SECOND_BRIDGE).returncode != 0:
         steps = [
             ("ip", "link", "add", "name", SECOND_BRIDGE, "type", "bridge"),
-            ("ip", "addr", "add", "172.31.250.1/24", "dev", SECOND_BRIDGE),
+            ("ip", "addr", "add", f"{SECOND_SUBNET}.1/24", "dev", SECOND_BRIDGE),
             ("ip", "link", "set", SECOND_BRIDGE, "up"),
         ]
         for step in steps:
@@ -797,18 +805,20 @@ def second_engine(image: str) -> Iterator[docker.DockerClient]:
                     f"cannot make a bridge for a second engine: {done.stderr.strip()}"
                 )
         made_bridge = True
-    data_root = Path("/tmp/pytest-super-docker2")
-    log = open("/tmp/pytest-super-dockerd2.log", "ab")  # noqa: SIM115 - closed in teardown
+    data_root = Path(SECOND_ROOT)
+    log = open(f"{SECOND_ROOT}.log", "ab")  # noqa: SIM115 - closed in teardown
     daemon = subprocess.Popen(
         [
             dockerd,
             f"--host={SECOND_HOST}",
             f"--data-root={data_root}",
-            "--exec-root=/tmp/pytest-super-exec2",
-            "--pidfile=/tmp/pytest-super-docker2.pid",
+            f"--exec-root={SECOND_ROOT}-exec",
+            f"--pidfile={SECOND_ROOT}.pid",
             f"--bridge={SECOND_BRIDGE}",
             "--iptables=false",
             "--ip-masq=false",
+            # its own pool for the task network: two new engines at once would pick the same subnet
+            f"--default-address-pool=base=10.{110 + _WORKER_INDEX % 100}.0.0/16,size=24",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -823,7 +833,7 @@ def second_engine(image: str) -> Iterator[docker.DockerClient]:
                 break
             except Exception:
                 if daemon.poll() is not None or time.monotonic() > deadline:
-                    tail = Path("/tmp/pytest-super-dockerd2.log").read_text()[-1500:]
+                    tail = Path(f"{SECOND_ROOT}.log").read_text()[-1500:]
                     _cannot_start_second_engine(f"a second dockerd did not start: {tail}")
                 time.sleep(0.5)
         try:
@@ -835,6 +845,9 @@ def second_engine(image: str) -> Iterator[docker.DockerClient]:
             )
             saved.wait()
         yield client
+        for network in client.networks.list(names=[TASK_NETWORK]):  # its host bridge outlives it
+            with contextlib.suppress(docker.errors.APIError):
+                network.remove()
         client.close()
     finally:
         daemon.terminate()
@@ -847,7 +860,7 @@ def second_engine(image: str) -> Iterator[docker.DockerClient]:
         if made_bridge:
             _sh("ip", "link", "delete", SECOND_BRIDGE)
         shutil.rmtree(data_root, ignore_errors=True)
-        shutil.rmtree("/tmp/pytest-super-exec2", ignore_errors=True)
+        shutil.rmtree(f"{SECOND_ROOT}-exec", ignore_errors=True)
 
 
 @pytest.mark.slow

@@ -1,11 +1,11 @@
 """The chaos run of issue 11: every attack at once, under xdist, then a SIGTERM.
 
-20 tasks for the ReAct agent on the real engine, with a real scripted endpoint on 127.0.0.1:
+21 tasks for the ReAct agent on the real engine, with a real scripted endpoint on 127.0.0.1:
 16 ordinary masked tasks (14 YAML files, 2 rows of a SUPER JSONL file) whose one step runs the
 `act.py` their prefix wrote, printing the landmark `done`; and the attacks: a task file nested
 5,000 deep, a junk line in the JSONL file, one endpoint reply with usage.prompt_tokens = -10**12,
 a task that prints one 500 MB line, a task whose landmark `(a+)+$` backtracks catastrophically on
-its output. Every reply is the same action, so which task gets the poisoned one does not matter.
+its output; and one task that sleeps for an hour, so the run is still going when the signal comes. Every reply is the same action, so which task gets the poisoned one does not matter.
 
 When the 16 ordinary tasks have results (or a deadline passed), the run's process group gets
 SIGTERM. Then: every ordinary task has exactly one result in results.jsonl and in JUnit (15
@@ -67,7 +67,7 @@ def super_row(task_id: str, act: str) -> bytes:
 
 
 def build_project(root: Path) -> list[str]:
-    """Write the 20 tasks; return the ids of the 16 ordinary ones."""
+    """Write the 21 tasks; return the ids of the 16 ordinary ones."""
     (root / "pytest.ini").write_text("[pytest]\nsuper_tasks = tasks\n")
     masked = root / "tasks" / "masked"
     masked.mkdir(parents=True)
@@ -80,6 +80,10 @@ def build_project(root: Path) -> list[str]:
         super_row("chaosj0_cpu", "print('done')"),
         b"\x00\xff junk \x80",
         super_row("chaosj1_cpu", "print('done')"),
+        # still running when the SIGTERM comes (without it a fast machine finished the whole run
+        # first, and the signal landed in the exiting process: exit -15). Collected last: an xdist
+        # worker runs an item only once the next is queued on it, so one behind it would wait.
+        super_row("sleeper_cpu", "import time\ntime.sleep(3600)"),
     ]
     (root / "tasks" / "masked.jsonl").write_bytes(b"\n".join(rows) + b"\n")
     ordinary += ["chaosj0_cpu", "chaosj1_cpu"]
@@ -156,8 +160,8 @@ def test_chaos_run_under_xdist_then_sigterm(tmp_path: Path) -> None:
             if set(ordinary) <= set(recorded(tmp_path / "reports")):
                 break
             time.sleep(0.5)
-        if run.proc.poll() is None:
-            os.killpg(run.proc.pid, signal.SIGTERM)
+        assert run.proc.poll() is None, "the run ended before the SIGTERM: " + run.output()[-3000:]
+        os.killpg(run.proc.pid, signal.SIGTERM)
         code = run.wait(120)
     finally:
         run.kill()
@@ -165,7 +169,7 @@ def test_chaos_run_under_xdist_then_sigterm(tmp_path: Path) -> None:
         server.stop()
     out = run.output()
     assert "INTERNALERROR" not in out, out[-5000:]
-    assert code in (pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.INTERRUPTED), out[-5000:]
+    assert code == pytest.ExitCode.INTERRUPTED, out[-5000:]
 
     # every condition is checked and all that fail are reported together: some wait for other
     # branches (see the module docstring), the rest must hold already
