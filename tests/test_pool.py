@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -242,3 +243,32 @@ def test_failed_removals_are_reported_and_free_their_slot(tmp_path):
     again = slots.take_slot(lock_dir, 1, wait=False)
     assert again is not None
     again.release()
+
+
+def test_a_task_waiting_for_a_slot_comes_before_a_kernel_made_ahead(tmp_path):
+    """A freed slot goes to the task that waits for it, even between two of its polls: a kernel
+    made ahead (wait=False) stands back while anyone waits, and a waiter that died counts for
+    nothing."""
+    lock_dir = tmp_path / "locks"
+    held = slots.take_slot(lock_dir, 1)
+    assert held is not None
+    taken: list[slots.Slot | None] = []
+    waiter = threading.Thread(
+        target=lambda: taken.append(slots.take_slot(lock_dir, 1, poll_s=3)), daemon=True
+    )
+    waiter.start()
+    wait_until(lambda: slots.someone_waits(lock_dir), timeout=10)
+    held.release()  # free now, but the waiter polls again only in up to 3 s
+    ahead = slots.take_slot(lock_dir, 1, wait=False)
+    if ahead is not None:
+        ahead.release()  # so that the waiter is not left waiting when this fails
+    assert ahead is None, "a kernel made ahead took the slot a task waits for"
+    waiter.join(timeout=10)
+    (slot,) = taken
+    assert slot is not None and not slots.someone_waits(lock_dir)
+    slot.release()
+
+    (lock_dir / "waiting-1-1.lock").touch()  # left by a killed process: its lock died with it
+    ahead = slots.take_slot(lock_dir, 1, wait=False)
+    assert ahead is not None
+    ahead.release()
