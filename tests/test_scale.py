@@ -606,9 +606,15 @@ def test_ctrl_c_removes_containers_and_writes_partial_results(project_dir, engin
 
 
 # -- 7. resume and --lf ---------------------------------------------------------------------------
+#: a file the cell of a task that loses its box writes first: the kernel is the task's and runs it
+STARTED_MARKER = "/tmp/pytest-super-cell-started"
+
+
 def run_losing_a_box(project: Path, task: str, *args: str) -> tuple[int, str]:
-    """Run pytest on `project`; when `task`'s container of this new run is up, remove it under the
-    task (an engine fault: the task is an error, never the agent's failure)."""
+    """Run pytest on `project`; when `task`'s cell runs in its container of this new run (the
+    cell wrote STARTED_MARKER: the pool makes a task's container while the task before it runs,
+    so a container that is up is not yet one the task uses), remove the container under the task
+    (an engine fault: the task is an error, never the agent's failure)."""
     before = {d.name for d in run_dirs(project)}
     run = PytestRun(project, *args)
     try:
@@ -618,12 +624,19 @@ def run_losing_a_box(project: Path, task: str, *args: str) -> tuple[int, str]:
             found = [
                 c for r in fresh for c in containers(docker_client_for(None), run_id=r, task=task)
             ]
-            return [c for c in found if c.status == "running"]
+            return [c for c in found if c.status == "running" and _started(c)]
 
         wait_for(box, 120, f"a running container of task {task!r}")[0].remove(force=True)
         return run.wait(300), run.output()
     finally:
         run.kill_group()
+
+
+def _started(container: Any) -> bool:
+    try:
+        return container.exec_run(["test", "-e", STARTED_MARKER]).exit_code == 0
+    except docker.errors.APIError:  # stopped or removed meanwhile
+        return False
 
 
 def test_resume_skips_final_results_and_lf_reruns_failures(project_dir, engine):
@@ -632,7 +645,9 @@ def test_resume_skips_final_results_and_lf_reruns_failures(project_dir, engine):
         {
             "expert/good": task_yaml("good", PASS),
             "expert/wrong": task_yaml("wrong", FAIL),
-            "expert/lost_box": task_yaml("lost_box", sleep_then_answer(60)),
+            "expert/lost_box": task_yaml(
+                "lost_box", f"open({STARTED_MARKER!r}, 'w').close()\n" + sleep_then_answer(60)
+            ),
         },
     )
     code, out = run_losing_a_box(project_dir, "lost_box", "tasks", "--super-agent=gold")
