@@ -85,6 +85,8 @@ def run_first_cell_tasks(project: Path, *options: str) -> tuple[Path, float]:
 def lifetimes(client: docker.DockerClient, run_id: str, since: float) -> dict[str, tuple[int, int]]:
     """task -> (created, destroyed) in the engine's own nanosecond clock."""
     created = container_events(client, run_id, since, "create")
+    tasks = [e["Actor"]["Attributes"][LABEL_TASK] for e in created]
+    assert len(tasks) == len(set(tasks)), f"one task, one container: {tasks}"
     destroyed = {e["id"]: e["timeNano"] for e in container_events(client, run_id, since, "destroy")}
     return {
         e["Actor"]["Attributes"][LABEL_TASK]: (e["timeNano"], destroyed[e["id"]]) for e in created
