@@ -6,6 +6,7 @@ fixture reads, and its construction (`make_run`), which rejects bad values at st
 
 from __future__ import annotations
 
+import argparse
 import os
 import secrets
 import time
@@ -130,6 +131,13 @@ def add_options(parser: pytest.Parser) -> None:
         "--super-max-containers",
         type=int,
         help="at most this many task containers at once, across all xdist workers",
+    )
+    g.addoption(
+        "--super-pool",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="make each task's kernel while the task before it runs, and remove finished "
+        "tasks' containers in the background (default on; see docs/pool.md)",
     )
     g.addoption(
         "--super-retries",

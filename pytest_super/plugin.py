@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 
-from pytest_super import collect, interrupts, options, slots
+from pytest_super import collect, interrupts, options
 from pytest_super import report as reports
 from pytest_super.errors import InfrastructureError, SuperError, TaskSetupError
+from pytest_super.kernels.base import KernelSettings
+from pytest_super.kernels.pool import KernelPool
 from pytest_super.names import file_stem
 from pytest_super.options import SuperRun
 from pytest_super.recorder import RunRecorder
@@ -36,6 +38,9 @@ from pytest_super.trajectory import Step
 
 RUN_KEY = pytest.StashKey["SuperRun"]()
 RESULT_KEY = pytest.StashKey[TaskResult]()
+POOL_KEY = pytest.StashKey[KernelPool]()
+NEXT_ITEM_KEY = pytest.StashKey["pytest.Item | None"]()
+REMOVAL_FAILURES_KEY = pytest.StashKey[list[str]]()
 
 
 # -- options ---------------------------------------------------------------------------------
@@ -64,8 +69,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is None:
         os.environ["PYTEST_SUPER_CONTROLLER_PID"] = str(os.getpid())
     run = config.stash[RUN_KEY] = options.make_run(config, run_id)
+    config.stash[REMOVAL_FAILURES_KEY] = []
     if run.agent:
         interrupts.stop_on_sigterm(config)
+        config.stash[POOL_KEY] = _kernel_pool(config, run)
     if workerinput is None and run.agent:
         if run.llm_settings is not None and not config.option.collectonly:
             check_llm_endpoint(run.llm_settings)
@@ -89,10 +96,54 @@ def check_llm_endpoint(settings: Any) -> None:
     raise pytest.UsageError(f"{problem.message} (checked before any task ran)")
 
 
+def _kernel_pool(config: pytest.Config, run: SuperRun) -> KernelPool:
+    from pytest_super.kernels import provision_kernel
+
+    return KernelPool(
+        provision_kernel,
+        lock_dir=run.run_dir / "locks",
+        max_containers=config.getoption("super_max_containers"),
+        warm=config.getoption("super_pool") and run.kernel.backend == "docker",
+    )
+
+
 @pytest.hookimpl(wrapper=True)  # around every plugin's sessionfinish, the reports' writers too
 def pytest_sessionfinish(session: pytest.Session) -> Any:
     interrupts.ignore_while_finishing(session.config)
+    _close_pool(session.config)  # before the controller's end-of-run cleanup and reports
     return (yield)
+
+
+def _close_pool(config: pytest.Config) -> None:
+    """Whatever ended the session: the warm kernel no task took and every container still being
+    removed are gone before it ends. A worker hands the removals that failed to the controller."""
+    pool = config.stash.get(POOL_KEY, None)
+    if pool is None:
+        return
+    failures = pool.close()
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["super_removal_failures"] = failures
+    else:
+        config.stash[REMOVAL_FAILURES_KEY].extend(failures)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:  # xdist: a worker's failed removals
+    failures = getattr(node, "workeroutput", {}).get("super_removal_failures", [])
+    node.config.stash[REMOVAL_FAILURES_KEY].extend(failures)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    failures = config.stash.get(REMOVAL_FAILURES_KEY, [])
+    if failures:
+        terminalreporter.section("pytest-super: container removals that failed", red=True)
+        for line in failures:
+            terminalreporter.write_line(line)
+        terminalreporter.write_line(
+            "the end-of-run cleanup retried what it found; remove what is left with "
+            "`pytest-super cleanup`"
+        )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -159,6 +210,12 @@ def _skip_finished_tasks(run: SuperRun, items: list[collect.SuperTaskItem]) -> N
         item.add_marker(pytest.mark.skip(reason=f"resumed: {record.outcome} in run {run_id}"))
 
 
+# -- running ---------------------------------------------------------------------------------------
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    item.stash[NEXT_ITEM_KEY] = nextitem  # whose kernel the pool makes while this item runs
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     """Setup and teardown errors of our own (engine down, prefix cell failed) read as sentences."""
@@ -205,8 +262,6 @@ def super_kernel(request: pytest.FixtureRequest):
 def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult:
     """Run the task's episode (in setup, so infrastructure faults are errors, not failures)."""
     from pytest_super.agents import load_agent
-    from pytest_super.kernels import provision_kernel
-    from pytest_super.kernels.image import image_for_task
 
     run: SuperRun = request.config.stash[RUN_KEY]
     if not run.agent:
@@ -219,9 +274,8 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
         llm = LLMClient(run.llm_settings)
     item = request.node
     repeat = [("super.repeat", item.repeat)] if getattr(item, "repeat", None) else []
-    docker = run.kernel.backend == "docker"
-    image = image_for_task(super_task.image, run.kernel.image) if docker else "(local kernel)"
-    kernel_settings = dataclasses.replace(run.kernel, image=image)
+    kernel_settings = _kernel_settings(run, super_task)
+    image = kernel_settings.image or ""
     # known before the episode, so a task that errors is still filed under its set and agent
     item.user_properties.extend(
         [
@@ -235,37 +289,39 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
     )
     trajectory = run.run_dir / "trajectories" / f"{file_stem(item.name)}.json"
     on_step = _live_printer(request.config, super_task) if run.live else None
-    locks = run.run_dir / "locks"
+    pool = request.config.stash[POOL_KEY]
+    upcoming = _upcoming_task(run, item)
 
     def new_kernel():
-        with slots.start_lock(locks):
-            return provision_kernel(kernel_settings, task_id=item.name)
+        kernel = pool.take(kernel_settings, item.name)
+        if upcoming is not None:  # made while this task runs
+            pool.warm(*upcoming)
+        return kernel
 
     retries = request.config.getoption("super_retries")
     retried: list[str] = []  # why each earlier attempt failed
     try:
-        with slots.container_slot(locks, request.config.getoption("super_max_containers")):
-            for attempt in range(retries + 1):
-                try:
-                    result = run_task(
-                        super_task,
-                        agent,
-                        new_kernel,
-                        run.settings,
-                        trajectory,
-                        llm=llm,
-                        on_step=on_step,
-                    )
-                    break
-                except InfrastructureError as exc:
-                    if not exc.retryable or attempt == retries:
-                        raise
-                    wait = retry_backoff_s(attempt)
-                    retried.append(
-                        f"attempt {attempt + 1}: {type(exc).__name__}: {exc}"[:500]
-                        + f" (retried after {wait:g} s)"
-                    )
-                    time.sleep(wait)
+        for attempt in range(retries + 1):
+            try:
+                result = run_task(
+                    super_task,
+                    agent,
+                    new_kernel,
+                    run.settings,
+                    trajectory,
+                    llm=llm,
+                    on_step=on_step,
+                )
+                break
+            except InfrastructureError as exc:
+                if not exc.retryable or attempt == retries:
+                    raise
+                wait = retry_backoff_s(attempt)
+                retried.append(
+                    f"attempt {attempt + 1}: {type(exc).__name__}: {exc}"[:500]
+                    + f" (retried after {wait:g} s)"
+                )
+                time.sleep(wait)
     except (InfrastructureError, TaskSetupError) as exc:
         item.user_properties.extend(
             [*_retried_property(retried), ("super.exit_status", exit_status_of(exc).value)]
@@ -289,6 +345,26 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
     )
     item.stash[RESULT_KEY] = result
     return result
+
+
+def _kernel_settings(run: SuperRun, task: Task) -> KernelSettings:
+    """The kernel settings of one task: the run's, with the task's image (docker backend)."""
+    from pytest_super.kernels.image import image_for_task
+
+    docker = run.kernel.backend == "docker"
+    image = image_for_task(task.image, run.kernel.image) if docker else "(local kernel)"
+    return dataclasses.replace(run.kernel, image=image)
+
+
+def _upcoming_task(run: SuperRun, item: pytest.Item) -> tuple[KernelSettings, str] | None:
+    """The kernel settings and task id of the task this process runs next, if it is a task
+    that will ask for a kernel (not skipped)."""
+    upcoming = item.stash.get(NEXT_ITEM_KEY, None)
+    if not isinstance(upcoming, collect.SuperTaskItem):
+        return None
+    if upcoming.get_closest_marker("skip") or upcoming.get_closest_marker("skipif"):
+        return None
+    return _kernel_settings(run, upcoming.task), upcoming.name
 
 
 #: --super-retries waits 2 s, 4 s, 8 s, ... (at most 60 s) before each new attempt: an engine

@@ -1,9 +1,10 @@
 """Bounding the pressure on the Docker engine across xdist workers, with file locks.
 
 Workers are separate processes, so the bounds live in lock files under the run's directory:
-`container_slot` holds one of N slot files for as long as a task has a container
-(`--super-max-containers`), and `start_lock` lets one worker at a time start a container, so N
-workers do not all start theirs in the same second.
+`take_slot` holds one of N slot files for as long as a container lives, from before it is
+created until its removal finished (`--super-max-containers`; a task that waits for one comes
+before a kernel made ahead), and `start_lock` lets one worker at
+a time start a container, so N workers do not all start theirs in the same second.
 """
 
 from __future__ import annotations
@@ -11,33 +12,93 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 
-@contextlib.contextmanager
-def container_slot(lock_dir: Path, slots: int | None, poll_s: float = 0.2) -> Iterator[int | None]:
-    """Hold one of `slots` slot files in `lock_dir` (None: no limit). Yields the slot number."""
+class Slot:
+    """One held slot file (or none, when there is no cap). `release` is safe to call twice and
+    from any thread: a container's slot is freed by whoever finished removing it."""
+
+    def __init__(self, fd: int | None = None, number: int | None = None) -> None:
+        self.number = number
+        self._fd = fd
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        with self._lock:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+def take_slot(
+    lock_dir: Path, slots: int | None, *, wait: bool = True, poll_s: float = 0.2
+) -> Slot | None:
+    """Hold one of `slots` slot files in `lock_dir` (None: no cap, a slot that holds nothing).
+
+    wait=True: poll until one is free; while polling, a `waiting-*.lock` file of this caller is
+    held, so that takers who do not wait stand back. wait=False (a kernel made ahead): None when
+    all are taken or anyone is waiting: a slot goes to a task that needs it now first.
+    """
     if not slots:
-        yield None
-        return
+        return Slot()
     lock_dir.mkdir(parents=True, exist_ok=True)
-    while True:
-        for number in range(slots):
-            fd = os.open(lock_dir / f"slot-{number}.lock", os.O_CREAT | os.O_RDWR, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            try:
-                yield number
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                os.close(fd)
-            return
-        time.sleep(poll_s)
+    if not wait and someone_waits(lock_dir):
+        return None
+    waiting: tuple[int, Path] | None = None
+    try:
+        while True:
+            slot = _free_slot(lock_dir, slots)
+            if slot is not None or not wait:
+                return slot
+            if waiting is None:
+                waiting = _announce_waiting(lock_dir)
+            time.sleep(poll_s)
+    finally:
+        if waiting is not None:
+            fd, path = waiting
+            path.unlink(missing_ok=True)
+            os.close(fd)  # releases the lock
+
+
+def _free_slot(lock_dir: Path, slots: int) -> Slot | None:
+    for number in range(slots):
+        fd = os.open(lock_dir / f"slot-{number}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        return Slot(fd, number)
+    return None
+
+
+def _announce_waiting(lock_dir: Path) -> tuple[int, Path]:
+    path = lock_dir / f"waiting-{os.getpid()}-{threading.get_ident()}.lock"
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd, path
+
+
+def someone_waits(lock_dir: Path) -> bool:
+    """Is any taker of the run waiting for a slot? (A waiting file whose lock is free is the
+    leftover of a killed process: it counts for nothing.)"""
+    for path in lock_dir.glob("waiting-*.lock"):
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+    return False
 
 
 @contextlib.contextmanager

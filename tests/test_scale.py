@@ -223,11 +223,12 @@ def containers(
 def wait_for_container(
     client: docker.DockerClient, project: Path, task: str, timeout: float = 120
 ) -> Any:
-    """The running container of `task` in the (only) run of `project`."""
+    """The running container of `task` in the (only) run of `project`, once the task runs (its
+    trajectory exists): the pool makes a task's container while the task before it runs."""
 
     def find() -> Any:
         dirs = run_dirs(project)
-        if not dirs:
+        if not dirs or not (dirs[-1] / "trajectories" / f"{task}.json").exists():
             return None
         found = [
             c for c in containers(client, run_id=dirs[-1].name, task=task) if c.status == "running"
@@ -358,12 +359,15 @@ def test_max_containers_caps_containers_across_workers(project_dir, engine):
     assert {p.name for p in (run_dir / "locks").iterdir()} >= {"slot-0.lock", "start.lock"}
     assert containers(engine, run_id=run_dir.name) == []
 
-    # the same run without a cap does have two at once: the watch can see a breach
+    # the same run without a cap does have two at once: the watch can see a breach (without the
+    # pool, whose warm kernels would make it four: one running and one warm per worker)
     for p in run_dirs(project_dir):
         p.rename(project_dir / f"old-{p.name}")
     t1 = time.time()
     with ContainerWatch(engine, project_dir) as free:
-        code, out = run_pytest(project_dir, "tasks", "--super-agent=gold", "-n", "2")
+        code, out = run_pytest(
+            project_dir, "tasks", "--super-agent=gold", "-n", "2", "--no-super-pool"
+        )
     assert code == 0, out
     assert free.peak == 2
     free_run = only_run_dir(project_dir).name
@@ -511,6 +515,12 @@ def test_controller_killed_leaves_containers_that_the_next_run_removes(project_d
         wait_for_container(engine, project_dir, "long0")
         if xdist[1] == "2":
             wait_for_container(engine, project_dir, "long1")
+        else:  # one process runs both: long1's kernel is made (warm) while long0 runs
+            wait_for(
+                lambda: containers(engine, run_id=only_run_dir(project_dir).name, task="long1"),
+                120,
+                "the warm container of long1",
+            )
         controller = pid_of(project_dir, "controller")
         assert controller == run.pid
         if kill.startswith("controller"):
@@ -522,7 +532,7 @@ def test_controller_killed_leaves_containers_that_the_next_run_removes(project_d
         # Nothing of this run is left that could remove them. (Look at once: on a shared engine
         # any other pytest-super session that starts now removes them, which is the point.)
         left = containers(engine, run_id=dead_run.name)
-        assert len(left) == (2 if xdist[1] == "2" else 1), [c.name for c in left]
+        assert len(left) == 2, [c.name for c in left]
         assert {c.labels[LABEL_PID] for c in left} == {str(controller)}
     finally:
         run.kill_group()
@@ -597,9 +607,15 @@ def test_ctrl_c_removes_containers_and_writes_partial_results(project_dir, engin
 
 
 # -- 7. resume and --lf ---------------------------------------------------------------------------
+#: a file the cell of a task that loses its box writes first: the kernel is the task's and runs it
+STARTED_MARKER = "/tmp/pytest-super-cell-started"
+
+
 def run_losing_a_box(project: Path, task: str, *args: str) -> tuple[int, str]:
-    """Run pytest on `project`; when `task`'s container of this new run is up, remove it under the
-    task (an engine fault: the task is an error, never the agent's failure)."""
+    """Run pytest on `project`; when `task`'s cell runs in its container of this new run (the
+    cell wrote STARTED_MARKER: the pool makes a task's container while the task before it runs,
+    so a container that is up is not yet one the task uses), remove the container under the task
+    (an engine fault: the task is an error, never the agent's failure)."""
     before = {d.name for d in run_dirs(project)}
     run = PytestRun(project, *args)
     try:
@@ -609,12 +625,19 @@ def run_losing_a_box(project: Path, task: str, *args: str) -> tuple[int, str]:
             found = [
                 c for r in fresh for c in containers(docker_client_for(None), run_id=r, task=task)
             ]
-            return [c for c in found if c.status == "running"]
+            return [c for c in found if c.status == "running" and _started(c)]
 
         wait_for(box, 120, f"a running container of task {task!r}")[0].remove(force=True)
         return run.wait(300), run.output()
     finally:
         run.kill_group()
+
+
+def _started(container: Any) -> bool:
+    try:
+        return container.exec_run(["test", "-e", STARTED_MARKER]).exit_code == 0
+    except docker.errors.APIError:  # stopped or removed meanwhile
+        return False
 
 
 def test_resume_skips_final_results_and_lf_reruns_failures(project_dir, engine):
@@ -623,7 +646,9 @@ def test_resume_skips_final_results_and_lf_reruns_failures(project_dir, engine):
         {
             "expert/good": task_yaml("good", PASS),
             "expert/wrong": task_yaml("wrong", FAIL),
-            "expert/lost_box": task_yaml("lost_box", sleep_then_answer(60)),
+            "expert/lost_box": task_yaml(
+                "lost_box", f"open({STARTED_MARKER!r}, 'w').close()\n" + sleep_then_answer(60)
+            ),
         },
     )
     code, out = run_losing_a_box(project_dir, "lost_box", "tasks", "--super-agent=gold")
