@@ -53,8 +53,8 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from pytest_super.agents.base import DiskLimitExceeded
 from pytest_super.errors import (
+    DiskLimitExceeded,
     EngineUnavailable,
     ImageMissing,
     InfrastructureError,
