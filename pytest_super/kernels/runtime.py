@@ -31,10 +31,13 @@ import time
 from dataclasses import dataclass
 from importlib import resources
 from queue import Empty
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import zmq
 from jupyter_client import BlockingKernelClient
+
+if TYPE_CHECKING:
+    from jupyter_client.connect import KernelConnectionInfo
 
 from pytest_super.errors import InfrastructureError, KernelStartError
 from pytest_super.kernels.base import CellResult, CellStatus
@@ -542,7 +545,7 @@ class JupyterKernel:
 
     def _connect(self, info: dict[str, Any]) -> None:
         client = BlockingKernelClient()
-        client.load_connection_info(info)
+        client.load_connection_info(cast("KernelConnectionInfo", info))
         # defaults for the sockets the client is about to make: a hard bound on what one frame
         # and the receive queue may hold, whatever the kernel sends
         client.context.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes(self._cap))
