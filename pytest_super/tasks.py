@@ -245,9 +245,9 @@ def load_yaml_task(path: Path) -> Task:
             line=None if root is None else root.start_mark.line + 1,
             hint="see the task format in the README",
         )
-    error = best_match(_validator().iter_errors(data))
-    if error is not None:
-        raise _schema_error(path, error, root)
+    violation = best_match(_validator().iter_errors(data))
+    if violation is not None:
+        raise _schema_error(path, violation, root)
     return _task_from_mapping(path, data, root)
 
 
@@ -368,25 +368,29 @@ def _schema_error(path: Path, error: ValidationError, root: yaml.Node | None) ->
     location = list(error.absolute_path)
     where = _field_path(location)
     within = f" in {where}" if where else ""
-    described = error.schema.get("description") if isinstance(error.schema, dict) else None
+    # the violated (sub)schema, the value and the keyword's value, as the task file gave them
+    schema: dict[str, Any] = error.schema if isinstance(error.schema, dict) else {}
+    instance: Any = error.instance
+    expected: Any = error.validator_value
+    described = schema.get("description")
     line = _line_at(root, location)
     kind = error.validator
     if kind == "additionalProperties":
-        allowed = list(error.schema.get("properties", {}))
-        unknown = next(name for name in error.instance if name not in allowed)
+        allowed = list(schema.get("properties", {}))
+        unknown = next(name for name in instance if name not in allowed)
         close = difflib.get_close_matches(str(unknown), allowed, n=1)
         hint = f"did you mean {close[0]!r}?" if close else "remove it or fix its spelling"
         return TaskFileError(
             str(path),
             f"unknown field {unknown!r}{within} (allowed: {', '.join(allowed)})",
             field=_field_path([*location, unknown]),
-            value=error.instance[unknown],
+            value=instance[unknown],
             line=_line_at(root, [*location, unknown], key=True),
             hint=hint,
         )
     if kind == "required":
-        name = next(name for name in error.validator_value if name not in error.instance)
-        about = error.schema.get("properties", {}).get(name, {}).get("description", "")
+        name = next(name for name in expected if name not in instance)
+        about = schema.get("properties", {}).get(name, {}).get("description", "")
         return TaskFileError(
             str(path),
             f"missing required field {name!r}{within}",
@@ -397,36 +401,35 @@ def _schema_error(path: Path, error: ValidationError, root: yaml.Node | None) ->
         )
     subject = where or "the task file"
     if kind == "type":
-        expected = error.validator_value
         names = [expected] if isinstance(expected, str) else list(expected)
         wanted = " or ".join(_YAML_TYPE_NAMES.get(name, name) for name in names)
-        message = f"{subject} must be {wanted}, not {_yaml_type_name(error.instance)}"
-        hint = described
-        if "string" in names and isinstance(error.instance, (bool, int, float, date)):
+        message = f"{subject} must be {wanted}, not {_yaml_type_name(instance)}"
+        type_hint = described
+        if "string" in names and isinstance(instance, (bool, int, float, date)):
             # YAML read an unquoted value as a number, boolean or date
-            hint = " ".join(filter(None, [described, "Quote the value to keep it a string."]))
+            type_hint = " ".join(filter(None, [described, "Quote the value to keep it a string."]))
         return TaskFileError(
-            str(path), message, field=where or None, value=error.instance, line=line, hint=hint
+            str(path), message, field=where or None, value=instance, line=line, hint=type_hint
         )
     if kind == "enum":
-        choices = ", ".join(str(choice) for choice in error.validator_value)
+        choices = ", ".join(str(choice) for choice in expected)
         message = f"{subject} must be one of {choices}"
-    elif kind in ("minProperties", "maxProperties") and error.schema.get("title") == "Cell":
-        keys = ", ".join(map(str, error.instance)) or "none"
+    elif kind in ("minProperties", "maxProperties") and schema.get("title") == "Cell":
+        keys = ", ".join(map(str, instance)) or "none"
         message = f"{subject} must have exactly one key, `execute` or `edit` (found: {keys})"
     elif kind == "pattern":
-        message = f"{subject} does not match {error.validator_value}"
+        message = f"{subject} does not match {expected}"
     elif kind == "minLength":
         message = f"{subject} must not be empty"
     elif kind == "uniqueItems":
         message = f"{subject} lists the same value twice"
     elif kind in ("minimum", "exclusiveMinimum"):
         bound = ">" if kind == "exclusiveMinimum" else ">="
-        message = f"{subject} must be {bound} {error.validator_value}"
+        message = f"{subject} must be {bound} {expected}"
     else:
         message = f"{subject}: {error.message}"
     return TaskFileError(
-        str(path), message, field=where or None, value=error.instance, line=line, hint=described
+        str(path), message, field=where or None, value=instance, line=line, hint=described
     )
 
 
@@ -915,7 +918,10 @@ def import_jsonl(path: Path, set_name: str | None, out_dir: Path) -> list[Path]:
     tasks: list[Task] = []
     errors: list[TaskFileError] = []
     for item in iter_jsonl_tasks(path, set_name):
-        (errors if isinstance(item, TaskFileError) else tasks).append(item)
+        if isinstance(item, TaskFileError):
+            errors.append(item)
+        else:
+            tasks.append(item)
     if errors:
         numbers = ", ".join(str(error.line) for error in errors)
         details = "\n".join(f"  {error}" for error in errors)
