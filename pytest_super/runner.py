@@ -101,8 +101,9 @@ class TaskResult:
         value = self.metric_value
         return value is not None and value >= self.pass_threshold
 
-    def properties(self) -> dict[str, Any]:
-        """The `super.*` JUnit properties (names are a public interface: keep them)."""
+    def junit_properties(self) -> dict[str, Any]:
+        """The `super.*` JUnit properties (names are a public interface: keep them); the
+        record of a finished task (`report.TaskRecord.properties`) holds them without `super.`."""
         return {
             "super.set": self.task.set,
             "super.category": self.task.category,
