@@ -30,7 +30,6 @@ from pytest_super.scoring import unmatchable_leaves
 
 SETS = ("expert", "masked", "auto")
 CATEGORIES = ("dependencies", "cpu", "configuration", "data", "issue", "goal", "other")
-PRE_EXECUTED_THOUGHT = "[pre-executed by the user]"
 # The kernel image profile a task runs in unless it names one (`image:`) or --super-image is
 # given: our YAML files keep the small default image; SUPER's own rows need its environment.
 YAML_IMAGE = "default"
