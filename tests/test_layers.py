@@ -110,6 +110,20 @@ def test_no_import_cycles() -> None:
     assert cycles == []
 
 
+#: modules that run inside the kernel, shipped there as source: they import nothing of the package
+SHIPPED_INTO_THE_KERNEL = (
+    "pytest_super.kernels.message_cap",
+    "pytest_super.kernels.channel_relay",
+    "pytest_super.kernels.file_access",
+    "pytest_super.agents.swe_kernel_tools",
+)
+
+
+@pytest.mark.parametrize("module", SHIPPED_INTO_THE_KERNEL)
+def test_modules_shipped_into_the_kernel_import_nothing_of_the_package(module: str) -> None:
+    assert GRAPH[module] == set()
+
+
 def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     """The graph reader finds imports inside functions and under TYPE_CHECKING too."""
     source = tmp_path / "m.py"
