@@ -52,6 +52,7 @@ test-colab: image-colab
 lint: venv
 	$(BIN)/ruff check pytest_super tests benchmarks conftest.py
 	$(BIN)/ruff format --check pytest_super tests benchmarks conftest.py
+	$(BIN)/mypy
 
 bench: image
 	$(BIN)/python benchmarks/bench_kernel.py

@@ -135,7 +135,7 @@ def _import_trajectories(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from pytest_super import report
 
-    columns = {}
+    columns: dict[str, list[report.SummaryRow]] = {}
     records_of = {}
     for path in args.files:
         if not path.exists():

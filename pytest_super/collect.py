@@ -8,12 +8,16 @@ error of that file; a broken JSONL line is a collection error of that line only 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_super.errors import SuperError, TaskFileError
 from pytest_super.report import repeat_suffix
+from pytest_super.runner import TaskResult
+
+if TYPE_CHECKING:  # pytest's own types of a failure's representation
+    from _pytest._code.code import TerminalRepr, TracebackStyle
 from pytest_super.tasks import Task, infer_set, iter_jsonl_tasks, load_yaml_task
 
 TASK_SUFFIXES = (".yaml", ".yml", ".jsonl")
@@ -23,12 +27,12 @@ SEEN_IDS = pytest.StashKey[dict]()
 class TaskFailed(AssertionError):
     """The agent's episode did not reach the pass threshold. Carries the `TaskResult`."""
 
-    def __init__(self, result: Any) -> None:
+    def __init__(self, result: TaskResult) -> None:
         self.result = result
         super().__init__(f"{result.task.id}: {result.pass_metric} {result.metric_value}")
 
 
-def run_super_task(super_result: Any) -> None:
+def run_super_task(super_result: TaskResult) -> None:
     """The body of every task item: the episode ran in the `super_result` fixture; judge it."""
     if not super_result.passed:
         raise TaskFailed(super_result)
@@ -57,7 +61,9 @@ class SuperTaskItem(pytest.Function):
         line = (self.task.line or 1) - 1  # pytest's locations are 0-based
         return self.path, line, f"{self.task.set} task {self.task.id}"
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: TracebackStyle | None = None
+    ) -> str | TerminalRepr:
         from pytest_super.report import format_failure
 
         if isinstance(excinfo.value, TaskFailed):
@@ -69,7 +75,7 @@ class SuperTaskItem(pytest.Function):
             return f"{type(excinfo.value).__name__}: {excinfo.value}"
         if isinstance(excinfo.value, RecursionError):
             return f"{self.task.source}: task {self.task.id}: {too_deep(excinfo.value)}"
-        return super().repr_failure(excinfo)
+        return super().repr_failure(excinfo)  # pytest's Function.repr_failure takes no style
 
 
 def too_deep(error: RecursionError) -> str:
@@ -109,7 +115,9 @@ class _TaskFileCollector(pytest.File):
         wanted = self.config.getoption("super_set", None)
         return not wanted or task.set in wanted
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: TracebackStyle | None = None
+    ) -> str | TerminalRepr:
         """Our own errors as their sentence; anything else as pytest shows it (pytest's
         `Collector.repr_failure` takes no `style`: passing one crashed the session)."""
         if isinstance(excinfo.value, SuperError):
@@ -161,7 +169,9 @@ class BrokenTaskLine(pytest.Collector):
     def collect(self):
         raise self.error
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: TracebackStyle | None = None
+    ) -> str:
         return str(excinfo.value)
 
 

@@ -2,9 +2,13 @@
 
 `InfrastructureError` and its subclasses become pytest *errors* (not failures): they say that the
 machinery (Docker engine, image, kernel, LLM endpoint) broke, not that the agent did badly.
+`EpisodeEnd` and its subclasses end an episode with an `ExitStatus` (limits are exceptions, as in
+mini-swe-agent); kernels raise them too (`DiskLimitExceeded`), so they live here, below both.
 """
 
 from __future__ import annotations
+
+from enum import Enum
 
 
 class SuperError(Exception):
@@ -87,3 +91,48 @@ class TaskSetupError(SuperError):
 
 class SuperWarning(UserWarning):
     """Something a user should fix that does not stop the run (shown in pytest's warnings)."""
+
+
+class ExitStatus(str, Enum):
+    """How an episode ended."""
+
+    SUBMITTED = "submitted"
+    NO_SUBMISSION = "no_submission"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    STEP_LIMIT = "step_limit"
+    COMPUTE_LIMIT = "compute_limit"
+    FORMAT_ERRORS = "format_errors"
+    LLM_ERROR = "llm_error"
+    KERNEL_ERROR = "kernel_error"
+    AGENT_ERROR = "agent_error"  # no longer given: read in results of older runs
+    HARNESS_ERROR = "harness_error"  # our own code raised (a bug): a pytest error
+    TASK_ERROR = "task_error"  # a pre-executed cell failed
+    DISK_LIMIT = "disk_limit"  # the task wrote more than --super-disk
+
+
+class EpisodeEnd(Exception):
+    """Raised to end an episode early; carries the exit status."""
+
+    status: ExitStatus = ExitStatus.NO_SUBMISSION
+
+
+class BudgetExceeded(EpisodeEnd):
+    status = ExitStatus.BUDGET_EXCEEDED
+
+
+class StepLimitReached(EpisodeEnd):
+    status = ExitStatus.STEP_LIMIT
+
+
+class DiskLimitExceeded(EpisodeEnd):
+    """The task's box wrote more than its disk limit and was stopped (raised by the backend)."""
+
+    status = ExitStatus.DISK_LIMIT
+
+
+class ComputeLimitReached(EpisodeEnd):
+    status = ExitStatus.COMPUTE_LIMIT
+
+
+class FormatErrorsExceeded(EpisodeEnd):
+    status = ExitStatus.FORMAT_ERRORS

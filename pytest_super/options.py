@@ -12,10 +12,10 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from pytest_super.agents.llm import LLMSettings
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.runner import PASS_METRICS, RunSettings
 from pytest_super.tasks import SETS
@@ -225,7 +225,7 @@ class SuperRun:
     agent: str | None
     kernel: KernelSettings
     settings: RunSettings
-    llm_settings: Any = None
+    llm_settings: LLMSettings | None = None
     live: bool = False
 
     @property
@@ -309,9 +309,9 @@ def _check_agent(spec: str) -> None:
         raise pytest.UsageError(f"--super-agent: {exc}") from None
 
 
-def _llm_settings(config: pytest.Config) -> Any:
+def _llm_settings(config: pytest.Config) -> LLMSettings | None:
     from pytest_super.agents import needs_llm
-    from pytest_super.agents.llm import LLMSettings, api_key_from_env
+    from pytest_super.agents.llm import api_key_from_env
 
     agent = config.getoption("super_agent")
     if not agent or not needs_llm(agent):

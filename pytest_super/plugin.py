@@ -337,7 +337,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
         if llm is not None:
             llm.close()
     item.user_properties[:] = [p for p in item.user_properties if not p[0].startswith("super.")]
-    properties = result.properties()
+    properties = result.junit_properties()
     # relative to the report folder's parent, so an archived report folder keeps its links
     properties["super.trajectory"] = os.path.relpath(result.trajectory, run.report_dir.parent)
     item.user_properties.extend(

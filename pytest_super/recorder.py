@@ -14,6 +14,7 @@ import pytest
 from pytest_super import collect, html, interrupts
 from pytest_super import report as reports
 from pytest_super.errors import InfrastructureError, SuperError
+from pytest_super.kernels import kernel_backend
 from pytest_super.options import SuperRun
 from pytest_super.tasks import category_suffix, infer_set, load_yaml_task
 
@@ -35,8 +36,10 @@ class RunRecorder:
         self.writer = reports.ResultsWriter(run.run_dir / "results.jsonl")
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        if self.run.kernel.backend == "docker":
-            _remove_dead_runs(self.run)
+        # what runs whose controller died (kill -9) left behind goes when the next run starts; with
+        # no engine each task will report the engine as an error of its own
+        with contextlib.suppress(InfrastructureError):
+            kernel_backend(self.run.kernel).cleanup_dead_runs(self.run.kernel)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         phases = self.phases.setdefault(report.nodeid, [])
@@ -124,8 +127,9 @@ class RunRecorder:
         if exitstatus == pytest.ExitCode.INTERRUPTED:
             interrupts.finish_worker_reports(session.config)
         self.writer.close()
-        if self.run.kernel.backend == "docker" and not self.run.settings.keep_failed:
-            _remove_run_containers(self.run)  # what killed workers left behind
+        if not self.run.settings.keep_failed:  # what killed workers left behind
+            with contextlib.suppress(InfrastructureError):  # no engine: nothing can be left on it
+                kernel_backend(self.run.kernel).cleanup_run(self.run.kernel, self.run.run_id)
         if self.records:
             table = reports.format_table({self.run.agent or "run": self._rows()}, markdown=True)
             images = reports.images_line(self.records.values())
@@ -153,24 +157,6 @@ class RunRecorder:
 
     def _rows(self) -> list[reports.SummaryRow]:
         return reports.summarize(self.records.values())
-
-
-def _remove_dead_runs(run: SuperRun) -> None:
-    """Containers of runs whose controller died (kill -9) are removed when the next run starts."""
-    from pytest_super.kernels import cleanup_containers, docker_client
-
-    try:
-        client = docker_client(run.kernel)
-    except InfrastructureError:
-        return  # each task will report the engine as an error of its own
-    cleanup_containers(client, dead_runs_only=True)
-
-
-def _remove_run_containers(run: SuperRun) -> None:
-    from pytest_super.kernels import cleanup_containers, docker_client
-
-    with contextlib.suppress(InfrastructureError):  # no engine: nothing can be left on it
-        cleanup_containers(docker_client(run.kernel), run_id=run.run_id)
 
 
 def _outcome(phases: list[pytest.TestReport]) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 from pytest_super import scoring, stats
 from pytest_super.kernels.output import clean_for_model
+from pytest_super.runner import TaskResult
 from pytest_super.tasks import categories_of, jsonl_lines
 
 PROPERTY_PREFIX = "super."
@@ -25,7 +26,7 @@ OUTCOMES = ("passed", "failed", "error", "skipped")
 
 
 # -- one task's failure ------------------------------------------------------------------------
-def format_failure(result: Any) -> str:
+def format_failure(result: TaskResult) -> str:
     """Explain in the user's terms why a task did not pass (the pytest failure text)."""
     task = result.task
     value = result.metric_value
@@ -271,8 +272,8 @@ def format_table(columns: dict[str, list[SummaryRow]], *, markdown: bool = False
     for g in groups:
         line = [g]
         for rows in columns.values():
-            row = next((r for r in rows if r.group == g), None)
-            line += _cells(row, with_repeats) if row else ["-"] * len(names)
+            found = next((r for r in rows if r.group == g), None)
+            line += _cells(found, with_repeats) if found else ["-"] * len(names)
         body.append(line)
     if markdown:
         out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

@@ -15,26 +15,25 @@ from pathlib import Path
 from typing import Any
 
 from pytest_super import scoring
-from pytest_super.agents.base import (
-    Agent,
+from pytest_super.agents.base import Agent
+from pytest_super.agents.history import BUDGET_ACTION, COMPUTE_ACTION, FORMAT_ERROR_ACTION
+from pytest_super.agents.llm import LLMClient
+from pytest_super.environment import (
     AgentResult,
     Environment,
-    EpisodeEnd,
     EpisodeLimits,
+    replay_prefix_cells,
+)
+from pytest_super.errors import (
+    EpisodeEnd,
     ExitStatus,
+    HarnessError,
+    InfrastructureError,
+    LLMError,
+    TaskSetupError,
 )
-from pytest_super.agents.history import (
-    BUDGET_ACTION,
-    COMPUTE_ACTION,
-    CONTINUED_THOUGHT,
-    FORMAT_ERROR_ACTION,
-    PRE_EXECUTED_THOUGHT,
-    WAIT_ACTION,
-)
-from pytest_super.edit import EditRequest, edit_file, format_edit
-from pytest_super.errors import HarnessError, InfrastructureError, LLMError, TaskSetupError
-from pytest_super.kernels.base import CellResult, Kernel
-from pytest_super.tasks import Cell, Task
+from pytest_super.kernels.base import Kernel
+from pytest_super.tasks import Task
 from pytest_super.trajectory import Step, Trajectory
 
 PASS_METRICS = ("accuracy", "landmarks", "script-executed")
@@ -102,8 +101,9 @@ class TaskResult:
         value = self.metric_value
         return value is not None and value >= self.pass_threshold
 
-    def properties(self) -> dict[str, Any]:
-        """The `super.*` JUnit properties (names are a public interface: keep them)."""
+    def junit_properties(self) -> dict[str, Any]:
+        """The `super.*` JUnit properties (names are a public interface: keep them); the
+        record of a finished task (`report.TaskRecord.properties`) holds them without `super.`."""
         return {
             "super.set": self.task.set,
             "super.category": self.task.category,
@@ -154,94 +154,6 @@ def task_timeout_s(task: Task, settings: RunSettings, *, uses_model: bool) -> fl
     return limits.compute_s + margin
 
 
-def replay_prefix_cells(env: Environment) -> list[Step]:
-    """Run a masked task's pre-executed cells, recorded as steps the user took.
-
-    As in the reference, a cell that fails (an error, an edit that is not applied, a dead kernel)
-    is recorded as it is and the next cell runs: the agent starts from whatever state the prefix
-    left. A cell that runs out of its cell timeout is waited on once more (a `continue_wait` step,
-    thought "[continued after timeout]"); if it is still running then, it is interrupted and the
-    next cell runs. Prefix cells are never stopped by the compute limit, but their time counts.
-    Only faults of the harness (`InfrastructureError`: the kernel would not start, the engine is
-    gone) propagate.
-    """
-    steps: list[Step] = []
-    for cell in env.task.pre_executed:
-        step = run_task_cell(env, cell, thought=PRE_EXECUTED_THOUGHT, pre_executed=True)
-        env.record(step)
-        steps.append(step)
-        if step.cell_status == "timeout":  # left running: wait once more
-            wait = _wait_once(env)
-            env.record(wait)
-            steps.append(wait)
-    env.set_prefix_steps(steps)
-    return steps
-
-
-def _wait_once(env: Environment) -> Step:
-    """The one wait for a pre-executed cell that ran out of time; stops it if it still runs."""
-    result = env.wait(check_limit=False)
-    if result.still_running:
-        rest = env.interrupt()
-        result = CellResult(
-            output=result.output + rest.output,
-            status=rest.status,
-            duration_s=result.duration_s + rest.duration_s,
-            truncated=result.truncated or rest.truncated,
-        )
-    return Step(
-        thought=CONTINUED_THOUGHT,
-        action=WAIT_ACTION,
-        content="",
-        observation=result.output,
-        output=result.output,
-        cell_status=result.status,
-        duration_s=result.duration_s,
-        pre_executed=True,
-    )
-
-
-def run_task_cell(
-    env: Environment, cell: Cell, *, thought: str, pre_executed: bool = False
-) -> Step:
-    """Run one cell of a task file (prefix or gold solution) and return its step, unrecorded.
-
-    Execute cells run as code; edit cells go through the edit tool, relative to the kernel's
-    current directory. A failed edit gives cell_status "error". A pre-executed cell that runs out
-    of time is left running (status "timeout"), for the one wait of `replay_prefix_cells`.
-    """
-    if cell.kind == "execute":
-        result = env.execute(
-            cell.code, interrupt_on_timeout=not pre_executed, check_limit=not pre_executed
-        )
-        return Step(
-            thought=thought,
-            action="execute",
-            content=cell.code,
-            observation=result.output,
-            output=result.output,
-            code=cell.code,
-            cell_status=result.status,
-            duration_s=result.duration_s,
-            pre_executed=pre_executed,
-        )
-    request = EditRequest(
-        file=cell.file, before=cell.before, after=cell.after, context=cell.context
-    )
-    started = time.monotonic()
-    outcome = edit_file(env.kernel, request)
-    return Step(
-        thought=thought,
-        action="edit",
-        content=format_edit(request),
-        observation=outcome.message,
-        output=outcome.message,
-        cell_status="ok" if outcome.ok else "error",
-        duration_s=time.monotonic() - started,
-        pre_executed=pre_executed,
-    )
-
-
 def run_task(
     task: Task,
     agent: Agent,
@@ -249,7 +161,7 @@ def run_task(
     settings: RunSettings,
     trajectory_path: Path,
     *,
-    llm: Any = None,
+    llm: LLMClient | None = None,
     on_step: Callable[[Step], None] | None = None,
 ) -> TaskResult:
     """Run one episode of `task` with `agent` and score it.

@@ -1,5 +1,5 @@
 """Shared test wiring: the `openai_server` fixture (a real scripted OpenAI-compatible HTTP server
-on 127.0.0.1) and the policy for tests that need Docker: without an engine they are skipped on a
+on 127.0.0.1), the scale and load tests' fixtures (`image`, `engine`, `project_dir`) and the policy for tests that need Docker: without an engine they are skipped on a
 developer's machine, but with CI=true they run and fail — a missing engine never hides as skips.
 """
 
@@ -8,9 +8,14 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from openai_server import FakeOpenAIServer
+
+if TYPE_CHECKING:
+    import docker
 
 
 @pytest.fixture
@@ -21,6 +26,34 @@ def openai_server() -> Iterator[FakeOpenAIServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    """The default kernel image, built offline if missing."""
+    from pytest_super.kernels.image import build_image
+
+    return build_image(offline=True, log=lambda line: None)
+
+
+@pytest.fixture
+def engine(image: str) -> docker.DockerClient:
+    from pytest_super.kernels import docker_client_for
+
+    return docker_client_for(None)
+
+
+@pytest.fixture
+def project_dir(pytester: pytest.Pytester, engine: docker.DockerClient) -> Iterator[Path]:
+    """A fresh folder for a project's pytest runs; whatever its runs (`reports/<run id>/`) leave
+    on the engine is removed after the test."""
+    from pytest_super.kernels import cleanup_containers
+
+    yield pytester.path
+    reports = pytester.path / "reports"
+    for run_dir in sorted(reports.iterdir()) if reports.is_dir() else []:
+        if run_dir.is_dir():
+            cleanup_containers(engine, run_id=run_dir.name)
 
 
 @functools.cache

@@ -54,9 +54,6 @@ from pytest_super.kernels.hostguard import input_rule
 pytestmark = pytest.mark.docker
 
 # test_scale's fixtures, used here by name
-engine = test_scale.engine
-image = test_scale.image
-project_dir = test_scale.project_dir
 second_engine = test_scale.second_engine
 
 PROBES = Path(__file__).with_name("isolation_probes.py").read_text()

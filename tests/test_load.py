@@ -33,9 +33,6 @@ from test_scale import (  # the helpers of the scale tests: same projects, same 
 
 pytestmark = [pytest.mark.load, pytest.mark.docker]
 
-# test_scale's fixtures (image, engine, project_dir) are used here by name
-from test_scale import engine, image, project_dir  # noqa: E402, F401
-
 
 def load_tasks() -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
     """40 tasks and, for each, the outcome and exit status it must end with."""

@@ -27,8 +27,7 @@ from test_scale import (  # the helpers of the scale tests: same projects, same 
     run_pytest,
 )
 
-from pytest_super import slots
-from pytest_super.kernels import LABEL_TASK, provision_kernel
+from pytest_super.kernels import LABEL_TASK, provision_kernel, slots
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.pool import KernelPool, PooledKernel, Reaper, kernel_key
 

@@ -35,11 +35,9 @@ from pytest_super.kernels import (
     LABEL_RUN,
     LABEL_TASK,
     LABEL_WORKER,
-    cleanup_containers,
     docker_client_for,
 )
 from pytest_super.kernels.docker import TASK_NETWORK
-from pytest_super.kernels.image import build_image
 
 pytestmark = pytest.mark.docker
 
@@ -293,23 +291,7 @@ def container_events(
     return list(events)
 
 
-# -- fixtures ------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def image() -> str:
-    return build_image(offline=True, log=lambda line: None)
-
-
-@pytest.fixture
-def engine(image: str) -> docker.DockerClient:
-    return docker_client_for(None)
-
-
-@pytest.fixture
-def project_dir(pytester: pytest.Pytester, engine: docker.DockerClient) -> Iterator[Path]:
-    """A fresh folder; whatever its runs leave on the engine is removed after the test."""
-    yield pytester.path
-    for run_dir in run_dirs(pytester.path):
-        cleanup_containers(engine, run_id=run_dir.name)
+# -- fixtures: image, engine and project_dir are in conftest.py (test_load.py uses them too) -----
 
 
 # -- 1. xdist: results of all workers reach the controller --------------------------------------

@@ -595,6 +595,13 @@ BAD_ROWS = {
     ),
     "solution-item-not-a-cell": (super_row(solution=[42]), "solution[0]", ["is not a cell", "42"]),
     "unknown-set-field": (super_row(set="hard"), "set", ["unknown set", "'hard'"]),
+    # checked by task.schema.json on the converted row, named as SUPER names them
+    "github-repo-not-text": (
+        super_row(github_repo=5),
+        "github_repo",
+        ["github_repo must be a string, not an integer"],
+    ),
+    "empty-landmark": (super_row(landmarks=["ok", ""]), "landmarks[1]", ["must not be empty"]),
 }
 
 

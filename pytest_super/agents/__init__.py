@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import importlib
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_super.agents.base import Agent
+if TYPE_CHECKING:  # the agents' modules are imported when an agent is loaded, not before
+    from pytest_super.agents.base import Agent
 
 ENTRY_POINT_GROUP = "pytest_super.agents"
 
@@ -67,6 +68,8 @@ def agent_class(spec: str) -> type:
 
 def load_agent(spec: str) -> Agent:
     """Make the agent `spec` names (no constructor arguments); ValueError if unknown."""
+    from pytest_super.agents.base import Agent
+
     cls = agent_class(spec)
     agent = cls()
     if not isinstance(agent, Agent):

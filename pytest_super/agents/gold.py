@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from pytest_super.agents.base import AgentResult, Environment, ExitStatus
-from pytest_super.runner import run_task_cell
+from pytest_super.environment import AgentResult, Environment, run_task_cell
+from pytest_super.errors import ExitStatus
 from pytest_super.trajectory import Step
 
 GOLD_THOUGHT = "[gold solution cell {n}]"

@@ -17,20 +17,13 @@ Cleaning applies only to what the model sees; landmarks are matched against the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from pytest_super.agents.base import (
-    BudgetExceeded,
-    Environment,
-    EpisodeEnd,
-    FormatErrorsExceeded,
-)
 from pytest_super.agents.cleaning import clean_observation
+from pytest_super.agents.llm import Completion, LLMClient
+from pytest_super.environment import WAIT_ACTION, Environment
+from pytest_super.errors import BudgetExceeded, EpisodeEnd, FormatErrorsExceeded
 from pytest_super.kernels.base import CellResult
 from pytest_super.trajectory import Step
-
-if TYPE_CHECKING:
-    from pytest_super.agents.llm import Completion, LLMClient
 
 #: the reference's markers: an earlier observation cut to its last 500 characters starts with
 #: the first, the latest cut to its last 50,000 with the second
@@ -38,13 +31,6 @@ TRUNCATED = "(truncated) ... "
 TRUNCATED_LATEST = "... (truncated) ..."
 EARLIER_CHARS = 500
 LATEST_CHARS = 50_000
-#: the thought of the steps the harness takes for the user (the reference's words, as the
-#: published episodes show them): a pre-executed cell, and the one wait after a pre-executed
-#: cell that ran out of time
-PRE_EXECUTED_THOUGHT = "[pre-executed by user]"
-CONTINUED_THOUGHT = "[continued after timeout]"
-
-WAIT_ACTION = "continue_wait"
 INTERRUPT_ACTION = "interrupt"
 #: the step that records why the episode ended before a model call (the reference's
 #: `exception` step): the token budget or the compute limit was already exceeded

@@ -24,7 +24,6 @@ from pytest_super.agents.base import AgentResult, Environment, ExitStatus, StepL
 from pytest_super.agents.history import (
     FORMAT_ERROR_ACTION,
     INTERRUPT_ACTION,
-    PRE_EXECUTED_THOUGHT,
     WAIT_ACTION,
     FormatError,
     FormatErrors,
@@ -39,6 +38,7 @@ from pytest_super.agents.history import (
 from pytest_super.agents.llm import Completion
 from pytest_super.agents.prompts import load_prompt
 from pytest_super.edit import edit_action
+from pytest_super.environment import PRE_EXECUTED_THOUGHT
 from pytest_super.scoring import parse_submission
 from pytest_super.trajectory import Step
 

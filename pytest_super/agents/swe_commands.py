@@ -30,7 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_super.agents.swe_kernel_tools import MARKER
 from pytest_super.agents.swe_lint import LintError, lint_errors, new_errors
+from pytest_super.kernels.shipped import kernel_module
 
 if TYPE_CHECKING:
     from pytest_super.kernels.base import CellResult, Kernel
@@ -394,7 +396,9 @@ class FileViewer:
 
     # -- searching ---------------------------------------------------------------------------
     def search_dir(self, term: str, directory: str = ".") -> str:
-        found = self._snippet("search_dir", {"term": term, "dir": directory, "max": MAX_RESULTS})
+        found = self._snippet(
+            "search_dir", {"term": term, "directory": directory, "limit": MAX_RESULTS}
+        )
         if found["error"]:
             return f"Error: {found['error']}"
         files = found["files"]
@@ -419,7 +423,7 @@ class FileViewer:
             file = self.open_file
         found = self._snippet(
             "search_file",
-            {"term": term, "path": file, "max": MAX_RESULTS, "max_chars": MAX_LINE_CHARS},
+            {"term": term, "path": file, "limit": MAX_RESULTS, "max_chars": MAX_LINE_CHARS},
         )
         if found["error"]:
             return f"Error: {found['error']}"
@@ -438,7 +442,9 @@ class FileViewer:
         )
 
     def find_file(self, name: str, directory: str = ".") -> str:
-        found = self._snippet("find_file", {"name": name, "dir": directory, "max": MAX_RESULTS})
+        found = self._snippet(
+            "find_file", {"name": name, "directory": directory, "limit": MAX_RESULTS}
+        )
         if found["error"]:
             return f"Error: {found['error']}"
         paths = found["paths"]
@@ -478,21 +484,21 @@ class FileViewer:
         return "\n".join(shown)
 
     def _snippet(self, name: str, args: dict[str, Any]) -> Any:
-        """Run one of `_SNIPPETS` in the kernel in a throwaway namespace; return its JSON result."""
+        """Run one of the helpers of `swe_kernel_tools` in the kernel; return its JSON result."""
         code = kernel_snippet(name, args)
         if self.run_cell is not None:
             result = self.run_cell(code, self.snippet_timeout_s)
         else:
             result = self.kernel.execute(code, self.snippet_timeout_s, interrupt_on_timeout=True)
         lines = result.output.split("\n")
-        marked = [i for i, line in enumerate(lines) if line.startswith(_MARKER)]
+        marked = [i for i, line in enumerate(lines) if line.startswith(MARKER)]
         if marked:
             found = lines.pop(marked[-1])
             rest = "\n".join(lines)
             if rest.strip():  # output that came with the snippet but was not its own
                 self.stray_output += rest
             try:
-                return json.loads(found[len(_MARKER) :])
+                return json.loads(found[len(MARKER) :])
             except json.JSONDecodeError:
                 raise KernelSnippetError(
                     "its result was cut by the kernel's output cap; narrow it (a longer search "
@@ -506,95 +512,11 @@ class FileViewer:
         raise KernelSnippetError(f"({result.status}) {result.output.strip()[-1000:]}")
 
 
-_MARKER = "@@swe-tool@@"
-
-_PRELUDE = """\
-import fnmatch, json, os
-args = json.loads(ARGS)
-def walk(top):
-    for root, dirs, files in os.walk(top):
-        dirs[:] = sorted(d for d in dirs if d not in ('.git', '__pycache__', '.ipynb_checkpoints'))
-        for f in sorted(files):
-            yield os.path.join(root, f)
-def text_lines(path):
-    # lines as the viewer numbers them (split at newlines); nothing for a binary file
-    with open(path, 'rb') as fh:
-        if b'\\0' in fh.read(8192):
-            return
-        fh.seek(0)
-        for raw in fh:
-            yield raw.rstrip(b'\\n').decode('utf-8', 'replace')
-def shown(top, path):
-    return os.path.normpath(os.path.join(top, os.path.relpath(path, top)))
-"""
-
-_SNIPPETS = {
-    "cwd": "result = os.getcwd()",
-    "stat": """\
-p = os.path.abspath(os.path.expanduser(args['path']))
-result = {'abs': p, 'cwd': os.getcwd(), 'exists': os.path.exists(p), 'is_dir': os.path.isdir(p)}
-""",
-    "mkdir_parent": """\
-os.makedirs(os.path.dirname(args['path']) or '.', exist_ok=True)
-result = True
-""",
-    "search_dir": """\
-top = os.path.abspath(os.path.expanduser(args['dir']))
-result = {'abs': top, 'error': '', 'files': []}
-if not os.path.isdir(top):
-    result['error'] = f"directory {args['dir']} not found (relative paths start at {os.getcwd()})"
-else:
-    for path in walk(top):
-        try:
-            n = sum(args['term'] in line for line in text_lines(path))
-        except OSError:
-            continue
-        if n:
-            result['files'].append((shown(args['dir'], path), n))
-            if len(result['files']) > args['max']:
-                break
-    result['files'].sort()
-""",
-    "search_file": """\
-p = os.path.abspath(os.path.expanduser(args['path']))
-result = {'abs': p, 'error': '', 'lines': []}
-if not os.path.isfile(p):
-    result['error'] = f"file {args['path']} not found (relative paths start at {os.getcwd()})"
-else:
-    for i, line in enumerate(text_lines(p), 1):
-        if args['term'] in line:
-            if len(line) > args['max_chars']:
-                line = line[:args['max_chars']] + ' ... [line cut]'
-            result['lines'].append((i, line))
-            if len(result['lines']) > args['max']:
-                break
-""",
-    "find_file": """\
-top = os.path.abspath(os.path.expanduser(args['dir']))
-result = {'abs': top, 'error': '', 'paths': []}
-if not os.path.isdir(top):
-    result['error'] = f"directory {args['dir']} not found (relative paths start at {os.getcwd()})"
-else:
-    for path in walk(top):
-        if fnmatch.fnmatchcase(os.path.basename(path), args['name']):
-            result['paths'].append(shown(args['dir'], path))
-            if len(result['paths']) > args['max']:
-                break
-    result['paths'].sort()
-""",
-}
-
-
 def kernel_snippet(name: str, args: dict[str, Any]) -> str:
-    """The code of one helper snippet, run by `exec` in a fresh namespace (the user's stays clean)."""
-    source = (
-        f"ARGS = {json.dumps(args)!r}\n"
-        + _PRELUDE
-        + _SNIPPETS[name].rstrip("\n")
-        + "\n"
-        + f"print({_MARKER!r} + json.dumps(result))\n"
-    )
-    return f"exec({source!r}, {{'__name__': '__swe_tool__'}})"
+    """The cell that runs one of the viewer's helpers (`swe_kernel_tools`) in the kernel, loaded
+    there once out of the user's namespace (`kernels.shipped`); it prints its JSON result."""
+    tools = kernel_module("pytest_super.agents", "swe_kernel_tools.py")
+    return f"{tools}.run({name!r}, {json.dumps(args)!r})"
 
 
 def command_docs() -> str:

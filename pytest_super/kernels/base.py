@@ -1,6 +1,7 @@
 """The kernel interface: one Jupyter kernel that runs notebook cells for one task.
 
-A backend (docker, local) provisions a kernel and returns an object that satisfies `Kernel`.
+A backend (`KernelBackend`: docker, local) provisions a kernel and returns an object that
+satisfies `Kernel`, and removes what runs left behind.
 Provisioning (starting a box) and running cells in it are different jobs: see `docker.py` and
 `local.py` for the former, `runtime.py` for the latter.
 """
@@ -62,8 +63,10 @@ class KernelSettings:
 class Kernel(Protocol):
     """One live Jupyter kernel. Cells have IPython semantics (`!cmd`, `%cd`, `%%writefile`)."""
 
-    #: a short human description, e.g. "docker container super-foo-gw0 (abc123)"
-    description: str
+    @property
+    def description(self) -> str:
+        """A short human description, e.g. "docker container super-foo-gw0 (abc123)"."""
+        ...
 
     def execute(
         self, code: str, timeout: float, *, interrupt_on_timeout: bool = True
@@ -115,6 +118,26 @@ class Kernel(Protocol):
 
     def close(self) -> None:
         """Shut the kernel down and remove its box. Safe to call twice."""
+        ...
+
+
+@runtime_checkable
+class KernelBackend(Protocol):
+    """One way of running kernels, with its whole lifecycle (as inspect_ai's sandbox providers):
+    provisioning a kernel for a task, and removing what runs left behind."""
+
+    def provision(self, settings: KernelSettings, *, task_id: str) -> Kernel:
+        """Start a fresh kernel for one task; it is ready to execute."""
+        ...
+
+    def cleanup_run(self, settings: KernelSettings, run_id: str) -> list[str]:
+        """Remove what run `run_id` left behind (e.g. the boxes of killed workers); return their
+        names. Raises `InfrastructureError` if the backend cannot be reached."""
+        ...
+
+    def cleanup_dead_runs(self, settings: KernelSettings) -> list[str]:
+        """Remove what runs whose controller died left behind; return the names removed.
+        Raises `InfrastructureError` if the backend cannot be reached."""
         ...
 
 

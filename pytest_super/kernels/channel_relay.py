@@ -36,7 +36,8 @@ def connect(path: str) -> socket.socket | None:
 
 def pump(sock: socket.socket) -> None:
     while True:
-        ready, _, _ = select.select([0, sock], [], [])
+        watched: list[int | socket.socket] = [0, sock]
+        ready, _, _ = select.select(watched, [], [])
         if 0 in ready:
             data = os.read(0, CHUNK)
             if not data:

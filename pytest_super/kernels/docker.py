@@ -46,6 +46,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -53,28 +54,32 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from pytest_super.agents.base import DiskLimitExceeded
+from pytest_super.atomic import write_atomically
 from pytest_super.errors import (
+    DiskLimitExceeded,
     EngineUnavailable,
     ImageMissing,
     InfrastructureError,
 )
-from pytest_super.kernels import (
+from pytest_super.kernels.base import Kernel, KernelSettings, console_command
+from pytest_super.kernels.cleanup import (
     HOST_FOLDER_PREFIX,
     KEPT_SUFFIX,
+    OWNER_FILE,
+    cleanup_containers,
+    host_folder_root,
+)
+from pytest_super.kernels.diskwatch import disk_watch
+from pytest_super.kernels.engine import (
     LABEL,
     LABEL_HOST,
     LABEL_PID,
     LABEL_RUN,
     LABEL_TASK,
     LABEL_WORKER,
-    OWNER_FILE,
     docker_client,
     engine_address,
-    host_folder_root,
 )
-from pytest_super.kernels.base import KernelSettings, console_command
-from pytest_super.kernels.diskwatch import disk_watch
 from pytest_super.kernels.hostguard import guard_host
 from pytest_super.kernels.image import build_hint, default_image_tag
 from pytest_super.kernels.lease import LABEL_LEASE, lease_for
@@ -295,7 +300,7 @@ class DockerBox:
     # -- internals ----------------------------------------------------------------------------
     def _refresh_connection(self) -> None:
         self._info = kernel_connection(f"{self.channel_dir}/{CHANNEL_PREFIX}", self._key)
-        _write_private(self.connection_file, json.dumps(self._info, indent=1).encode())
+        write_atomically(Path(self.connection_file), json.dumps(self._info, indent=1), mode=0o600)
 
 
 def kernel_connection(prefix: str, key: str) -> dict[str, Any]:
@@ -310,7 +315,20 @@ def kernel_connection(prefix: str, key: str) -> dict[str, Any]:
     }
 
 
-def start_docker_kernel(settings: KernelSettings, *, task_id: str) -> Any:
+class DockerBackend:
+    """The docker backend: one container per kernel; leftovers are the containers it labelled."""
+
+    def provision(self, settings: KernelSettings, *, task_id: str) -> Kernel:
+        return start_docker_kernel(settings, task_id=task_id)
+
+    def cleanup_run(self, settings: KernelSettings, run_id: str) -> list[str]:
+        return cleanup_containers(docker_client(settings), run_id=run_id)
+
+    def cleanup_dead_runs(self, settings: KernelSettings) -> list[str]:
+        return cleanup_containers(docker_client(settings), dead_runs_only=True)
+
+
+def start_docker_kernel(settings: KernelSettings, *, task_id: str) -> Kernel:
     """Start a container for `task_id` and return a ready `runtime.JupyterKernel` on it."""
     from pytest_super.kernels.runtime import JupyterKernel
 
@@ -365,16 +383,17 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
             "security_opt": ["no-new-privileges:true"],
             "network_mode": task_network(client, address, settings.network),
         }
-        create = {
+        labels = _labels(settings, task_id)
+        create: dict[str, Any] = {
             "command": KERNEL_COMMAND if os.geteuid() == 0 else KERNEL_COMMAND_UNPRIVILEGED,
             "name": name,
             "working_dir": WORKING_DIR,
             "environment": env,
-            "labels": _labels(settings, task_id),
+            "labels": labels,
             "detach": True,
         }
         try:
-            create["labels"][LABEL_LEASE] = lease_for(client, address, image, settings.run_id).id
+            labels[LABEL_LEASE] = lease_for(client, address, image, settings.run_id).id
             container_id, enforced = _create_container(
                 client, address, image, create, limits, settings.disk_bytes
             )
@@ -394,11 +413,9 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
             channel_dir=channel_dir,
             docker_host=settings.docker_host,
         )
-        _write_private(
-            os.path.join(folder, OWNER_FILE),
-            json.dumps(
-                {"engine": _engine_info(client, address)["ID"], "container": container_id}
-            ).encode(),
+        write_atomically(
+            Path(folder, OWNER_FILE),
+            json.dumps({"engine": _engine_info(client, address)["ID"], "container": container_id}),
         )
         api.put_archive(container_id, "/etc", _connection_archive(key, with_relay=relayed))
         api.start(container_id)
@@ -447,7 +464,7 @@ def _create_container(
     """Create the container; return its id and whether the engine itself bounds its disk."""
     api = client.api
     enforced = disk_bytes is not None and _engine_caps_disk(client, address)
-    storage = {"storage_opt": {"size": str(disk_bytes)}} if enforced else {}
+    storage: dict[str, Any] = {"storage_opt": {"size": str(disk_bytes)}} if enforced else {}
     try:
         config = api.create_host_config(**limits, **storage)
         return api.create_container(image, host_config=config, **create)["Id"], enforced
@@ -594,7 +611,9 @@ def _engine_caps_disk(client: docker.DockerClient, address: str) -> bool:
     return _disk_capable[address]
 
 
-def _discard(api: Any, container_id: str | None, folder: str, box: DockerBox | None) -> None:
+def _discard(
+    api: docker.APIClient, container_id: str | None, folder: str, box: DockerBox | None
+) -> None:
     if box is not None:  # releases its relay and disk watch too
         with contextlib.suppress(docker.errors.APIError, requests.exceptions.ConnectionError):
             box.remove()
@@ -603,17 +622,6 @@ def _discard(api: Any, container_id: str | None, folder: str, box: DockerBox | N
         return
     with contextlib.suppress(docker.errors.APIError, requests.exceptions.ConnectionError):
         api.remove_container(container_id, force=True, v=True)
-
-
-def _write_private(path: str, data: bytes) -> None:
-    """Write `path` with mode 0600 (replacing it), never readable by others even briefly."""
-    tmp = f"{path}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 def _size(n: int) -> str:

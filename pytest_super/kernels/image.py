@@ -41,6 +41,7 @@ import docker
 import docker.errors
 
 from pytest_super.errors import InfrastructureError
+from pytest_super.kernels.engine import docker_client_for
 
 IMAGE_REPOSITORY = "pytest-super-kernel"
 DEFAULT_BASE = "python:3.10-slim"
@@ -109,7 +110,7 @@ class BuildInputs:
 
 
 def _image_file(name: str) -> str:
-    return resources.files("pytest_super.kernels").joinpath("image", name).read_text()
+    return resources.files("pytest_super.kernels").joinpath("image").joinpath(name).read_text()
 
 
 def host_ca_bundle() -> Path | None:
@@ -210,8 +211,6 @@ def build_image(
     cannot be found or pulled is an error. The colab profile builds (or reuses) the default image
     first and is built FROM it; `base` is then the default image's base.
     """
-    from pytest_super.kernels import docker_client_for
-
     inputs = build_inputs(profile=profile, requirements=requirements, base=base)
     tag = tag or inputs.tag()
     client = docker_client_for(docker_host)
@@ -464,7 +463,9 @@ def lock_command(out: Path) -> list[str]:
 
 def lock_colab(out: Path | None = None, *, log: Callable[[str], None] = print) -> Path:
     """Resolve the colab profile once into its lock (every package pinned, with hashes)."""
-    target = out or Path(str(resources.files("pytest_super.kernels").joinpath("image", COLAB_LOCK)))
+    target = out or Path(
+        str(resources.files("pytest_super.kernels").joinpath("image").joinpath(COLAB_LOCK))
+    )
     command = lock_command(target)
     bundle = host_ca_bundle()
     env = {**os.environ, **({"SSL_CERT_FILE": str(bundle)} if bundle else {})}

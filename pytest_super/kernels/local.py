@@ -26,7 +26,7 @@ from typing import Any
 
 from jupyter_client.connect import write_connection_file
 
-from pytest_super.kernels.base import KernelSettings, console_command
+from pytest_super.kernels.base import Kernel, KernelSettings, console_command
 from pytest_super.kernels.runtime import JupyterKernel
 
 SECRET_NAME_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
@@ -104,13 +104,14 @@ class LocalBox:
             raise
 
     def _launch(self) -> None:
-        _, self._info = write_connection_file(
+        _, info = write_connection_file(
             self.connection_file,
             ip="127.0.0.1",
             transport="tcp",
             key=secrets.token_hex(32).encode(),
             signature_scheme="hmac-sha256",
         )
+        self._info = dict(info)
         with open(self.log_file, "ab") as log:
             self._proc = subprocess.Popen(
                 [
@@ -225,3 +226,17 @@ def start_local_kernel(settings: KernelSettings, *, task_id: str) -> JupyterKern
         output_cap_bytes=settings.output_cap_bytes,
         startup_timeout_s=settings.startup_timeout_s,
     )
+
+
+class LocalBackend:
+    """The local backend: an ipykernel subprocess per kernel. Its boxes are removed when the
+    process that made them exits (`_remove_leftover_boxes`), so no later cleanup finds any."""
+
+    def provision(self, settings: KernelSettings, *, task_id: str) -> Kernel:
+        return start_local_kernel(settings, task_id=task_id)
+
+    def cleanup_run(self, settings: KernelSettings, run_id: str) -> list[str]:
+        return []
+
+    def cleanup_dead_runs(self, settings: KernelSettings) -> list[str]:
+        return []

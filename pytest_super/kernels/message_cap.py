@@ -55,7 +55,9 @@ def shrink(msg_type: str, content: dict[str, Any], cap_bytes: int) -> dict[str, 
     if msg_type == "stream":
         content["text"] = cut(str(content.get("text", "")), cap_bytes // 2)
     elif msg_type in _DISPLAYS:
-        data = content.get("data") if isinstance(content.get("data"), dict) else {}
+        data = content.get("data")
+        if not isinstance(data, dict):
+            data = {}
         left_out = sorted(str(kind) for kind in data if kind != "text/plain")
         note = f"\n[{', '.join(left_out)} left out: the display was larger than {cap_bytes} bytes]"
         text = cut(str(data.get("text/plain", "")), cap_bytes // 2)

@@ -40,7 +40,7 @@ from concurrent.futures import wait as wait_for_futures
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_super import slots
+from pytest_super.kernels import slots
 from pytest_super.kernels.base import Kernel, KernelSettings
 
 #: threads removing containers: one keeps up with a task a second at -n 1 (a removal takes

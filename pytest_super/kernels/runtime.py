@@ -31,15 +31,19 @@ import time
 from dataclasses import dataclass
 from importlib import resources
 from queue import Empty
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import zmq
 from jupyter_client import BlockingKernelClient
+
+if TYPE_CHECKING:
+    from jupyter_client.connect import KernelConnectionInfo
 
 from pytest_super.errors import InfrastructureError, KernelStartError
 from pytest_super.kernels.base import CellResult, CellStatus
 from pytest_super.kernels.message_cap import CUT_KEY
 from pytest_super.kernels.output import CappedText
+from pytest_super.kernels.shipped import kernel_module
 
 #: After a cell's idle status, how long to keep listening for late output when the cell left
 #: threads running. ipykernel publishes a write 0.2 s after it happens (its flush interval) unless
@@ -111,6 +115,10 @@ class _RunningCell:
     msg_id: str
     sent_at: float
     error_seen: bool = False
+
+
+#: the in-kernel half of reading and writing files (`file_access`, shipped as source)
+_FILES = kernel_module("pytest_super.kernels", "file_access.py")
 
 
 class JupyterKernel:
@@ -387,11 +395,7 @@ class JupyterKernel:
 
         A file larger than `MAX_READ_BYTES` raises OSError(EFBIG); no more than that is sent.
         """
-        expr = (
-            "__import__('base64').b64encode(__import__('io').open("
-            f"__import__('base64').b64decode({_b64(path)!r}).decode(), 'rb')"
-            f".read({MAX_READ_BYTES + 1})).decode()"
-        )
+        expr = f"{_FILES}.read_base64({_b64(path)!r}, {MAX_READ_BYTES + 1})"
         data = base64.b64decode(self._evaluate(expr, path))
         if len(data) > MAX_READ_BYTES:
             raise OSError(
@@ -404,31 +408,17 @@ class JupyterKernel:
 
     def write_file(self, path: str, text: str) -> None:
         """Write a text file (UTF-8) in the kernel, creating parent directories."""
-        p = f"__import__('base64').b64decode({_b64(path)!r}).decode()"
-        expr = (
-            f"(__import__('os').makedirs(__import__('os').path.dirname(__import__('os').path.abspath({p})),"
-            f" exist_ok=True), __import__('io').open({p}, 'wb').write("
-            f"__import__('base64').b64decode({_b64(text)!r})))[1]"
-        )
-        self._evaluate(expr, path)
+        self.write_bytes(path, text.encode("utf-8"))
 
     def read_bytes(self, path: str) -> bytes:
         """Read a file's bytes in the kernel (the edit tool keeps bytes it does not touch)."""
-        expr = (
-            "__import__('base64').b64encode(__import__('io').open("
-            f"__import__('base64').b64decode({_b64(path)!r}).decode(), 'rb').read()).decode()"
-        )
+        expr = f"{_FILES}.read_base64({_b64(path)!r})"
         return base64.b64decode(self._evaluate(expr, path))
 
     def write_bytes(self, path: str, data: bytes) -> None:
         """Write a file's bytes in the kernel, creating parent directories."""
-        p = f"__import__('base64').b64decode({_b64(path)!r}).decode()"
         payload = base64.b64encode(data).decode("ascii")
-        expr = (
-            f"(__import__('os').makedirs(__import__('os').path.dirname(__import__('os').path.abspath({p})),"
-            f" exist_ok=True), __import__('io').open({p}, 'wb').write("
-            f"__import__('base64').b64decode({payload!r})))[1]"
-        )
+        expr = f"{_FILES}.write_base64({_b64(path)!r}, {payload!r})"
         self._evaluate(expr, path)
 
     def _evaluate(self, expression: str, path: str) -> str:
@@ -542,7 +532,7 @@ class JupyterKernel:
 
     def _connect(self, info: dict[str, Any]) -> None:
         client = BlockingKernelClient()
-        client.load_connection_info(info)
+        client.load_connection_info(cast("KernelConnectionInfo", info))
         # defaults for the sockets the client is about to make: a hard bound on what one frame
         # and the receive queue may hold, whatever the kernel sends
         client.context.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes(self._cap))

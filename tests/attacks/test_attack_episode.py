@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-import test_scale
 from openai_server import Status
 from test_scale import PytestRun, make_project, only_run_dir, results, task_yaml
 
@@ -32,7 +31,6 @@ from pytest_super.tasks import Task
 from pytest_super.trajectory import Step, Trajectory, load_trajectory, read_trajectory_data
 
 # test_scale's fixtures, used here by name
-engine, image, project_dir = test_scale.engine, test_scale.image, test_scale.project_dir
 
 MESSAGES = [{"role": "user", "content": "2+2?"}]
 QUERY = 'Compute 2+2. Report it as a json structured as follows: {"answer": 0}'

@@ -1,0 +1,153 @@
+"""Removing what runs left behind on an engine and on this host: the containers this project
+labelled (e.g. after a run that was killed), dead runs' leases, and the private host folders
+(kernel keys, connection files, channel sockets) whose container is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from typing import TYPE_CHECKING
+
+from pytest_super.kernels.engine import LABEL, LABEL_RUN
+from pytest_super.kernels.lease import LABEL_HOLDER, LABEL_LEASE, live_leases
+
+if TYPE_CHECKING:
+    import docker
+    import docker.models.containers
+
+KEPT_SUFFIX = "-kept"
+
+
+def cleanup_containers(
+    client: docker.DockerClient, *, run_id: str | None = None, dead_runs_only: bool = False
+) -> list[str]:
+    """Force-remove containers labelled `pytest-super=1`; return the names removed.
+
+    run_id: only that run's containers (from any host). dead_runs_only: only containers whose
+    lease is dead (`lease.py`: not renewed on the engine's clock, or its holder provably gone),
+    whatever host or PID namespace made them; then the dead leases too. Containers kept with
+    `--super-keep` (named `...-kept`) and containers that carry no lease (made before leases
+    existed) are never removed as a dead run's leftovers. Neither option: every container and
+    every lease (`pytest-super cleanup --all`).
+    """
+    filters: dict[str, str | list[str] | bool] = {
+        "label": [f"{LABEL}=1"] + ([f"{LABEL_RUN}={run_id}"] if run_id else [])
+    }
+    # containers first, leases second: a lease is taken before its first container is made, so
+    # every container listed here has its lease in the later listing unless it is released
+    found = client.containers.list(all=True, filters=filters, ignore_removed=True)
+    leases: list = []
+    if dead_runs_only:
+        alive, leases = live_leases(client)
+        found = [
+            c
+            for c in found
+            if not (c.name or "").endswith(KEPT_SUFFIX)
+            and (c.labels or {}).get(LABEL_LEASE)
+            and (c.labels or {}).get(LABEL_LEASE) not in alive
+        ]
+    elif run_id is None:
+        leases = client.containers.list(
+            all=True, filters={"label": LABEL_HOLDER}, ignore_removed=True
+        )
+    removed = [c.name or c.id or "" for c in found if _force_remove(c)]
+    for lease in leases:
+        _force_remove(lease)
+    cleanup_host_folders(client)
+    return removed
+
+
+#: the prefix and owner file of a box's host folder (kernels/docker.py makes them)
+HOST_FOLDER_PREFIX = "pytest-super-kernel-"
+OWNER_FILE = "owner.json"
+#: A folder is made just before its container is created and its owner file written just after
+#: (well under a second here), and it holds no key before that. One without an owner file that
+#: holds nothing but an empty `ipc` folder is a crashed start once this old (s).
+UNOWNED_FOLDER_GRACE_S = 60.0
+
+
+#: Linux bounds a unix socket path to 107 bytes; a box's longest is
+#: `<root>/pytest-super-kernel-<8 random>/ipc/kernel-50001`, 46 bytes more than its root.
+SOCKET_PATH_MAX = 107
+_LONGEST_UNDER_ROOT = len("/pytest-super-kernel-12345678/ipc/kernel-50001")
+
+
+def host_folder_root() -> str:
+    """Where box folders go: the temporary directory if short enough for the sockets, else /tmp."""
+    root = tempfile.gettempdir()
+    return root if len(root) + _LONGEST_UNDER_ROOT <= SOCKET_PATH_MAX else "/tmp"
+
+
+def cleanup_host_folders(
+    client: docker.DockerClient, *, folder_root: str | None = None
+) -> list[str]:
+    """Remove the box folders on this host whose container no longer exists on `client`'s engine.
+
+    A folder names its engine and container in its owner file; folders of other engines are left
+    alone. A folder without an owner file is removed only if it is empty but for an empty `ipc`
+    folder and older than `UNOWNED_FOLDER_GRACE_S` (else it is a box being created, or not ours).
+    Returns the folders removed.
+    """
+    import docker.errors
+
+    engine = client.info()["ID"]
+    removed: list[str] = []
+    for path in _host_folders():
+        try:
+            with open(os.path.join(path, OWNER_FILE)) as f:
+                owner = json.load(f)
+        except FileNotFoundError:
+            if not _crashed_start(path):
+                continue
+        except (OSError, ValueError):
+            continue
+        else:
+            if owner.get("engine") != engine:
+                continue
+            try:
+                client.api.inspect_container(owner.get("container") or "-")
+                continue
+            except docker.errors.NotFound:
+                pass
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _host_folders() -> list[str]:
+    found = []
+    for root in dict.fromkeys([host_folder_root(), tempfile.gettempdir()]):
+        with contextlib.suppress(OSError):
+            found += [
+                os.path.join(root, n) for n in os.listdir(root) if n.startswith(HOST_FOLDER_PREFIX)
+            ]
+    return found
+
+
+def _crashed_start(path: str) -> bool:
+    try:
+        young = time.time() - os.stat(path).st_mtime < UNOWNED_FOLDER_GRACE_S
+        return not young and all(
+            name == "ipc" and not os.listdir(os.path.join(path, name)) for name in os.listdir(path)
+        )
+    except OSError:
+        return False
+
+
+def _force_remove(container: docker.models.containers.Container) -> bool:
+    import docker.errors
+
+    try:
+        container.remove(force=True)
+    except docker.errors.NotFound:
+        return False
+    except docker.errors.APIError as exc:
+        if exc.status_code == 409:  # removal already in progress
+            return False
+        raise
+    return True

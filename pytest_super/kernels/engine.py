@@ -1,0 +1,86 @@
+"""The Docker engine connection: the labels this project puts on what it makes, and one pinged
+client per engine address for the process (`docker_client` says how to start an engine if none
+answers).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import TYPE_CHECKING
+
+from pytest_super.errors import EngineUnavailable
+from pytest_super.kernels.base import KernelSettings
+
+if TYPE_CHECKING:
+    import docker
+
+LABEL = "pytest-super"
+LABEL_RUN = "pytest-super.run"
+LABEL_WORKER = "pytest-super.worker"
+LABEL_TASK = "pytest-super.task"
+LABEL_PID = "pytest-super.pid"
+LABEL_HOST = "pytest-super.host"
+
+_START_ENGINE_HINT = (
+    "Start an engine (`sudo dockerd`, `make docker` or `scripts/ensure-docker.sh`), or point "
+    "DOCKER_HOST / --super-docker-host at one that runs."
+)
+
+_clients: dict[str, docker.DockerClient] = {}
+_clients_lock = threading.Lock()
+
+
+def engine_address(docker_host: str | None) -> str:
+    """The address a client for `docker_host` talks to (for messages)."""
+    return docker_host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def docker_client(settings: KernelSettings) -> docker.DockerClient:
+    """A client of the engine at settings.docker_host, DOCKER_HOST or the local socket; pinged.
+
+    Raises EngineUnavailable naming the address and how to start an engine.
+    """
+    return docker_client_for(settings.docker_host)
+
+
+def docker_client_for(docker_host: str | None) -> docker.DockerClient:
+    """`docker_client` by address; one pinged client per address is kept for the process."""
+    address = engine_address(docker_host)
+    with _clients_lock:
+        client = _clients.get(address)
+        if client is not None:
+            return client
+        client = _connect(docker_host, address)
+        _clients[address] = client
+        return client
+
+
+def forget_docker_client(docker_host: str | None) -> None:
+    """Drop the kept client for an address (after the engine went away)."""
+    with _clients_lock:
+        client = _clients.pop(engine_address(docker_host), None)
+    if client is not None:
+        client.close()
+
+
+def _connect(docker_host: str | None, address: str) -> docker.DockerClient:
+    import docker
+    import docker.errors
+    import docker.utils
+
+    # DOCKER_TLS_VERIFY / DOCKER_CERT_PATH apply to --super-docker-host too; ssh:// engines go
+    # through the `ssh` command (no paramiko needed).
+    environment = {**os.environ, **({"DOCKER_HOST": docker_host} if docker_host else {})}
+    try:
+        client = docker.DockerClient(
+            **docker.utils.kwargs_from_env(environment=environment),
+            use_ssh_client=address.startswith("ssh://"),
+        )
+        client.ping()
+    except Exception as exc:  # docker wraps requests/urllib3/socket errors inconsistently
+        reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        raise EngineUnavailable(
+            f"no Docker engine answers at {address} ({reason}). {_START_ENGINE_HINT}"
+        ) from exc
+    return client

@@ -1,0 +1,142 @@
+"""The package's layers, read from its import graph: no module imports one above it, and no
+import cycles (docs/design.md draws the layers). Every import counts: at module level, inside a
+function, or for the type checker only."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "pytest_super"
+
+#: top to bottom; a module belongs to the layer of the longest prefix that names it or a package
+#: of it (agents.llm is below the other agents)
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("pytest glue and commands", ("plugin", "cli")),
+    (
+        "settings, collection, the run's records and reports",
+        ("options", "collect", "recorder", "interrupts", "report", "html", "episodes")
+        + ("download",),
+    ),
+    ("one episode", ("runner",)),
+    ("the agents", ("agents",)),
+    ("the environment an agent acts in", ("environment",)),
+    ("the model client", ("agents.llm",)),
+    ("the task model and scoring", ("tasks", "scoring", "edit", "trajectory")),
+    ("the kernels", ("kernels",)),
+    ("foundations", ("errors", "atomic", "names", "stats")),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports_of(path: Path) -> set[str]:
+    """The package's modules that `path` imports (a name imported from a package is the
+    package's `__init__` unless it is a submodule)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                target = f"{node.module}.{alias.name}"
+                found.add(target if target in MODULES else node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name in MODULES}
+
+
+GRAPH = {name: imports_of(path) for name, path in MODULES.items()}
+
+
+def layer_of(module: str) -> int:
+    short = module.removeprefix("pytest_super.")
+    matches = [
+        (len(prefix), index)
+        for index, (_, prefixes) in enumerate(LAYERS)
+        for prefix in prefixes
+        if short == prefix or short.startswith(prefix + ".")
+    ]
+    assert matches, f"{module} is in no layer: add it to LAYERS (and to docs/design.md)"
+    return max(matches)[1]
+
+
+def test_every_module_has_a_layer() -> None:
+    for module in MODULES:
+        if module != "pytest_super":
+            layer_of(module)
+
+
+def test_no_module_imports_one_above_it() -> None:
+    upward = [
+        f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} ({LAYERS[layer_of(target)][0]})"
+        for module, targets in GRAPH.items()
+        if module != "pytest_super"
+        for target in sorted(targets)
+        if layer_of(target) < layer_of(module)
+    ]
+    assert upward == []
+
+
+def test_no_import_cycles() -> None:
+    cycles = []
+    state: dict[str, str] = {}
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = "open"
+        path.append(module)
+        for target in sorted(GRAPH[module]):
+            if state.get(target) == "open":
+                cycles.append(" -> ".join(path[path.index(target) :] + [target]))
+            elif target not in state:
+                visit(target)
+        path.pop()
+        state[module] = "done"
+
+    for module in sorted(GRAPH):
+        if module not in state:
+            visit(module)
+    assert cycles == []
+
+
+#: modules that run inside the kernel, shipped there as source: they import nothing of the package
+SHIPPED_INTO_THE_KERNEL = (
+    "pytest_super.kernels.message_cap",
+    "pytest_super.kernels.channel_relay",
+    "pytest_super.kernels.file_access",
+    "pytest_super.agents.swe_kernel_tools",
+)
+
+
+@pytest.mark.parametrize("module", SHIPPED_INTO_THE_KERNEL)
+def test_modules_shipped_into_the_kernel_import_nothing_of_the_package(module: str) -> None:
+    assert GRAPH[module] == set()
+
+
+def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
+    """The graph reader finds imports inside functions and under TYPE_CHECKING too."""
+    source = tmp_path / "m.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from pytest_super.runner import TaskResult\n"
+        "def f():\n    from pytest_super.kernels import provision_kernel\n"
+    )
+    assert imports_of(source) == {"pytest_super.runner", "pytest_super.kernels"}
+
+
+@pytest.mark.parametrize(
+    "module", [m for m, p in MODULES.items() if (p.parent / "__init__.py").exists()]
+)
+def test_each_module_imports_alone(module: str) -> None:
+    subprocess.run([sys.executable, "-c", f"import {module}"], check=True, timeout=120)
