@@ -46,7 +46,12 @@ from test_scale import (  # the helpers of the scale tests: same projects, same 
 )
 
 from pytest_super.errors import ImageMissing
-from pytest_super.kernels import cleanup_containers, engine_address, provision_kernel
+from pytest_super.kernels import (
+    cleanup_containers,
+    cleanup_host_folders,
+    engine_address,
+    provision_kernel,
+)
 from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.kernels.docker import TASK_NETWORK, bridge_interface, task_network
 from pytest_super.kernels.hostguard import input_rule
@@ -375,6 +380,21 @@ def test_every_exit_path_removes_the_boxes_host_folder(settings, engine, monkeyp
     with pytest.raises(ImageMissing):
         provision_kernel(settings, task_id="no-image")
     assert list(short_tmp.iterdir()) == []
+
+
+def test_another_engine_of_this_host_leaves_a_live_boxs_folder_alone(settings, second_engine):
+    """Two engines on one host may report one ID (Docker 20.10 takes it from the shared
+    /etc/docker/key.json): a run on the second engine once removed a live box's folder of the
+    first, its kernel's sockets with it, while cleaning up at its start."""
+    kernel = provision_kernel(settings, task_id="neighbour")
+    try:
+        folder = Path(kernel._box.folder)  # type: ignore[attr-defined]
+        assert str(folder) not in cleanup_host_folders(second_engine)
+        assert (folder / "ipc").is_dir()
+        assert kernel.execute("1+1", timeout=30).output.strip() == "2"
+    finally:
+        kernel.close()
+    assert not folder.exists()
 
 
 def test_a_long_temporary_directory_still_holds_no_socket_path_too_long(

@@ -13,7 +13,7 @@ import tempfile
 import time
 from typing import TYPE_CHECKING
 
-from pytest_super.kernels.engine import LABEL, LABEL_RUN
+from pytest_super.kernels.engine import LABEL, LABEL_RUN, engine_identity
 from pytest_super.kernels.lease import LABEL_HOLDER, LABEL_LEASE, live_leases
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def cleanup_host_folders(
     """
     import docker.errors
 
-    engine = client.info()["ID"]
+    engine = engine_identity(client.info())
     removed: list[str] = []
     for path in _host_folders():
         try:

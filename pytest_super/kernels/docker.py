@@ -26,7 +26,7 @@ Secrets: each box gets a fresh random HMAC key. It is never in the container's e
 command line (`docker inspect` is readable by anyone with engine access): the connection file is
 copied into the created container with `put_archive` (mode 0600) before it starts. The host-side
 copy (for `jupyter console --existing`) lives in the box's private 0700 folder, mode 0600, removed
-with the box; `cleanup_host_folders` (kernels/__init__.py) removes the folders of killed runs.
+with the box; `cleanup_host_folders` (kernels/cleanup.py) removes the folders of killed runs.
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ from pytest_super.kernels.engine import (
     LABEL_WORKER,
     docker_client,
     engine_address,
+    engine_identity,
 )
 from pytest_super.kernels.hostguard import guard_host
 from pytest_super.kernels.image import build_hint, default_image_tag
@@ -415,7 +416,12 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
         )
         write_atomically(
             Path(folder, OWNER_FILE),
-            json.dumps({"engine": _engine_info(client, address)["ID"], "container": container_id}),
+            json.dumps(
+                {
+                    "engine": engine_identity(_engine_info(client, address)),
+                    "container": container_id,
+                }
+            ),
         )
         api.put_archive(container_id, "/etc", _connection_archive(key, with_relay=relayed))
         api.start(container_id)

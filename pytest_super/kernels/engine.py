@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_super.errors import EngineUnavailable
 from pytest_super.kernels.base import KernelSettings
@@ -29,6 +29,16 @@ _START_ENGINE_HINT = (
 
 _clients: dict[str, docker.DockerClient] = {}
 _clients_lock = threading.Lock()
+
+
+def engine_identity(info: dict[str, Any]) -> str:
+    """Which engine `docker info` describes, as box owner files record it.
+
+    Its ID alone does not tell two engines of one host apart: Docker 20.10 derives it from
+    /etc/docker/key.json, which a second dockerd on the same host shares (one engine's cleanup
+    then took the other's live box folders for its own orphans). Its data root does.
+    """
+    return f"{info.get('ID', '')}@{info.get('Name', '')}:{info.get('DockerRootDir', '')}"
 
 
 def engine_address(docker_host: str | None) -> str:
