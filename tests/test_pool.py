@@ -33,8 +33,6 @@ from pytest_super.kernels.pool import KernelPool, PooledKernel, Reaper, kernel_k
 
 pytestmark = pytest.mark.docker
 
-# test_scale's fixtures (image, engine, project_dir) are used here by name
-from test_scale import engine, image, project_dir  # noqa: E402, F401
 
 # What a task sees of its kernel. The answer is what a kernel that ran nothing before shows: this
 # cell is the only one in its history (IPython's In holds '' and the cell), nothing is in Out, no
@@ -93,7 +91,7 @@ def lifetimes(client: docker.DockerClient, run_id: str, since: float) -> dict[st
 
 
 # -- end to end ------------------------------------------------------------------------------------
-def test_pooled_kernels_are_made_ahead_and_fresh(project_dir, engine):  # noqa: F811
+def test_pooled_kernels_are_made_ahead_and_fresh(project_dir, engine):
     run_dir, started = run_first_cell_tasks(project_dir)
     assert outcomes(run_dir) == dict.fromkeys(TASKS, "passed")  # the cell's answer says: fresh
     seen = {t: seen_by_task(run_dir, t) for t in TASKS}
@@ -121,7 +119,7 @@ def test_pooled_kernels_are_made_ahead_and_fresh(project_dir, engine):  # noqa: 
 
 # -- the pool itself -------------------------------------------------------------------------------
 @pytest.fixture
-def settings(image: str, tmp_path: Path, engine: docker.DockerClient):  # noqa: F811
+def settings(image: str, tmp_path: Path, engine: docker.DockerClient):
     """Kernel settings of a run of this test's own; its containers are removed after it."""
     run_id = f"pooltest-{tmp_path.name}"[-40:]
     yield KernelSettings(run_id=run_id, worker="pooltest")
@@ -138,7 +136,7 @@ def wait_until(predicate: Any, timeout: float = 120) -> Any:
     return value
 
 
-def test_a_warm_kernel_goes_only_to_its_own_key(settings, engine, tmp_path):  # noqa: F811
+def test_a_warm_kernel_goes_only_to_its_own_key(settings, engine, tmp_path):
     pool = KernelPool(provision_kernel, lock_dir=tmp_path / "locks")
     pool.warm(settings, "nextone")
     (warm_box,) = wait_until(lambda: containers(engine, run_id=settings.run_id, task="nextone"))
@@ -158,7 +156,7 @@ def test_a_warm_kernel_goes_only_to_its_own_key(settings, engine, tmp_path):  # 
     assert containers(engine, run_id=settings.run_id) == []  # the last warm one too
 
 
-def test_a_task_takes_its_warm_kernel(settings, engine, tmp_path):  # noqa: F811
+def test_a_task_takes_its_warm_kernel(settings, engine, tmp_path):
     pool = KernelPool(provision_kernel, lock_dir=tmp_path / "locks")
     first = pool.take(settings, "one")
     pool.warm(settings, "two")
@@ -176,7 +174,23 @@ def test_a_task_takes_its_warm_kernel(settings, engine, tmp_path):  # noqa: F811
     assert containers(engine, run_id=settings.run_id) == []
 
 
-def test_a_warm_kernel_needs_a_free_slot(settings, engine, tmp_path):  # noqa: F811
+def test_a_warm_kernel_that_died_while_it_waited_is_made_anew(settings, engine, tmp_path):
+    pool = KernelPool(provision_kernel, lock_dir=tmp_path / "locks")
+    pool.warm(settings, "next")
+    assert pool._warm is not None
+    assert pool._warm.future.result(timeout=120) is not None  # made: its kernel answered
+    (warm_box,) = containers(engine, run_id=settings.run_id, task="next")
+    warm_box.kill()  # the engine's OOM killer, a `docker kill` by someone
+    kernel = pool.take(settings, "next")
+    assert warm_box.id[:12] not in kernel.description
+    result = kernel.execute("print(1 + 1)", 30)
+    assert (result.status, result.output.strip()) == ("ok", "2")
+    kernel.close()
+    assert pool.close() == []
+    assert containers(engine, run_id=settings.run_id) == []
+
+
+def test_a_warm_kernel_needs_a_free_slot(settings, engine, tmp_path):
     """--super-max-containers 1: the task's kernel holds the only slot, so nothing is made ahead;
     the next task still gets its kernel once the first one's removal has freed the slot."""
     pool = KernelPool(provision_kernel, lock_dir=tmp_path / "locks", max_containers=1)
@@ -192,7 +206,7 @@ def test_a_warm_kernel_needs_a_free_slot(settings, engine, tmp_path):  # noqa: F
     assert containers(engine, run_id=settings.run_id) == []
 
 
-def test_without_the_pool_nothing_is_made_ahead(settings, engine, tmp_path):  # noqa: F811
+def test_without_the_pool_nothing_is_made_ahead(settings, engine, tmp_path):
     pool = KernelPool(provision_kernel, lock_dir=tmp_path / "locks", warm=False)
     kernel = pool.take(settings, "one")
     pool.warm(settings, "two")

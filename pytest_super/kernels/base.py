@@ -108,6 +108,11 @@ class Kernel(Protocol):
         episode ends: a limit watched in the background may not have been measured since."""
         ...
 
+    def is_alive(self) -> bool:
+        """Is the kernel process still running in its box? (One engine call: the pool asks it of
+        a kernel made ahead before handing it to its task.)"""
+        ...
+
     def detach(self) -> str:
         """Stop talking to the kernel but leave its box running (`--super-keep`).
 

@@ -194,7 +194,9 @@ class KernelPool:
             kernel = _made(warm.future)  # usually ready; if still starting, this waits for it
             self._warm = None  # only now: an interrupted wait leaves it for close() to remove
             if kernel is not None:
-                return kernel
+                if _alive(kernel):
+                    return kernel
+                kernel.close()  # died while it waited (killed, out of memory): made anew below
         kernel = self._provision(settings, task_id, wait_for_slot=True)
         assert kernel is not None  # waiting for a slot always ends with one
         return kernel
@@ -250,6 +252,14 @@ def _remove_made(future: Future[PooledKernel | None]) -> None:
     kernel = _made(future)
     if kernel is not None:
         kernel.close()
+
+
+def _alive(kernel: PooledKernel) -> bool:
+    """A warm kernel's liveness; an engine fault counts as dead (the new kernel meets it)."""
+    try:
+        return kernel.is_alive()
+    except Exception:
+        return False
 
 
 def _made(future: Future[PooledKernel | None]) -> PooledKernel | None:

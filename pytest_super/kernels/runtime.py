@@ -493,6 +493,9 @@ class JupyterKernel:
         self._cell = None
         self._restart_box()
 
+    def is_alive(self) -> bool:
+        return not self._closed and self._box.is_alive()
+
     def detach(self) -> str:
         """Stop talking to the kernel, leave its box running; return how to get in."""
         if self._closed:
