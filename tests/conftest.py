@@ -1,5 +1,5 @@
 """Shared test wiring: the `openai_server` fixture (a real scripted OpenAI-compatible HTTP server
-on 127.0.0.1), the scale and load tests' fixtures (`image`, `engine`, `project_dir`) and the policy for tests that need Docker: without an engine they are skipped on a
+on 127.0.0.1), the scale and load tests' fixtures (`image`, `engine`, `second_engine`, `project_dir`) and the policy for tests that need Docker: without an engine they are skipped on a
 developer's machine, but with CI=true they run and fail — a missing engine never hides as skips.
 """
 
@@ -41,6 +41,15 @@ def engine(image: str) -> docker.DockerClient:
     from pytest_super.kernels import docker_client_for
 
     return docker_client_for(None)
+
+
+@pytest.fixture(scope="module")
+def second_engine(image: str) -> Iterator[docker.DockerClient]:
+    """A second Docker engine of this host holding `image` (tests/second_engine.py), one per
+    module and xdist worker; stopped after the module."""
+    from second_engine import start_second_engine
+
+    yield from start_second_engine(image)
 
 
 @pytest.fixture

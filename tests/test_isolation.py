@@ -35,9 +35,8 @@ from typing import Any
 
 import docker
 import pytest
-import test_scale
+from second_engine import SECOND_HOST
 from test_scale import (  # the helpers of the scale tests: same projects, same processes
-    SECOND_HOST,
     PytestRun,
     make_project,
     only_run_dir,
@@ -58,8 +57,6 @@ from pytest_super.kernels.hostguard import input_rule
 
 pytestmark = pytest.mark.docker
 
-# test_scale's fixtures, used here by name
-second_engine = test_scale.second_engine
 
 PROBES = Path(__file__).with_name("isolation_probes.py").read_text()
 

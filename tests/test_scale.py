@@ -23,12 +23,13 @@ import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import docker
 import docker.errors
 import pytest
 import yaml
+from second_engine import SECOND_HOST
 
 from pytest_super.kernels import (
     LABEL_PID,
@@ -37,7 +38,6 @@ from pytest_super.kernels import (
     LABEL_WORKER,
     docker_client_for,
 )
-from pytest_super.kernels.docker import TASK_NETWORK
 
 pytestmark = pytest.mark.docker
 
@@ -763,111 +763,6 @@ def test_retries_rerun_infrastructure_errors_but_never_agent_failures(
 
 
 # -- 9. another engine: DOCKER_HOST / --super-docker-host ------------------------------------------
-# One second engine per xdist worker: test_scale and test_isolation both start one, and on two
-# workers at once they must not share a socket, data root, bridge or subnet (CI once saw one
-# module's teardown stop the engine the other was using).
-_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gwm")
-_WORKER_INDEX = int(_WORKER[2:]) if _WORKER[2:].isdigit() else 99
-SECOND_SOCKET = f"/tmp/pytest-super-dockerd2-{_WORKER}.sock"
-SECOND_HOST = f"unix://{SECOND_SOCKET}"
-SECOND_BRIDGE = f"psd2{_WORKER}"[:15]
-SECOND_SUBNET = f"172.31.{150 + _WORKER_INDEX % 100}"
-SECOND_ROOT = f"/tmp/pytest-super-docker2-{_WORKER}"
-
-
-def _sh(*cmd: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, capture_output=True, text=True, check=False)
-
-
-def _cannot_start_second_engine(reason: str) -> NoReturn:
-    """Skip on a developer's machine; with CI=true a missing prerequisite is a failure."""
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason} (CI=true: scripts/ensure-docker.sh provides dockerd and ip as root)")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def second_engine(image: str) -> Iterator[docker.DockerClient]:
-    """A second dockerd on its own socket, data root, exec root and bridge; stopped afterwards."""
-    import shutil
-
-    if os.geteuid() != 0:
-        _cannot_start_second_engine("a second Docker engine needs root (dockerd, a bridge)")
-    dockerd = shutil.which("dockerd")
-    if dockerd is None:
-        _cannot_start_second_engine("no dockerd binary on this machine to start a second engine")
-    if shutil.which("ip") is None:
-        _cannot_start_second_engine("no `ip` command (iproute2) to make the second engine's bridge")
-    made_bridge = False
-    if _sh("ip", "link", "show", SECOND_BRIDGE).returncode != 0:
-        steps = [
-            ("ip", "link", "add", "name", SECOND_BRIDGE, "type", "bridge"),
-            ("ip", "addr", "add", f"{SECOND_SUBNET}.1/24", "dev", SECOND_BRIDGE),
-            ("ip", "link", "set", SECOND_BRIDGE, "up"),
-        ]
-        for step in steps:
-            done = _sh(*step)
-            if done.returncode != 0:
-                _cannot_start_second_engine(
-                    f"cannot make a bridge for a second engine: {done.stderr.strip()}"
-                )
-        made_bridge = True
-    data_root = Path(SECOND_ROOT)
-    log = open(f"{SECOND_ROOT}.log", "ab")  # noqa: SIM115 - closed in teardown
-    daemon = subprocess.Popen(
-        [
-            dockerd,
-            f"--host={SECOND_HOST}",
-            f"--data-root={data_root}",
-            f"--exec-root={SECOND_ROOT}-exec",
-            f"--pidfile={SECOND_ROOT}.pid",
-            f"--bridge={SECOND_BRIDGE}",
-            "--iptables=false",
-            "--ip-masq=false",
-            # its own pool for the task network: two new engines at once would pick the same subnet
-            f"--default-address-pool=base=10.{110 + _WORKER_INDEX % 100}.0.0/16,size=24",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                client = docker.DockerClient(base_url=SECOND_HOST)
-                client.ping()
-                break
-            except Exception:
-                if daemon.poll() is not None or time.monotonic() > deadline:
-                    tail = Path(f"{SECOND_ROOT}.log").read_text()[-1500:]
-                    _cannot_start_second_engine(f"a second dockerd did not start: {tail}")
-                time.sleep(0.5)
-        try:
-            client.images.get(image)
-        except docker.errors.ImageNotFound:
-            saved = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
-            subprocess.run(
-                ["docker", "-H", SECOND_HOST, "load", "-q"], stdin=saved.stdout, check=True
-            )
-            saved.wait()
-        yield client
-        for network in client.networks.list(names=[TASK_NETWORK]):  # its host bridge outlives it
-            with contextlib.suppress(docker.errors.APIError):
-                network.remove()
-        client.close()
-    finally:
-        daemon.terminate()
-        try:
-            daemon.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
-        log.close()
-        if made_bridge:
-            _sh("ip", "link", "delete", SECOND_BRIDGE)
-        shutil.rmtree(data_root, ignore_errors=True)
-        shutil.rmtree(f"{SECOND_ROOT}-exec", ignore_errors=True)
 
 
 @pytest.mark.slow
@@ -886,7 +781,12 @@ def test_kernels_run_on_the_engine_named_by_docker_host(project_dir, engine, sec
         box = wait_for_container(second_engine, project_dir, "far")
         run_id = box.labels[LABEL_RUN]
         assert containers(engine, run_id=run_id) == []  # not on the default engine
-        listed = _sh("docker", "-H", SECOND_HOST, "ps", "--filter", f"label={LABEL_RUN}={run_id}")
+        listed = subprocess.run(
+            ["docker", "-H", SECOND_HOST, "ps", "--filter", f"label={LABEL_RUN}={run_id}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert box.name in listed.stdout
         code = run.wait(120)
     finally:
