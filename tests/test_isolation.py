@@ -54,6 +54,7 @@ from pytest_super.kernels import (
 from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.kernels.docker import TASK_NETWORK, bridge_interface, task_network
 from pytest_super.kernels.hostguard import input_rule
+from pytest_super.kernels.lease import LABEL_LEASE_RUN
 
 pytestmark = pytest.mark.docker
 
@@ -447,6 +448,8 @@ def test_cleanup_removes_what_a_killed_run_left(engine, image, short_tmp):
     assert done.returncode == 0, done.stderr
     assert engine.containers.list(all=True, filters={"label": f"pytest-super.run={run_id}"}) == []
     assert list(short_tmp.iterdir()) == [], "the killed run's key folder is still there"
+    leases = engine.containers.list(all=True, filters={"label": f"{LABEL_LEASE_RUN}={run_id}"})
+    assert leases == [], "the killed run's lease is still there"
 
 
 def test_a_bad_disk_size_is_refused_with_what_to_write(pytester: pytest.Pytester):

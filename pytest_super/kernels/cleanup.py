@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from pytest_super.kernels.engine import LABEL, LABEL_RUN, engine_identity
-from pytest_super.kernels.lease import LABEL_HOLDER, LABEL_LEASE, live_leases
+from pytest_super.kernels.lease import LABEL_HOLDER, LABEL_LEASE, LABEL_LEASE_RUN, live_leases
 
 if TYPE_CHECKING:
     import docker
@@ -28,7 +28,8 @@ def cleanup_containers(
 ) -> list[str]:
     """Force-remove containers labelled `pytest-super=1`; return the names removed.
 
-    run_id: only that run's containers (from any host). dead_runs_only: only containers whose
+    run_id: only that run's containers (from any host), and the leases of its processes that
+    are dead (`pytest-super cleanup --run` after a killed run). dead_runs_only: only containers whose
     lease is dead (`lease.py`: not renewed on the engine's clock, or its holder provably gone),
     whatever host or PID namespace made them; then the dead leases too. Containers kept with
     `--super-keep` (named `...-kept`) and containers that carry no lease (made before leases
@@ -55,6 +56,12 @@ def cleanup_containers(
         leases = client.containers.list(
             all=True, filters={"label": LABEL_HOLDER}, ignore_removed=True
         )
+    else:  # that run's dead leases (a killed process's): a live one's process still runs tasks
+        leases = [
+            lease
+            for lease in live_leases(client)[1]
+            if (lease.labels or {}).get(LABEL_LEASE_RUN) == run_id
+        ]
     removed = [c.name or c.id or "" for c in found if _force_remove(c)]
     for lease in leases:
         _force_remove(lease)
