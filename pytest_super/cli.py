@@ -87,7 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         "cleanup", help="remove containers left by runs whose pytest process is gone"
     )
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--run", dest="run_id", help="all containers of this run, and the leases its killed processes left")
+    which.add_argument(
+        "--run",
+        dest="run_id",
+        help="all containers of this run, and the leases its killed processes left",
+    )
     which.add_argument(
         "--all",
         action="store_true",
