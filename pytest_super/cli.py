@@ -200,11 +200,14 @@ def _column_name(path: Path, records: list, taken: dict) -> str:
 def _cleanup(args: argparse.Namespace) -> int:
     from pytest_super.kernels import cleanup_containers, docker_client
     from pytest_super.kernels.base import KernelSettings
+    from pytest_super.kernels.cleanup import cleanup_dead_leases
 
     client = docker_client(KernelSettings(docker_host=args.docker_host))
     removed = cleanup_containers(
         client, run_id=args.run_id, dead_runs_only=not (args.all or args.run_id)
     )
+    if args.run_id:
+        cleanup_dead_leases(client, args.run_id)
     print(f"removed {len(removed)} containers" + (": " + ", ".join(removed) if removed else ""))
     return 0
 

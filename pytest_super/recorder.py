@@ -13,7 +13,7 @@ import pytest
 
 from pytest_super import collect, html, interrupts
 from pytest_super import report as reports
-from pytest_super.errors import InfrastructureError, SuperError
+from pytest_super.errors import EngineUnavailable, InfrastructureError, SuperError
 from pytest_super.kernels import kernel_backend
 from pytest_super.options import SuperRun
 from pytest_super.tasks import category_suffix, infer_set, load_yaml_task
@@ -128,8 +128,16 @@ class RunRecorder:
             interrupts.finish_worker_reports(session.config)
         self.writer.close()
         if not self.run.settings.keep_failed:  # what killed workers left behind
-            with contextlib.suppress(InfrastructureError):  # no engine: nothing can be left on it
+            try:
                 kernel_backend(self.run.kernel).cleanup_run(self.run.kernel, self.run.run_id)
+            except EngineUnavailable:
+                pass  # no engine: nothing can be left on it
+            except InfrastructureError as exc:  # the reports come first
+                warnings.warn(
+                    f"pytest-super: {exc}; `pytest-super cleanup --run {self.run.run_id}` "
+                    "removes what is left",
+                    stacklevel=1,
+                )
         if self.records:
             table = reports.format_table({self.run.agent or "run": self._rows()}, markdown=True)
             images = reports.images_line(self.records.values())

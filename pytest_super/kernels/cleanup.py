@@ -28,8 +28,7 @@ def cleanup_containers(
 ) -> list[str]:
     """Force-remove containers labelled `pytest-super=1`; return the names removed.
 
-    run_id: only that run's containers (from any host), and the leases of its processes that
-    are dead (`pytest-super cleanup --run` after a killed run). dead_runs_only: only containers whose
+    run_id: only that run's containers (from any host). dead_runs_only: only containers whose
     lease is dead (`lease.py`: not renewed on the engine's clock, or its holder provably gone),
     whatever host or PID namespace made them; then the dead leases too. Containers kept with
     `--super-keep` (named `...-kept`) and containers that carry no lease (made before leases
@@ -56,17 +55,22 @@ def cleanup_containers(
         leases = client.containers.list(
             all=True, filters={"label": LABEL_HOLDER}, ignore_removed=True
         )
-    else:  # that run's dead leases (a killed process's): a live one's process still runs tasks
-        leases = [
-            lease
-            for lease in live_leases(client)[1]
-            if (lease.labels or {}).get(LABEL_LEASE_RUN) == run_id
-        ]
     removed = [c.name or c.id or "" for c in found if _force_remove(c)]
     for lease in leases:
         _force_remove(lease)
     cleanup_host_folders(client)
     return removed
+
+
+def cleanup_dead_leases(client: docker.DockerClient, run_id: str) -> int:
+    """Remove the leases of `run_id`'s processes that are dead (a killed run's: `pytest-super
+    cleanup --run`); a live one's process still runs tasks. Returns how many were removed."""
+    dead = [
+        lease
+        for lease in live_leases(client)[1]
+        if (lease.labels or {}).get(LABEL_LEASE_RUN) == run_id
+    ]
+    return sum(_force_remove(lease) for lease in dead)
 
 
 #: the prefix and owner file of a box's host folder (kernels/docker.py makes them)

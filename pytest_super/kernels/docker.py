@@ -323,10 +323,20 @@ class DockerBackend:
         return start_docker_kernel(settings, task_id=task_id)
 
     def cleanup_run(self, settings: KernelSettings, run_id: str) -> list[str]:
-        return cleanup_containers(docker_client(settings), run_id=run_id)
+        try:
+            return cleanup_containers(docker_client(settings), run_id=run_id)
+        except docker.errors.APIError as exc:
+            raise InfrastructureError(
+                f"the engine failed to remove run {run_id}'s containers: {exc}"
+            ) from exc
 
     def cleanup_dead_runs(self, settings: KernelSettings) -> list[str]:
-        return cleanup_containers(docker_client(settings), dead_runs_only=True)
+        try:
+            return cleanup_containers(docker_client(settings), dead_runs_only=True)
+        except docker.errors.APIError as exc:
+            raise InfrastructureError(
+                f"the engine failed to remove dead runs' containers: {exc}"
+            ) from exc
 
 
 def start_docker_kernel(settings: KernelSettings, *, task_id: str) -> Kernel:

@@ -198,8 +198,8 @@ def _read_lease(client: docker.DockerClient, container: Any) -> dict[str, Any] |
         with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
             member = tar.extractfile(LEASE_FILE)
             return json.loads(member.read()) if member else None
-    except (docker.errors.NotFound, tarfile.TarError, ValueError, KeyError):
-        return None
+    except (docker.errors.APIError, tarfile.TarError, ValueError, KeyError):
+        return None  # gone, or being removed right now ("RWLayer ... is unexpectedly nil")
 
 
 def engine_time(client: docker.DockerClient) -> float:
