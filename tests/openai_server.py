@@ -64,6 +64,8 @@ class FakeOpenAIServer:
 
     def __init__(self) -> None:
         self._items: deque[str | Status] = deque()
+        # (marker, item): played once, to the first request whose raw body holds the marker
+        self._routed: list[tuple[str, str | Status]] = []
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
         # the plugin's preflight request is answered apart from the script (and recorded apart)
@@ -96,7 +98,12 @@ class FakeOpenAIServer:
                     return
                 with server._lock:
                     server.requests.append(RecordedRequest(self.path, headers, body, raw))
-                    item = server._items.popleft() if server._items else None
+                    routed = next((r for r in server._routed if r[0] in raw), None)
+                    if routed is not None:
+                        server._routed.remove(routed)
+                        item = routed[1]
+                    else:
+                        item = server._items.popleft() if server._items else None
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                 elif item is None:
@@ -130,6 +137,13 @@ class FakeOpenAIServer:
         """Append items to play, one per request, in order."""
         with self._lock:
             self._items.extend(items)
+
+    def route(self, marker: str, item: str | Status) -> None:
+        """Play `item` once, to the first request whose raw body holds `marker` (a text only one
+        task's prompt holds), instead of the script's next item: which request of a parallel run
+        comes third is chance, which task a reply goes to need not be."""
+        with self._lock:
+            self._routed.append((marker, item))
 
     @property
     def remaining(self) -> int:

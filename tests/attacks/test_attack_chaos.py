@@ -5,7 +5,10 @@
 `act.py` their prefix wrote, printing the landmark `done`; and the attacks: a task file nested
 5,000 deep, a junk line in the JSONL file, one endpoint reply with usage.prompt_tokens = -10**12,
 a task that prints one 500 MB line, a task whose landmark `(a+)+$` backtracks catastrophically on
-its output; and one task that sleeps for an hour, so the run is still going when the signal comes. Every reply is the same action, so which task gets the poisoned one does not matter.
+its output; and one task that sleeps for an hour, so the run is still going when the signal comes.
+Every reply is the same action; the poisoned one goes to the ordinary task whose query names
+POISONED_TASK (routed by the scripted server: under -n 2 which request comes third is chance, and
+when it went to the 500 MB task that task never printed).
 
 When the 16 ordinary tasks have results (or a deadline passed), the run's process group gets
 SIGTERM. Then: every ordinary task has exactly one result in results.jsonl and in JUnit (15
@@ -37,6 +40,7 @@ ORDINARY_YAML = 14
 #: the 16 ordinary tasks took 70-90 s under -n 2 here (a loaded 2-core machine): SIGTERM after this
 #: at the latest, whatever is still running
 ORDINARY_DEADLINE_S = 240
+POISONED_TASK = "chaos05_cpu"
 ACT = "Thought: Run the prepared script.\nAction: execute\n<content>\nexec(open('act.py').read())\n"
 
 
@@ -44,7 +48,7 @@ def masked_yaml(task_id: str, act: str, landmarks: list[str]) -> str:
     body = "\n".join("      " + line for line in act.splitlines())
     return (
         f"id: {task_id}\n"
-        "query: Run act.py.\n"
+        f"query: Run act.py (task {task_id}).\n"
         "answer: {x: 1}\n"
         f"landmarks: {json.dumps(landmarks)}\n"
         "pre_executed:\n"
@@ -139,7 +143,8 @@ def test_chaos_run_under_xdist_then_sigterm(tmp_path: Path) -> None:
     server = FakeOpenAIServer()
     poisoned = FakeOpenAIServer._completion({}, ACT)
     poisoned["usage"]["prompt_tokens"] = -(10**12)
-    server.script([ACT, ACT, Status(200, body=poisoned)] + [ACT] * 40)
+    server.script([ACT] * 40)
+    server.route(f"(task {POISONED_TASK})", Status(200, body=poisoned))
     junit = tmp_path / "junit.xml"
     run = Run(
         tmp_path,
@@ -186,8 +191,8 @@ def test_chaos_run_under_xdist_then_sigterm(tmp_path: Path) -> None:
         for ln in next((tmp_path / "reports").glob("*/results.jsonl")).read_text().splitlines()
     ]
     statuses = {r["task_id"]: r.get("exit_status") for r in lines}
-    if [t for t in ordinary if statuses.get(t) == "llm_error"] == []:
-        problems.append("no task recorded the poisoned reply as llm_error")
+    if [t for t in statuses if statuses[t] == "llm_error"] != [POISONED_TASK]:
+        problems.append(f"llm_error should be {POISONED_TASK}'s alone: {statuses}")
     for broken in ("tasks/masked/deep_cpu.yaml", "tasks/masked.jsonl::line2"):
         if done.get(broken) != "error":
             problems.append(f"{broken}: {done.get(broken)} (expected one error record)")
