@@ -44,9 +44,8 @@ demo: image
 test: image chromium
 	$(BIN)/pytest tests -n $(JOBS) -q -ra -m "not colab"
 
-# The tests that need SUPER's reference image (a real training run in it): the image is 8.45 GB and
-# takes minutes to build (2.5 min on a quiet machine with fast downloads, far more on a busy one or a
-# slow link), a large and unpredictable share of CI's budget, so `make test` leaves them out.
+# The tests that need SUPER's reference image (a real training run in it): its build takes minutes
+# that grow with load and link speed (docs/environment.md), so `make test` leaves them out.
 test-colab: image-colab
 	$(BIN)/pytest tests -n $(JOBS) -q -ra -m colab
 

@@ -191,7 +191,7 @@ def test_chaos_run_under_xdist_then_sigterm(tmp_path: Path) -> None:
         for ln in next((tmp_path / "reports").glob("*/results.jsonl")).read_text().splitlines()
     ]
     statuses = {r["task_id"]: r.get("exit_status") for r in lines}
-    if [t for t in statuses if statuses[t] == "llm_error"] != [POISONED_TASK]:
+    if [t for t, status in statuses.items() if status == "llm_error"] != [POISONED_TASK]:
         problems.append(f"llm_error should be {POISONED_TASK}'s alone: {statuses}")
     for broken in ("tasks/masked/deep_cpu.yaml", "tasks/masked.jsonl::line2"):
         if done.get(broken) != "error":
