@@ -54,6 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("dir", type=Path, help="a published run folder, or a folder of them")
     p.add_argument("--out", type=Path, default=Path("reports"), help="where to write (reports/)")
+    p.add_argument(
+        "--rescore",
+        action="store_true",
+        help="also score each episode with our own scorer (submitted, script-executed) and list "
+        "where it differs from the published values",
+    )
     p.set_defaults(func=_import_trajectories)
 
     p = sub.add_parser("report", help="the summary table from JUnit XML or results.jsonl files")
@@ -130,10 +136,25 @@ def _import(args: argparse.Namespace) -> int:
 def _import_trajectories(args: argparse.Namespace) -> int:
     from pytest_super.episodes import import_run, published_runs
 
+    failed = 0
     for run_dir in published_runs(args.dir):
-        target, count = import_run(run_dir, args.out)
-        print(f"imported {count} episodes of {run_dir.name} into {target}")
-    return 0
+        done = import_run(run_dir, args.out, rescore=args.rescore)
+        statuses = ", ".join(f"{k} {v}" for k, v in sorted(done.statuses.items()))
+        print(
+            f"imported {done.imported} episodes of {run_dir.name} into {done.folder} ({statuses})"
+        )
+        for line in done.warnings:
+            print(f"warning: {line}", file=sys.stderr)
+        for line in done.errors:
+            print(f"error: not imported: {line}", file=sys.stderr)
+        if args.rescore:
+            print(f"  rescored: {len(done.rescore_differences)} differ from the published values")
+            for line in done.rescore_differences:
+                print(f"    {line}")
+        failed += len(done.errors)
+    if failed:
+        print(f"{failed} episode folders could not be read (named above)", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _report(args: argparse.Namespace) -> int:

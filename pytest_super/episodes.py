@@ -23,8 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_super import scoring
 from pytest_super.agents.history import FORMAT_ERROR_ACTION, INTERRUPT_ACTION, WAIT_ACTION
-from pytest_super.errors import SuperError
+from pytest_super.edit import EditRequest, format_edit
+from pytest_super.environment import CONTINUED_THOUGHT
+from pytest_super.errors import ExitStatus, SuperError
 from pytest_super.names import file_stem
 from pytest_super.report import ResultsWriter, TaskRecord
 from pytest_super.scoring import SCRIPT_SUFFIXES
@@ -35,8 +38,24 @@ from pytest_super.trajectory import Step, Trajectory
 PUBLISHED_PREFIX = "published:"
 #: the thought SUPER's notebooks give the pre-executed cells of a Masked task
 PUBLISHED_PRE_EXECUTED = "[pre-executed by user]"
-#: an `exception` action ends an episode on a limit; its content says which
+#: the thought SWE-agent's Masked notebooks give a pre-executed edit, written as
+#: "EDITING `path. CHANGING:\n\n\n<before>\n\nTO:\n\n\n<after>"
+SWE_PRE_EXECUTED = "EXECUTED BY USER"
+#: an `exception` action (ReAct-SUPER) or an `exit_*` command (SWE-agent) ends an episode on a
+#: limit; its content says which
 LIMIT_ACTION = "limit"
+#: SWE-agent's exit commands, by the exit status of ours they stand for (an unknown `exit_*` ends
+#: the episode without a submission)
+SWE_EXITS = {
+    "exit_context": ExitStatus.BUDGET_EXCEEDED,  # the context window (tokens) was used up
+    "exit_cost": ExitStatus.BUDGET_EXCEEDED,
+    "exit_max_compute_time": ExitStatus.COMPUTE_LIMIT,
+    "exit_format": ExitStatus.FORMAT_ERRORS,
+}
+_SWE_EDIT = re.compile(
+    r"^EDITING `(?P<path>[^\n`]*?)`?\.? CHANGING:\n\n\n(?P<before>.*?)\n\nTO:\n\n\n(?P<after>.*)$",
+    re.DOTALL,
+)
 
 _STEP_HEADING = re.compile(r"^### Step (\d+)\s*$")
 _TIMES = re.compile(r"^Execution Start time: .*\(duration: (\d+(?:\.\d+)?) seconds?\)")
@@ -62,6 +81,7 @@ class PublishedEpisode:
     query: str
     steps: list[Step] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
+    has_notebook: bool = True
 
     @property
     def final_action(self) -> Step | None:
@@ -79,14 +99,52 @@ def parse_run_name(name: str) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2].lower()
 
 
+def episode_folders(run_dir: Path) -> list[Path]:
+    """The episode folders of a run: each one holding history.ipynb or metrics.json, by task id."""
+    return sorted(
+        p
+        for p in Path(run_dir).iterdir()
+        if p.is_dir() and any((p / n).is_file() for n in EPISODE_FILES)
+    )
+
+
+#: what an episode folder holds; a folder with either is an episode
+EPISODE_FILES = ("history.ipynb", "metrics.json")
+
+
 def read_run(run_dir: Path) -> list[PublishedEpisode]:
-    """Every episode folder (one holding history.ipynb) of a published run, sorted by task id."""
+    """Every episode of a published run with a notebook, sorted by task id (folders with only
+    metrics.json: `read_metrics_only`; `import_run` reads both and names what it could not)."""
     run_dir = Path(run_dir)
     model, agent, set_name = parse_run_name(run_dir.name)
     folders = sorted(p.parent for p in run_dir.glob("*/history.ipynb"))
     if not folders:
         raise EpisodeFormatError(f"{run_dir}: no <task_id>/history.ipynb folders in it")
     return [read_episode(f, model=model, agent=agent, set_name=set_name) for f in folders]
+
+
+def read_metrics_only(folder: Path, *, model: str, agent: str, set_name: str) -> PublishedEpisode:
+    """An episode folder without history.ipynb: its scores only (no steps, no query)."""
+    return PublishedEpisode(
+        task_id=folder.name,
+        folder=folder,
+        model=model,
+        agent=agent,
+        set=set_name,
+        query="",
+        metrics=_read_metrics(folder / "metrics.json"),
+        has_notebook=False,
+    )
+
+
+def _read_metrics(path: Path) -> dict[str, Any]:
+    try:
+        metrics = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EpisodeFormatError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(metrics, dict):
+        raise EpisodeFormatError(f"{path}: not a JSON object of scores")
+    return metrics
 
 
 def read_episode(folder: Path, *, model: str, agent: str, set_name: str) -> PublishedEpisode:
@@ -98,14 +156,12 @@ def read_episode(folder: Path, *, model: str, agent: str, set_name: str) -> Publ
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise EpisodeFormatError(f"{notebook}: not a readable notebook ({exc})") from None
     metrics_path = folder / "metrics.json"
-    metrics: dict[str, Any] = {}
-    if metrics_path.exists():
-        try:
-            metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise EpisodeFormatError(f"{metrics_path}: not JSON ({exc})") from None
+    metrics = _read_metrics(metrics_path) if metrics_path.exists() else {}
     swe = "swe" in agent
     query, raw_steps = _notebook_steps(notebook, cells)
+    steps: list[Step] = []
+    for raw in raw_steps:
+        steps.append(_step(raw, swe=swe, after_pre_executed=bool(steps) and steps[-1].pre_executed))
     return PublishedEpisode(
         task_id=folder.name,
         folder=folder,
@@ -113,7 +169,7 @@ def read_episode(folder: Path, *, model: str, agent: str, set_name: str) -> Publ
         agent=agent,
         set=set_name,
         query=query,
-        steps=[_step(raw, swe=swe) for raw in raw_steps],
+        steps=steps,
         metrics=metrics,
     )
 
@@ -156,13 +212,30 @@ def _notebook_steps(notebook: Path, cells: list[dict]) -> tuple[str, list[dict[s
     return query, steps
 
 
-def _step(raw: dict[str, Any], *, swe: bool) -> Step:
-    """One published step as our `Step` (the shapes our agents record)."""
+def _step(raw: dict[str, Any], *, swe: bool, after_pre_executed: bool = False) -> Step:
+    """One published step as our `Step` (the shapes our agents and the runner record)."""
     kind, content, observation = raw["action"], raw["content"], raw["observation"]
-    thought = raw["thought"]
-    pre_executed = thought == PUBLISHED_PRE_EXECUTED
+    thought = raw["thought"].strip()
     duration = raw.get("duration_s", 0.0)
+    if thought == CONTINUED_THOUGHT:
+        # the runner's own wait for a cell that ran out of time (SWE-agent's Masked notebooks
+        # write it with an empty action type and `continue_wait` as the content); it belongs to
+        # the prefix when the cell it waits for does
+        return Step(
+            thought=thought,
+            action=WAIT_ACTION,
+            content="",
+            observation=observation,
+            output=observation,
+            duration_s=duration,
+            pre_executed=after_pre_executed,
+        )
+    if thought == SWE_PRE_EXECUTED:
+        return _swe_pre_executed(raw, duration)
+    pre_executed = thought == PUBLISHED_PRE_EXECUTED
     common = {"thought": thought, "duration_s": duration, "pre_executed": pre_executed}
+    if swe and kind == "None" and content.strip().startswith("exit_"):
+        return Step(action=LIMIT_ACTION, content=content.strip(), observation=observation, **common)
     if kind == "execute" or (swe and kind == "None"):
         return Step(
             action="execute",
@@ -194,6 +267,40 @@ def _step(raw: dict[str, Any], *, swe: bool) -> Step:
         # error step, as our agents record them
         return Step(action=FORMAT_ERROR_ACTION, content=content, observation=observation, **common)
     return Step(action=kind, content=content, observation=observation, **common)  # a viewer
+
+
+def _swe_pre_executed(raw: dict[str, Any], duration: float) -> Step:
+    """A pre-executed step of SWE-agent's Masked notebooks: an edit written as `EDITING ...`
+    (our edit step, with its file, before and after), else a pre-executed cell."""
+    content, observation = raw["content"], raw["observation"]
+    common: dict[str, Any] = {
+        "thought": PUBLISHED_PRE_EXECUTED,
+        "duration_s": duration,
+        "pre_executed": True,
+    }
+    edit = _SWE_EDIT.match(content)
+    if edit is None:
+        return Step(
+            action="execute",
+            content=content,
+            observation=observation,
+            output=observation,
+            code=content,
+            **common,
+        )
+    request = EditRequest(
+        file=edit["path"].strip(),
+        before=edit["before"].strip("\n"),
+        after=edit["after"].strip("\n"),
+    )
+    ok = observation.startswith("Edit was successful")
+    return Step(
+        action="edit",
+        content=format_edit(request),
+        observation=observation,
+        cell_status="ok" if ok else "error",
+        **common,
+    )
 
 
 def _submission_text(content: str, *, swe: bool) -> str:
@@ -233,19 +340,46 @@ def _score(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def exit_status_of(episode: PublishedEpisode) -> str:
+    """How a published episode ended, as our exit statuses name it."""
+    if not episode.has_notebook:  # only the scores are known
+        return ExitStatus.SUBMITTED.value if episode.metrics.get("submitted") else "no_submission"
+    final = episode.final_action
+    if final is not None and final.action == "submit":
+        return ExitStatus.SUBMITTED.value
+    if final is not None and final.action == LIMIT_ACTION:
+        if final.content in SWE_EXITS:
+            return SWE_EXITS[final.content].value
+        if final.content.startswith("exit_"):
+            return ExitStatus.NO_SUBMISSION.value
+        if "compute" in final.content.lower():
+            return ExitStatus.COMPUTE_LIMIT.value
+        return ExitStatus.BUDGET_EXCEEDED.value
+    return ExitStatus.NO_SUBMISSION.value
+
+
+def rescored(episode: PublishedEpisode) -> dict[str, Any]:
+    """Our own scores of what the episode shows: submitted (its final action) and, when the query
+    names the script to run, script-executed (its executed cells). Accuracy and landmarks need
+    the task's answer and landmarks, which the published runs do not hold."""
+    final = episode.final_action
+    submitted = False
+    if final is not None and final.action == "submit":
+        submitted = scoring.read_submission(final.content).submitted
+    entrypoint = entrypoint_from_query(episode.query)
+    script = None
+    if entrypoint is not None:
+        script = scoring.score_script_executed(entrypoint, scoring.executed_cells(episode.steps))
+    return {"submitted": submitted, "script_executed": script}
+
+
 def episode_record(episode: PublishedEpisode, trajectory: Path | None = None) -> TaskRecord:
     """The results.jsonl record of a published episode, with the published scores."""
     m = episode.metrics
     accuracy = _score(m.get("output_match"))
     script = _score(m.get("entrypoint"))
     metric = script if episode.set == "auto" else accuracy
-    final = episode.final_action
-    if final is not None and final.action == "submit":
-        status = "submitted"
-    elif final is not None and final.action == LIMIT_ACTION:
-        status = "compute_limit" if "compute" in final.content.lower() else "budget_exceeded"
-    else:
-        status = "no_submission"
+    status = exit_status_of(episode)
     steps = [s for s in episode.steps if not s.pre_executed]
     category = ""
     if episode.set == "masked":
@@ -299,22 +433,69 @@ def write_trajectory(episode: PublishedEpisode, path: Path) -> Trajectory:
     return trajectory
 
 
-def import_run(run_dir: Path, out_dir: Path) -> tuple[Path, int]:
+@dataclass
+class RunImport:
+    """What `import_run` did with one run folder: what it wrote, and what it could not read."""
+
+    folder: Path  # where the run was written
+    statuses: dict[str, int] = field(default_factory=dict)  # episodes per exit status
+    warnings: list[str] = field(default_factory=list)  # imported, but with less than a notebook
+    errors: list[str] = field(default_factory=list)  # not imported: each names its folder
+    rescore_differences: list[str] = field(default_factory=list)
+
+    @property
+    def imported(self) -> int:
+        return sum(self.statuses.values())
+
+
+def import_run(run_dir: Path, out_dir: Path, *, rescore: bool = False) -> RunImport:
     """Import one published run folder into `out_dir/<run folder name>/`: a trajectory per
-    episode and one results.jsonl. Returns the folder written and the number of episodes."""
-    episodes = read_run(run_dir)
-    target = Path(out_dir) / Path(run_dir).name
+    episode and one results.jsonl. An episode folder with metrics.json but no notebook is imported
+    from its scores, with a warning that names it; a folder that cannot be read is an error that
+    names it, and the other episodes are still imported. With `rescore`, each record also holds
+    our own scores of the episode (`rescored_submitted`, `rescored_script_executed`)."""
+    run_dir = Path(run_dir)
+    model, agent, set_name = parse_run_name(run_dir.name)
+    target = Path(out_dir) / run_dir.name
+    done = RunImport(folder=target)
     results = target / "results.jsonl"
     results.unlink(missing_ok=True)  # importing again replaces, never appends twice
     writer = ResultsWriter(results)
     try:
-        for episode in episodes:
-            path = target / "trajectories" / f"{file_stem(episode.task_id)}.json"
-            write_trajectory(episode, path)
-            writer.write(episode_record(episode, path))
+        for folder in episode_folders(run_dir):
+            try:
+                if (folder / "history.ipynb").is_file():
+                    episode = read_episode(folder, model=model, agent=agent, set_name=set_name)
+                else:
+                    episode = read_metrics_only(folder, model=model, agent=agent, set_name=set_name)
+                    done.warnings.append(
+                        f"{folder}: no history.ipynb; imported from metrics.json alone "
+                        "(no trajectory, no steps)"
+                    )
+            except EpisodeFormatError as exc:
+                done.errors.append(str(exc))
+                continue
+            path = None
+            if episode.has_notebook:
+                path = target / "trajectories" / f"{file_stem(episode.task_id)}.json"
+                write_trajectory(episode, path)
+            record = episode_record(episode, path)
+            if rescore and episode.has_notebook:
+                ours = rescored(episode)
+                record.properties["rescored_submitted"] = ours["submitted"]
+                record.properties["rescored_script_executed"] = ours["script_executed"]
+                published = record.properties
+                for key in ("submitted", "script_executed"):
+                    if None not in (ours[key], published[key]) and ours[key] != published[key]:
+                        done.rescore_differences.append(
+                            f"{episode.task_id}: {key} published {published[key]}, ours {ours[key]}"
+                        )
+            writer.write(record)
+            status = record.properties["exit_status"]
+            done.statuses[status] = done.statuses.get(status, 0) + 1
     finally:
         writer.close()
-    return target, len(episodes)
+    return done
 
 
 def published_runs(directory: Path) -> list[Path]:
@@ -323,11 +504,15 @@ def published_runs(directory: Path) -> list[Path]:
     directory = Path(directory)
     if not directory.is_dir():
         raise EpisodeFormatError(f"{directory}: no such folder")
-    if any(directory.glob("*/history.ipynb")):
+    if _is_run(directory):
         return [directory]
-    runs = sorted(p for p in directory.iterdir() if any(p.glob("*/history.ipynb")))
+    runs = sorted(p for p in directory.iterdir() if p.is_dir() and _is_run(p))
     if not runs:
         raise EpisodeFormatError(
             f"{directory}: no published episodes (<model>_<agent>_<set>/<task_id>/history.ipynb)"
         )
     return runs
+
+
+def _is_run(directory: Path) -> bool:
+    return any(directory.glob("*/history.ipynb")) or any(directory.glob("*/metrics.json"))

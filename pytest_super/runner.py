@@ -312,13 +312,8 @@ def score_episode(
     status = outcome.exit_status
     detail = ""
     if outcome.exit_status is ExitStatus.SUBMITTED and outcome.submission is not None:
-        submitted = True
-        try:
-            submission = scoring.parse_submission(outcome.submission)
-            submitted = scoring.is_submitted(submission)
-        except ValueError as exc:  # submitted, but not JSON (SWE-agent's `submit` takes any text)
-            submitted = bool(str(outcome.submission).strip())
-            detail = f"{exc}; it scores 0"
+        read = scoring.read_submission(outcome.submission)
+        submission, submitted, detail = read.value, read.submitted, read.problem
     accuracy = None
     comparisons: list[scoring.Comparison] = []
     if not submitted:

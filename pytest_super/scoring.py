@@ -202,6 +202,27 @@ def compare_answer(
     return rows
 
 
+@dataclass(frozen=True)
+class Submission:
+    """What a submitted text amounts to: its value (None unless JSON), whether it counts as
+    submitted, and why it scores nothing when it is not JSON."""
+
+    value: Any
+    submitted: bool
+    problem: str = ""
+
+
+def read_submission(text: str) -> Submission:
+    """A submitted text as scoring sees it: JSON is parsed (an empty value is not submitted); text
+    that is not JSON (SWE-agent's `submit` takes any text) is submitted when it is not blank, and
+    scores nothing."""
+    try:
+        value = parse_submission(text)
+    except ValueError as exc:
+        return Submission(None, bool(str(text).strip()), f"{exc}; it scores 0")
+    return Submission(value, is_submitted(value))
+
+
 def parse_submission(text: str) -> Any:
     """Parse a submitted answer (JSON). Raises ValueError naming the problem and where it is."""
     try:

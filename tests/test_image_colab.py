@@ -2,8 +2,8 @@
 (except the deviations docs/environment.md lists), locked, chosen by the task, proven by a real
 training run with the gold agent in a container.
 
-The reference is `../shared/super-reference/super/env/` (colab_pip_requirements.txt and the apt
-list of start_modal_app.py).
+The reference is upstream's `super/env/` (colab_pip_requirements.txt and the apt list of
+start_modal_app.py), kept in tests/data/super-reference/env/.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from published_data import REFERENCE_ENV
 
 from pytest_super.errors import TaskFileError
 from pytest_super.kernels.image import (
@@ -33,7 +34,7 @@ from pytest_super.tasks import iter_jsonl_tasks, load_yaml_task, task_to_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE_DIR = ROOT / "pytest_super" / "kernels" / "image"
-REFERENCE = ROOT.parent / "shared" / "super-reference" / "super" / "env"
+REFERENCE = REFERENCE_ENV
 ENVIRONMENT_DOC = ROOT / "docs" / "environment.md"
 COLAB_TASKS = ROOT / "tests" / "data" / "colab"
 # What cannot exist here, each listed with its reason in docs/environment.md.

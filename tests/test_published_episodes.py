@@ -1,7 +1,7 @@
 """The paper's own published episodes as the oracle of scoring, the edit tool and the import.
 
-Over every episode in `../shared/super-reference/trajectories/` (ReAct-SUPER Expert 45 and
-Masked 144, SWE-agent Expert 45): its pre-executed edits parse with our edit tool; our "submitted"
+Over every episode of the published runs kept in tests/data/super-reference/ (ReAct-SUPER
+Expert 45 and Masked 144, SWE-agent Expert 45; a run added there is taken without an edit here): its pre-executed edits parse with our edit tool; our "submitted"
 of its final action equals `metrics.json`; our script-executed over its observations equals
 `metrics.json`'s `entrypoint` wherever the query names the script to run; and the means of the
 imported results equal the means of the `metrics.json` files. The import and the replay of a
@@ -12,12 +12,13 @@ clone GitHub repositories, which this machine cannot reach).
 from __future__ import annotations
 
 import json
-import os
+import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbformat import v4
+from published_data import published_runs, sample_runs
 
 from pytest_super import report, scoring
 from pytest_super.agents.base import ExitStatus
@@ -27,6 +28,7 @@ from pytest_super.edit import parse_edit
 from pytest_super.episodes import (
     PUBLISHED_PREFIX,
     entrypoint_from_query,
+    episode_record,
     read_episode,
     read_run,
 )
@@ -36,17 +38,24 @@ from pytest_super.runner import RunSettings, run_task
 from pytest_super.tasks import Cell, Task
 from pytest_super.trajectory import load_trajectory
 
-REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "super-reference"
-PUBLISHED = REFERENCE / "trajectories"
-EPISODES = sorted(PUBLISHED.glob("*/*/history.ipynb")) if PUBLISHED.is_dir() else []
-#: the three published runs hold 45 + 144 + 45 episodes (ABOUT.md)
-EPISODE_COUNT = 234
+PUBLISHED = published_runs()
+SAMPLES = sample_runs()
+#: every run the data holds: the published runs, then the sample runs (a few episodes of a run)
+RUNS = sorted(p for root in (PUBLISHED, SAMPLES) for p in root.iterdir() if p.is_dir())
+EPISODES = sorted(n for run in RUNS for n in run.glob("*/history.ipynb"))
+SWE_MASKED = SAMPLES / "gpt-4o-2024-08-06_swe-agent_masked"
+#: what is known of the runs the data holds today; a run added to the data is checked by every
+#: test without an entry here
+PAPER_ACCURACY = {  # the paper's Table 4 / Table 6 and what the published files give
+    "react-super_expert": 14.4,  # Table 4 exactly
+    "swe-agent_expert": 16.7,  # Table 4: 16.3, a mean of three seeds
+    "react-super_masked": 41.1,  # Table 6: 41.6 over 152; 144 episodes were published
+}
+SCRIPT_COMPARED = {"react-super_masked": 94}
 
 
-def _require_reference() -> None:
-    """The reference is part of the workspace; without CI a missing copy skips, with CI fails."""
-    if not PUBLISHED.is_dir() and not os.environ.get("CI"):
-        pytest.skip(f"SUPER's published episodes are not at {PUBLISHED}")
+def _short(run: Path) -> str:
+    return run.name.split("_", 1)[1]
 
 
 def _episode(notebook: Path):
@@ -64,9 +73,13 @@ def _metrics_means(run: Path) -> dict[str, float]:
     return means
 
 
-def test_the_published_episodes_are_all_there() -> None:
-    _require_reference()
-    assert len(EPISODES) == EPISODE_COUNT
+def test_the_data_holds_the_published_runs_and_the_samples() -> None:
+    """The oracle never skips: the data is in the repository, and each episode folder holds its
+    scores (the runs' sizes come from the data, not from here)."""
+    assert len(RUNS) >= 4 and len(EPISODES) >= 238
+    for run in RUNS:
+        folders = [p for p in run.iterdir() if p.is_dir()]
+        assert folders and all((f / "metrics.json").is_file() for f in folders), run
 
 
 @pytest.mark.parametrize(
@@ -83,7 +96,7 @@ def test_episode_scores_as_its_metrics(notebook: Path) -> None:
     final = episode.final_action
     submitted = False
     if final is not None and final.action == "submit":
-        submitted = scoring.is_submitted(scoring.parse_submission(final.content))
+        submitted = scoring.read_submission(final.content).submitted
     assert submitted == bool(metrics["submitted"]), final
 
     entrypoint = entrypoint_from_query(episode.query)
@@ -92,64 +105,152 @@ def test_episode_scores_as_its_metrics(notebook: Path) -> None:
         assert ours == metrics["entrypoint"], entrypoint
 
 
-def test_script_executed_is_checked_on_every_episode_whose_query_names_the_script() -> None:
-    """Masked queries say "your goal is to successfully run ```...```"; 94 of them name exactly
-    one script and have a published entrypoint score (the others name none or several)."""
-    _require_reference()
+@pytest.mark.parametrize("run", RUNS, ids=_short)
+def test_script_executed_is_checked_where_the_query_names_the_script(run: Path) -> None:
+    """Masked queries say "your goal is to successfully run ```...```"; where they name exactly
+    one script and the episode has a published entrypoint score, the test above compares ours."""
     compared = 0
-    for notebook in EPISODES:
-        episode = _episode(notebook)
+    for episode in read_run(run):
         if entrypoint_from_query(episode.query) and episode.metrics["entrypoint"] is not None:
             compared += 1
-    assert compared == 94
+    if _short(run) in SCRIPT_COMPARED:
+        assert compared == SCRIPT_COMPARED[_short(run)]
+    elif run.name.endswith("_masked"):
+        assert compared > 0
 
 
-def test_imported_results_have_the_means_of_the_metrics(tmp_path: Path, capsys) -> None:
-    _require_reference()
-    assert cli(["import-trajectories", str(PUBLISHED), "--out", str(tmp_path)]) == 0
-    runs = sorted(p for p in PUBLISHED.iterdir() if p.is_dir())
-    assert len(runs) == 3
-    accuracy = {}
-    for run in runs:
-        records = report.read_results(tmp_path / run.name / "results.jsonl")
-        assert len(records) == len(list(run.glob("*/metrics.json")))
-        (row,) = [r for r in report.summarize(records) if r.group == run.name.rsplit("_", 1)[1]]
-        expected = _metrics_means(run)
-        assert row.submitted == pytest.approx(expected["submitted"], abs=1e-12)
-        assert row.accuracy == pytest.approx(expected["output_match"], abs=1e-12)
-        assert row.landmarks == pytest.approx(expected["checkpoints"], abs=1e-12)
-        assert row.script_executed == pytest.approx(expected["entrypoint"], abs=1e-12)
-        accuracy[run.name.split("_", 1)[1]] = round(100 * row.accuracy, 1)
-        assert all(r.properties["agent"].startswith(PUBLISHED_PREFIX) for r in records)
-    # The paper's Table 4: ReAct-SUPER Expert accuracy 14.4 (this folder is that run). The other
-    # folders are stated, not tuned: SWE-agent Expert 16.7 vs the paper's 16.3 (a mean of three
-    # seeds), ReAct-SUPER Masked 41.1 vs 41.6 (Table 6; 144 of 152 episodes were published).
-    assert accuracy == {
-        "react-super_expert": 14.4,
-        "swe-agent_expert": 16.7,
-        "react-super_masked": 41.1,
-    }
-    masked = report.read_results(tmp_path / runs[1].name / "results.jsonl")
-    other = [r for r in masked if r.properties["category"] in ("custom", "customgoal")]
-    assert len(other) == 5
-    groups = {r.group: r.tasks for r in report.summarize(masked)}
-    assert groups["masked:other"] == 5 and groups["masked:configuration"] == 18
+@pytest.mark.parametrize("run", RUNS, ids=_short)
+def test_imported_results_have_the_means_of_the_metrics(run: Path, tmp_path: Path, capsys) -> None:
+    assert cli(["import-trajectories", str(run), "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    folders = [p for p in run.iterdir() if p.is_dir()]
+    assert f"imported {len(folders)} episodes of {run.name}" in printed
+    records = report.read_results(tmp_path / run.name / "results.jsonl")
+    assert len(records) == len(folders)
+    (row,) = [r for r in report.summarize(records) if r.group == run.name.rsplit("_", 1)[1]]
+    expected = _metrics_means(run)
+    assert row.submitted == pytest.approx(expected["submitted"], abs=1e-12)
+    assert row.accuracy == pytest.approx(expected["output_match"], abs=1e-12)
+    assert row.landmarks == pytest.approx(expected["checkpoints"], abs=1e-12)
+    assert row.script_executed == pytest.approx(expected["entrypoint"], abs=1e-12)
+    assert all(r.properties["agent"].startswith(PUBLISHED_PREFIX) for r in records)
+    if _short(run) in PAPER_ACCURACY:
+        assert round(100 * row.accuracy, 1) == PAPER_ACCURACY[_short(run)]
+    if _short(run) == "react-super_masked":
+        other = [r for r in records if r.properties["category"] in ("custom", "customgoal")]
+        assert len(other) == 5
+        groups = {r.group: r.tasks for r in report.summarize(records)}
+        assert groups["masked:other"] == 5 and groups["masked:configuration"] == 18
 
 
-def test_imported_trajectories_replay_the_agents_actions(tmp_path: Path) -> None:
-    _require_reference()
-    for run in sorted(p for p in PUBLISHED.iterdir() if p.is_dir()):
-        assert cli(["import-trajectories", str(run), "--out", str(tmp_path)]) == 0
-        for episode in read_run(run):
-            saved = load_trajectory(
-                tmp_path / run.name / "trajectories" / f"{episode.task_id}.json"
-            )
-            assert saved.task_id == episode.task_id and saved.query == episode.query
-            own = [s for s in episode.steps if not s.pre_executed]
-            skipped = {"format_error", "limit"}
-            assert [s.content for s in replayed_steps(saved)] == [
-                s.content for s in own if s.action not in skipped
-            ]
+@pytest.mark.parametrize("run", RUNS, ids=_short)
+def test_imported_trajectories_replay_the_agents_actions(run: Path, tmp_path: Path) -> None:
+    assert cli(["import-trajectories", str(run), "--out", str(tmp_path)]) == 0
+    for episode in read_run(run):
+        saved = load_trajectory(tmp_path / run.name / "trajectories" / f"{episode.task_id}.json")
+        assert saved.task_id == episode.task_id and saved.query == episode.query
+        own = [s for s in episode.steps if not s.pre_executed]
+        skipped = {"format_error", "limit"}
+        assert [(s.action, s.content) for s in replayed_steps(saved)] == [
+            (s.action, s.content) for s in own if s.action not in skipped
+        ]
+        # nothing the runner did (prefix cells, its waits, pre-executed edits) is replayed, and
+        # no limit ending is sent to the kernel as code
+        assert not any(s.content.startswith(("EDITING `", "exit_")) for s in replayed_steps(saved))
+
+
+# -- SWE-agent on Masked: the samples of its layout ---------------------------------------------
+
+
+def _sample(task_id: str):
+    return read_episode(
+        SWE_MASKED / task_id, model="gpt-4o-2024-08-06", agent="swe-agent", set_name="masked"
+    )
+
+
+def test_swe_masked_pre_executed_edits_are_edits_with_path_before_and_after() -> None:
+    episode = _sample("dpt_goal")
+    edits = [s for s in episode.steps if s.pre_executed and s.action == "edit"]
+    assert len(edits) == 3
+    first = parse_edit(edits[0].content)
+    assert first.file == "/content/dpt/data_utils.py"
+    assert "def load_dataset(self, split):" in first.before
+    assert "files = {" in first.after and "files = {" not in first.before
+    assert all(s.cell_status == "ok" for s in edits)
+    assert not any(s.content.startswith("EDITING") for s in episode.steps)
+    # the prefix comes first: no pre-executed step after the agent's first own step
+    flags = [s.pre_executed for s in episode.steps]
+    assert flags == sorted(flags, reverse=True)
+
+
+def test_swe_masked_continuations_are_the_prefixs_waits() -> None:
+    episode = _sample("amrbart_configuration")
+    (wait,) = [s for s in episode.steps if s.action == "continue_wait"]
+    assert wait.pre_executed and wait.content == "" and wait.thought == "[continued after timeout]"
+    assert not any(s.action == "format_error" for s in episode.steps)
+
+
+@pytest.mark.parametrize(
+    ("task_id", "status"),
+    [
+        ("dpt_goal", "compute_limit"),
+        ("acqsurvey_issue", "budget_exceeded"),  # exit_context: the context window
+        ("robust_prompt_classifier_cpu", "submitted"),
+    ],
+)
+def test_swe_masked_endings_have_their_exit_status(task_id: str, status: str) -> None:
+    episode = _sample(task_id)
+    assert episode_record(episode).properties["exit_status"] == status
+    if status != "submitted":
+        assert episode.final_action.action == "limit"
+
+
+def test_swe_masked_submission_that_is_not_json_counts_as_submitted_and_scores_nothing() -> None:
+    episode = _sample("robust_prompt_classifier_cpu")
+    final = episode.final_action
+    assert final.action == "submit" and final.content.startswith("{22896: 9")
+    read = scoring.read_submission(final.content)
+    assert read.submitted and read.value is None and "not valid JSON" in read.problem
+    record = episode_record(episode)
+    assert record.properties["submitted"] is True  # as published (metrics.json: 1)
+
+
+def test_a_folder_without_a_notebook_is_imported_from_its_metrics_and_named(
+    tmp_path: Path, capsys
+) -> None:
+    run = tmp_path / "published" / SWE_MASKED.name
+    shutil.copytree(SWE_MASKED, run)
+    (run / "dpt_goal" / "history.ipynb").unlink()
+    (run / "broken").mkdir()
+    (run / "broken" / "metrics.json").write_text("{not json")
+    assert cli(["import-trajectories", str(run), "--out", str(tmp_path / "out")]) == 1
+    out, err = capsys.readouterr()
+    assert f"imported 4 episodes of {run.name}" in out
+    assert "budget_exceeded 2" in out and "submitted 1" in out
+    assert f"{run / 'dpt_goal'}: no history.ipynb" in err
+    assert f"{run / 'broken' / 'metrics.json'}: not readable JSON" in err
+    records = report.read_results(tmp_path / "out" / run.name / "results.jsonl")
+    assert sorted(r.task_id for r in records) == sorted(p.name for p in SWE_MASKED.iterdir())
+    (dpt,) = [r for r in records if r.task_id == "dpt_goal"]
+    assert dpt.properties["landmarks"] == pytest.approx(2 / 3) and dpt.properties["steps"] == 0
+
+
+def test_rescore_lists_where_our_scorer_and_the_published_values_differ(
+    tmp_path: Path, capsys
+) -> None:
+    run = tmp_path / "published" / SWE_MASKED.name
+    shutil.copytree(SWE_MASKED, run)
+    metrics = json.loads((run / "robust_prompt_classifier_cpu" / "metrics.json").read_text())
+    metrics["entrypoint"] = 0.0  # ours is 1.0: the script ran for long without an error
+    (run / "robust_prompt_classifier_cpu" / "metrics.json").write_text(json.dumps(metrics))
+    assert cli(["import-trajectories", str(run), "--out", str(tmp_path), "--rescore"]) == 0
+    out = capsys.readouterr().out
+    assert "rescored: 1 differ from the published values" in out
+    assert "robust_prompt_classifier_cpu: script_executed published 0.0, ours 1.0" in out
+    records = report.read_results(tmp_path / run.name / "results.jsonl")
+    (robust,) = [r for r in records if r.task_id == "robust_prompt_classifier_cpu"]
+    assert robust.properties["rescored_script_executed"] == 1.0
+    assert robust.properties["script_executed"] == 0.0  # the published value is kept
 
 
 # -- import and replay of episodes in the published format ------------------------------------------
@@ -201,6 +302,23 @@ SWE_STEPS = [
     ("Done.", "submit", 'submit {"answer": 49}', "", 0),
 ]
 
+#: SWE-agent on Masked: a pre-executed edit written as `EDITING`, the runner's wait for a cell
+#: left running, then the agent's own actions
+SWE_MASKED_STEPS = [
+    ("[pre-executed by user]", "None", "open('n.txt', 'w').write('6\\n')", "", 0),
+    (
+        "EXECUTED BY USER",
+        "None",
+        "EDITING `n.txt. CHANGING:\n\n\n6\n\n\nTO:\n\n\n8\n",
+        "Edit was successful.",
+        0,
+    ),
+    ("[continued after timeout]", "", "continue_wait", "", 0),
+    ("Look at it.", "open", "open n.txt", "[File: n.txt (1 lines total)]", 0),
+    ("Compute.", "None", "print(7 * int(open('n.txt').read()))", "42\n", 1),
+    ("Done.", "submit", 'submit {"answer": 42}', "", 0),
+]
+
 
 @pytest.fixture
 def local_env(tmp_path: Path):
@@ -235,8 +353,15 @@ PREFIX = (Cell(kind="execute", code="open('n.txt', 'w').write('6\\n')"),)
             r"\(2 lines total\)",  # only the file viewer says it
             ["execute", "open", "edit", "execute", "submit"],
         ),
+        (
+            "gpt-4o-2024-08-06_swe-agent_masked",
+            SWE_MASKED_STEPS,
+            {"answer": 42},  # 7 * 6: the published pre-executed edit (6 -> 8) is not replayed
+            r"\(1 lines total\)",
+            ["execute", "open", "execute", "submit"],
+        ),
     ],
-    ids=["react-super", "swe-agent"],
+    ids=["react-super", "swe-agent", "swe-agent-masked"],
 )
 def test_replay_agent_replays_an_imported_published_episode(
     tmp_path: Path, local_env, run: str, steps, answer, landmark, expected_actions
@@ -266,8 +391,10 @@ def test_replay_agent_replays_an_imported_published_episode(
     done = load_trajectory(tmp_path / "ours" / "tiny.json").steps
     assert [s.action for s in done] == expected_actions
     assert [s.pre_executed for s in done][:1] == [masked]
-    if masked:
+    if run.endswith("react-super_masked"):
         assert "42" in done[1].output and done[2].observation.startswith("Edit was successful")
+    elif masked:
+        assert "(1 lines total)" in done[1].observation and "42" in done[2].output
     else:
         assert "(2 lines total)" in done[1].observation and "49" in done[3].output
 
