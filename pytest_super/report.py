@@ -153,6 +153,17 @@ def summarize(records: Iterable[TaskRecord]) -> list[SummaryRow]:
     return rows
 
 
+#: the scores a set has by design (SUPER's Auto tasks have no answer to submit and no landmarks:
+#: only script-executed); a set not named has them all
+SCORES_OF_SET = {"auto": ("script_executed",)}
+
+
+def applies(record: TaskRecord, name: str) -> bool:
+    """Whether score `name` means anything for the record's set (the summary shows `-`/`–` and
+    the `all` row leaves the record out of that mean where it does not)."""
+    return name in SCORES_OF_SET.get(str(record.properties.get("set") or ""), SCORES)
+
+
 def score_value(record: TaskRecord, name: str) -> float | None:
     """A record's numeric property (scores, tokens, cost) as a float; None when absent or empty
     (JUnit files carry "" and older ones "None")."""
@@ -178,7 +189,7 @@ def _row(group: str, records: list[TaskRecord]) -> SummaryRow:
 
     def per_task(name: str) -> list[list[float]]:
         return [
-            [v for v in (score_value(r, name) for r in runs) if v is not None]
+            [v for v in (score_value(r, name) for r in runs if applies(r, name)) if v is not None]
             for runs in by_task.values()
         ]
 

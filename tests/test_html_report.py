@@ -340,3 +340,63 @@ def test_landmark_excerpts_keep_the_outputs_lines():
     assert (hit.step, miss.step, miss.excerpt) == (1, None, "")
     assert hit.excerpt == outputs[1].rstrip("\n") + "\n"
     assert html.clean_for_model(hit.excerpt) == " epoch 5 | loss 0.5\nsaved to out.json\n"
+
+
+def test_front_page_charts_masked_categories_beside_the_papers_runs_in_the_browser(
+    two_runs, tmp_path, record_property
+):
+    """One chart where people would rather look than read: accuracy and landmarks per masked
+    category, our run beside the paper's Masked run imported into the same report folder."""
+    from published_data import sample_runs
+
+    reports_dir = tmp_path / "reports"
+    ours = reports_dir / two_runs[0].name
+    shutil.copytree(two_runs[0], ours)
+    (paper,) = sample_runs().iterdir()
+    assert cli_main(["import-trajectories", str(paper), "--out", str(reports_dir)]) == 0
+    index = html.write_run_report(ours)
+    dom = render(index, tmp_path)
+    (chart,) = re.findall(r'<svg class="chart".*?</svg>', dom, re.DOTALL)
+    bars = re.findall(r"<title>([^<]*?): (\w+) (accuracy|landmarks) ([^<]*)</title>", chart)
+    runs = {b[0] for b in bars}
+    assert any(r.startswith("gold (") for r in runs), runs
+    assert "paper: swe-agent/gpt-4o-2024-08-06" in runs
+    categories = {b[1] for b in bars}
+    assert {"data", "cpu", "issue", "configuration", "goal"} <= categories
+    # our masked task passed: 100% accuracy in its categories; the paper's goal episode 0%
+    assert ("data", "accuracy", "100%") in {
+        (b[1], b[2], b[3]) for b in bars if b[0] in runs - {"paper: swe-agent/gpt-4o-2024-08-06"}
+    }
+    assert ("paper: swe-agent/gpt-4o-2024-08-06", "goal", "landmarks", "67%") in bars
+    shot = screenshot(index, tmp_path, "report-category-chart", height=1400)
+    record_property("screenshot", str(shot))
+
+
+def test_summary_shows_no_submitted_for_auto_and_the_all_row_leaves_it_out():
+    """Auto tasks have no submission by design: their submitted is `-` (text) / `–` (HTML), not
+    0.0, and the `all` row's submitted is the mean over the sets where it applies."""
+    from pytest_super import report
+
+    def record(task_id: str, set_name: str, submitted: bool, script: float | None):
+        return report.TaskRecord(
+            task_id,
+            "passed",
+            {"set": set_name, "submitted": submitted, "script_executed": script, "accuracy": None},
+        )
+
+    records = [
+        record("e1", "expert", True, None),
+        record("e2", "expert", True, None),
+        record("a1", "auto", False, 1.0),
+        record("a2", "auto", False, 0.0),
+    ]
+    rows = {r.group: r for r in report.summarize(records)}
+    assert rows["auto"].submitted is None and rows["auto"].landmarks is None
+    assert rows["all"].submitted == 1.0  # the experts' mean, not (1 + 1 + 0 + 0) / 4
+    assert rows["all"].script_executed == 0.5
+    table = report.format_table({"run": list(rows.values())}).splitlines()
+    header = table[0].split()
+    (auto,) = [line.split() for line in table if line.startswith("auto")]
+    assert auto[header.index("sub%")] == "-"
+    (every,) = [line.split() for line in table if line.startswith("all")]
+    assert every[header.index("sub%")].startswith("100.0")

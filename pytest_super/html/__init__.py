@@ -15,12 +15,15 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
+import markupsafe
 
 from pytest_super import report as reports
 from pytest_super.edit import EditFormatError, parse_edit
 from pytest_super.kernels.output import clean_for_model
+from pytest_super.names import file_stem
 from pytest_super.trajectory import read_trajectory_data
 
 HERE = Path(__file__).parent
@@ -102,9 +105,16 @@ class RunView:
 
 
 def page_name(task_id: str) -> str:
-    """The file name of a task's page (task ids may hold any character)."""
-    safe = "".join(c if c.isalnum() or c in "-_.," else "_" for c in task_id)
-    return f"tasks/{safe}.html"
+    """The file name of a task's page: safe, bounded and collision-free whatever the task id
+    holds (`a/b` and `a_b` get pages of their own), as trajectories are named."""
+    return f"tasks/{file_stem(task_id)}.html"
+
+
+def relative_href(path: str) -> str:
+    """A link to a file of the report, never a scheme from data: the path percent-encoded (a
+    folder named `javascript:...` stays a folder) and starting with `./` or `../`."""
+    encoded = quote(path.replace(os.sep, "/"), safe="/._-~")
+    return encoded if encoded.startswith(("./", "../")) else f"./{encoded}"
 
 
 def load_run(run_dir: Path) -> RunView:
@@ -188,7 +198,12 @@ def _environment() -> jinja2.Environment:
     )
     # outputs are shown as a terminal would have left them (no ANSI codes, progress bars settled)
     env.filters.update(
-        cell=_cell_text, as_json=_as_json, diff=edit_diff, clip=_clip, terminal=clean_for_model
+        cell=_cell_text,
+        as_json=_as_json,
+        diff=edit_diff,
+        clip=_clip,
+        terminal=clean_for_model,
+        href=relative_href,
     )
     return env
 
@@ -234,6 +249,101 @@ def edit_diff(content: str) -> list[tuple[str, str]] | None:
     return lines
 
 
+#: the chart's bar colours, one per run shown (accuracy solid, landmarks the same colour lighter)
+CHART_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+_CHART_BAR = 9  # px per bar
+_CHART_LABEL = 170  # px for the category names
+_CHART_WIDTH = 360  # px for 100%
+
+
+def category_chart(runs: list[tuple[str, list[reports.SummaryRow]]]) -> markupsafe.Markup | None:
+    """Accuracy and landmarks per masked category, a pair of bars per run (inline SVG, no
+    script); None when no run has masked tasks."""
+    by_run = [
+        (label, {r.group.split(":", 1)[1]: r for r in rows if r.group.startswith("masked:")})
+        for label, rows in runs
+    ]
+    categories = sorted({c for _, rows in by_run for c in rows})
+    if not categories:
+        return None
+    block = 2 * _CHART_BAR * len(by_run) + 10
+    legend = 18 * len(by_run) + 8
+    height = legend + block * len(categories) + 20
+    width = _CHART_LABEL + _CHART_WIDTH + 60
+    parts = [
+        f'<svg class="chart" role="img" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">',
+        "<title>Accuracy and landmarks per masked category</title>",
+    ]
+    for i, (label, _) in enumerate(by_run):
+        colour = CHART_COLOURS[i % len(CHART_COLOURS)]
+        y = 4 + 18 * i
+        parts.append(f'<rect x="0" y="{y}" width="12" height="12" fill="{colour}"/>')
+        parts.append(
+            f'<rect x="14" y="{y}" width="12" height="12" fill="{colour}" fill-opacity="0.4"/>'
+        )
+        parts.append(
+            f'<text x="32" y="{y + 10}" font-size="12">{markupsafe.escape(label)} '
+            "(accuracy, landmarks)</text>"
+        )
+    for c, category in enumerate(categories):
+        top = legend + c * block
+        parts.append(
+            f'<text x="{_CHART_LABEL - 6}" y="{top + block / 2}" font-size="12" '
+            f'text-anchor="end">{markupsafe.escape(category)}</text>'
+        )
+        for i, (label, rows) in enumerate(by_run):
+            colour = CHART_COLOURS[i % len(CHART_COLOURS)]
+            row = rows.get(category)
+            for j, (name, opacity) in enumerate((("accuracy", 1.0), ("landmarks", 0.4))):
+                value = getattr(row, name) if row is not None else None
+                y = top + (2 * i + j) * _CHART_BAR
+                shown = "–" if value is None else f"{100 * value:.0f}%"
+                bar = 0 if value is None else round(_CHART_WIDTH * value, 1)
+                parts.append(
+                    f'<rect x="{_CHART_LABEL}" y="{y}" width="{bar}" height="{_CHART_BAR - 1}" '
+                    f'fill="{colour}" fill-opacity="{opacity}"><title>'
+                    f"{markupsafe.escape(label)}: {category} {name} {shown}</title></rect>"
+                )
+                parts.append(
+                    f'<text x="{_CHART_LABEL + bar + 4}" y="{y + _CHART_BAR - 1}" '
+                    f'font-size="9">{shown}</text>'
+                )
+    axis = legend + block * len(categories) + 4
+    for tick in (0, 50, 100):
+        x = _CHART_LABEL + _CHART_WIDTH * tick / 100
+        parts.append(
+            f'<line x1="{x}" y1="{legend - 4}" x2="{x}" y2="{axis}" stroke="#999" '
+            'stroke-width="0.5"/>'
+        )
+        parts.append(
+            f'<text x="{x}" y="{axis + 12}" font-size="10" text-anchor="middle">{tick}%</text>'
+        )
+    parts.append("</svg>")
+    return markupsafe.Markup("".join(parts))
+
+
+def published_masked_beside(run_dir: Path) -> list[tuple[str, list[reports.SummaryRow]]]:
+    """The paper's Masked runs imported into the same report folder (`pytest-super
+    import-trajectories`), as (label, summary rows), to show beside a run of ours."""
+    found = []
+    for results in sorted(run_dir.parent.glob("*/results.jsonl")):
+        if results.parent == run_dir:
+            continue
+        try:
+            records = reports.read_results(results)
+        except (OSError, ValueError):
+            continue
+        agents = {str(r.properties.get("agent") or "") for r in records}
+        sets = {str(r.properties.get("set") or "") for r in records}
+        if sets == {"masked"} and agents and all(a.startswith("published:") for a in agents):
+            model = str(records[0].properties.get("model") or "")
+            found.append(
+                (f"paper: {agents.pop()[len('published:') :]}/{model}", reports.summarize(records))
+            )
+    return found
+
+
 def write_run_report(run_dir: Path) -> Path:
     """Write `run_dir/index.html` and one page per task; return the index's path."""
     run = load_run(run_dir)
@@ -248,9 +358,10 @@ def write_run_report(run_dir: Path) -> Path:
     sets = sorted({str(t.prop("set") or "?") for t in run.tasks})
     categories = sorted({c for t in run.tasks for c in t.categories})
     outcomes = [o for o in reports.OUTCOMES if any(t.outcome == o for t in run.tasks)]
+    chart = category_chart([(run.label, run.rows), *published_masked_beside(run_dir)])
     index.write_text(
         env.get_template("index.html.j2").render(
-            run=run, sets=sets, categories=categories, outcomes=outcomes, root=""
+            run=run, sets=sets, categories=categories, outcomes=outcomes, root="", chart=chart
         ),
         encoding="utf-8",
     )
@@ -303,6 +414,7 @@ def write_comparison(run_dirs: list[Path], out_dir: Path) -> Path:
             compared=compared,
             flipped=sum(c.flipped for c in compared),
             root="",
+            chart=category_chart([(run.label, run.rows) for run in runs]),
         ),
         encoding="utf-8",
     )
