@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_super import scoring, stats
+from pytest_super import scoring, stats, strictjson
 from pytest_super.kernels.output import clean_for_model
 from pytest_super.runner import TaskResult
 from pytest_super.tasks import categories_of, jsonl_lines
@@ -380,7 +380,7 @@ class ResultsWriter:
         self._file = path.open("a", encoding="utf-8")
 
     def write(self, record: TaskRecord) -> None:
-        self._file.write(json.dumps(record.as_json(), default=str) + "\n")
+        self._file.write(strictjson.dumps(record.as_json()) + "\n")
         self._file.flush()
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import sys
 import time
 import warnings
 from collections.abc import Iterable, Sequence
@@ -247,9 +248,65 @@ def observed_texts(steps: Iterable[Step]) -> list[str]:
     return [s.output if (s.code is not None or s.output) else s.observation for s in steps]
 
 
+if sys.version_info >= (3, 11):  # the parser of `re` (3.11 moved it, deprecating sre_parse)
+    from re import _parser as sre_parse
+else:
+    import sre_parse
+
+#: the most a landmark's counted repeats may stand for, nested ones multiplied: the `regex`
+#: module expands them when it compiles. Measured here: `(?:a{1000}){1000}` (1,000,000) took
+#: 274 MB, `(?:a{2000}){2000}` 1 GB, and the 19 characters `(?:a{5000}){5000}` 6.7 GB and 26 s;
+#: 100,000 stays near the interpreter's own size. SUPER's landmarks repeat a few characters.
+MAX_LANDMARK_EXPANSION = 100_000
+
+
+def regex_expansion(pattern: str) -> int:
+    """How many pattern items `pattern` stands for once its counted repeats (`x{n}`, `x{m,n}`)
+    are expanded, nested ones multiplied (capped just past MAX_LANDMARK_EXPANSION). Open repeats
+    (`*`, `+`, `{m,}`) count their minimum: matchers loop over them instead of expanding them.
+    Raises re.error for a pattern `re` cannot parse."""
+    cap = MAX_LANDMARK_EXPANSION + 1
+
+    def size(items: Any) -> int:
+        total = 0
+        for op, arg in items:
+            name = str(op)
+            if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+                low, high, sub = arg
+                times = max(low, 1) if high == sre_parse.MAXREPEAT else high
+                total += times * size(sub)
+            elif name in ("SUBPATTERN", "ATOMIC_GROUP"):
+                total += size(arg[-1])
+            elif name == "BRANCH":
+                total += sum(size(branch) for branch in arg[1])
+            elif name in ("ASSERT", "ASSERT_NOT"):
+                total += size(arg[1])
+            else:
+                total += 1
+            if total >= cap:
+                return cap
+        return total
+
+    return size(sre_parse.parse(pattern))
+
+
 def _compiled(landmark: str) -> Any:
     """The landmark for `regex` (same syntax as `re`, but with a timeout); `re` for the rare
-    pattern only `re` accepts."""
+    pattern only `re` accepts. None for a pattern whose counted repeats stand for more than
+    MAX_LANDMARK_EXPANSION items (compiling it would take gigabytes)."""
+    try:
+        if regex_expansion(landmark) > MAX_LANDMARK_EXPANSION:
+            warnings.warn(
+                SuperWarning(
+                    f"landmark {landmark!r} repeats more than {MAX_LANDMARK_EXPANSION:,} times "
+                    "once its nested counts are multiplied and counts as not hit; use + or * "
+                    "instead of large nested counts"
+                ),
+                stacklevel=4,
+            )
+            return None
+    except re.error:
+        pass  # `regex` may still read it (its syntax is wider)
     try:
         return regex.compile(landmark)
     except regex.error:
@@ -265,6 +322,8 @@ def _landmark_search(
 ) -> tuple[int, Any] | None:
     """The first text `landmark` matches, as (index, match); None if none (or time ran out)."""
     pattern = _compiled(landmark)
+    if pattern is None:
+        return None
     deadline = time.monotonic() + timeout_s
     for index, text in enumerate(texts):
         remaining = deadline - time.monotonic()

@@ -22,6 +22,7 @@ from typing import Any
 import nbformat
 from nbformat import v4
 
+from pytest_super import strictjson
 from pytest_super.atomic import replacing
 
 
@@ -78,7 +79,7 @@ class Trajectory:
         """Rewrite the whole file (atomically): the steps so far and the current `info`."""
         with replacing(self.path) as f:
             head = {k: getattr(self, k) for k in ("task_id", "agent", "model", "query")}
-            f.write(json.dumps(head, default=str)[:-1] + ', "steps": [')
+            f.write(strictjson.dumps(head)[:-1] + ', "steps": [')
             for number, step in enumerate(self.steps):
                 f.write((",\n" if number else "\n") + _step_json(step))
             f.flush()
@@ -87,7 +88,7 @@ class Trajectory:
         self._trailer_at = trailer_at
 
     def _trailer(self) -> bytes:
-        return ('\n], "info": ' + json.dumps(self.info, default=str) + "}\n").encode("utf-8")
+        return ('\n], "info": ' + strictjson.dumps(self.info) + "}\n").encode("utf-8")
 
     @property
     def notebook_path(self) -> Path:
@@ -125,7 +126,7 @@ class Trajectory:
                 if step.observation:
                     text += f"\n\n```\n{step.observation[-5000:]}\n```"
                 nb.cells.append(v4.new_markdown_cell(text))
-        summary = json.dumps(self.info, indent=2, default=str)
+        summary = strictjson.dumps(self.info, indent=2)
         nb.cells.append(v4.new_markdown_cell(f"## Result\n\n```json\n{summary}\n```"))
         nbformat.validate(nb)
         # written cell by cell: nbformat.writes would hold the notebook's text, and a copy of it
@@ -140,11 +141,11 @@ class Trajectory:
 
 
 def _notebook_json(value: Any) -> str:
-    return json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False)
+    return strictjson.dumps(value, indent=1, sort_keys=True, ensure_ascii=False)
 
 
 def _step_json(step: Step) -> str:
-    return json.dumps(asdict(step), default=str)
+    return strictjson.dumps(asdict(step))
 
 
 _TRAILER = '], "info": '

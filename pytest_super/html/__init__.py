@@ -10,7 +10,6 @@ CSS and JavaScript are inlined, nothing is fetched, and they open from disk. Eve
 from __future__ import annotations
 
 import difflib
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ import jinja2
 import markupsafe
 
 from pytest_super import report as reports
+from pytest_super import strictjson
 from pytest_super.edit import EditFormatError, parse_edit
 from pytest_super.kernels.output import clean_for_model
 from pytest_super.names import file_stem
@@ -223,7 +223,7 @@ def _cell_text(value: float | None, column: str) -> str:
 
 
 def _as_json(value: Any) -> str:
-    return json.dumps(value, default=str, ensure_ascii=False)
+    return strictjson.dumps(value, ensure_ascii=False)
 
 
 def _clip(text: str | None, chars: int = OBSERVATION_CHARS) -> str:

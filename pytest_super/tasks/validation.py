@@ -24,7 +24,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
 from pytest_super.errors import SuperWarning, TaskFileError
-from pytest_super.scoring import unmatchable_leaves
+from pytest_super.scoring import MAX_LANDMARK_EXPANSION, regex_expansion, unmatchable_leaves
 from pytest_super.tasks.model import (
     YAML_IMAGE,
     Cell,
@@ -285,6 +285,16 @@ def _check_landmarks(landmarks: tuple[str, ...], origin: Origin) -> None:
                 line=origin.line_at(["landmarks", index], False),
                 hint="fix the regex (Python `re` syntax); escape literal characters like ( [ . with \\",
             ) from None
+        if regex_expansion(landmark) > MAX_LANDMARK_EXPANSION:
+            raise TaskFileError(
+                origin.path,
+                f"landmark {index} repeats more than {MAX_LANDMARK_EXPANSION:,} times once its "
+                "nested counts are multiplied: compiling it would take gigabytes",
+                field=origin.name_of(["landmarks", index]),
+                value=landmark,
+                line=origin.line_at(["landmarks", index], False),
+                hint="use + or * instead of large nested counts such as (?:a{5000}){5000}",
+            )
 
 
 def _schema_error(error: ValidationError, origin: Origin) -> TaskFileError:

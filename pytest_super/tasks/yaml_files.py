@@ -60,13 +60,20 @@ _TaskLoader.add_implicit_resolver(
 )
 
 
+#: the most nodes a task file may stand for once its aliases are expanded. The largest task of
+#: SUPER's sets (converted to YAML) has a few hundred; a "billion laughs" file of 524 bytes (nested
+#: anchors and aliases) stands for billions, and expanding it stalled collection for minutes.
+MAX_EXPANDED_NODES = 100_000
+
+
 def _parse_yaml(path: Path, text: str) -> tuple[Any, yaml.Node | None]:
     """The document and its node tree (for line numbers), from one safe parse."""
     loader = _TaskLoader(text)
     try:
         root = loader.get_single_node()
         if root is not None:
-            _check_duplicate_keys(path, root)
+            _check_expansion(path, root)
+            _check_duplicate_keys(path, root, set())
         data = None if root is None else loader.construct_document(root)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
@@ -87,13 +94,51 @@ def _parse_yaml(path: Path, text: str) -> tuple[Any, yaml.Node | None]:
         ) from None
     except yaml.YAMLError as error:
         raise TaskFileError(str(path), f"malformed YAML: {error}") from None
+    except RecursionError:
+        raise TaskFileError(
+            str(path),
+            "the YAML is nested too deeply to read",
+            hint="a task file nests a few levels (fields, cells, answer keys)",
+        ) from None
     finally:
         loader.dispose()
     return data, root
 
 
-def _check_duplicate_keys(path: Path, node: yaml.Node) -> None:
-    """YAML keeps the last of two equal keys silently; in a task file that is always a mistake."""
+def _check_expansion(path: Path, root: yaml.Node) -> None:
+    """Refuse a document whose aliases stand for more than MAX_EXPANDED_NODES nodes, counting each
+    shared node once per use without expanding anything (each node is visited once)."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        sizes[id(node)] = 1  # a node that contains itself (a recursive alias) counts once
+        total = 1
+        if isinstance(node, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            total += sum(size(item) for item in node.value)
+        total = min(total, MAX_EXPANDED_NODES + 1)
+        sizes[id(node)] = total
+        return total
+
+    if size(root) > MAX_EXPANDED_NODES:
+        raise TaskFileError(
+            str(path),
+            f"the YAML stands for more than {MAX_EXPANDED_NODES:,} values once its aliases (*name) "
+            "are expanded",
+            hint="write the values out, or use fewer nested anchors (&name) and aliases",
+        )
+
+
+def _check_duplicate_keys(path: Path, node: yaml.Node, seen_nodes: set[int]) -> None:
+    """YAML keeps the last of two equal keys silently; in a task file that is always a mistake.
+    Each node is checked once, however many aliases point at it."""
+    if id(node) in seen_nodes:
+        return
+    seen_nodes.add(id(node))
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
         for key, value in node.value:
@@ -107,10 +152,10 @@ def _check_duplicate_keys(path: Path, node: yaml.Node) -> None:
                         hint="keep one of them",
                     )
                 seen[key.value] = line
-            _check_duplicate_keys(path, value)
+            _check_duplicate_keys(path, value, seen_nodes)
     elif isinstance(node, yaml.SequenceNode):
         for item in node.value:
-            _check_duplicate_keys(path, item)
+            _check_duplicate_keys(path, item, seen_nodes)
 
 
 def _line_at(root: yaml.Node | None, location: Location, *, key: bool = False) -> int | None:

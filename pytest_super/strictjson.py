@@ -1,0 +1,34 @@
+"""Strict JSON for everything we write: no `NaN` or `Infinity`, which are not JSON and which strict
+readers (jq, JavaScript's JSON.parse, other languages' parsers) refuse.
+
+A non-finite float anywhere in a value (a submitted answer of `NaN`, a score) is written as the
+string "NaN", "Infinity" or "-Infinity"; scoring is unchanged, since it runs on the values before
+they are written. Other values that JSON has no type for are written as `str()` gives them, as
+`json.dumps(..., default=str)` did.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+def finite(value: Any) -> Any:
+    """`value` with every non-finite float replaced by its name as a string (a copy where one was
+    replaced; the value itself otherwise)."""
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(item) for item in value]
+    return value
+
+
+def dumps(value: Any, **kwargs: Any) -> str:
+    """`json.dumps` that writes strict JSON (see the module's docstring)."""
+    kwargs.setdefault("default", str)
+    return json.dumps(finite(value), allow_nan=False, **kwargs)

@@ -1,0 +1,151 @@
+"""Round three of attacks on what a run reads (issue 24): a 524-byte YAML alias bomb, a landmark
+whose compiling needs gigabytes, and NaN/Infinity in an answer or a submission."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_super.errors import TaskFileError
+from pytest_super.tasks import load_yaml_task
+
+ANSWER_X1 = """\
+id: {id}
+query: 'Report x as a json structured as follows: {{"x": 0}}.'
+answer: {{x: 1}}
+solution:
+  - execute: |
+      print('{{"x": 1}}')
+"""
+
+
+def alias_bomb() -> str:
+    """Nine nested levels of nine aliases each: 9**9 (387 million) strings from ~500 bytes."""
+    lines = ["id: bomb", "query: q", "answer: {x: 1}", 'a0: &a0 ["lol",' + '"lol",' * 7 + '"lol"]']
+    for level in range(1, 9):
+        lines.append(f"a{level}: &a{level} [" + ",".join([f"*a{level - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini("[pytest]\nsuper_tasks = tasks\n")
+    (pytester.path / "tasks" / "expert").mkdir(parents=True)
+    (pytester.path / "tasks" / "expert" / "ok.yaml").write_text(ANSWER_X1.format(id="ok"))
+    return pytester
+
+
+def _strict(text: str) -> object:
+    def refuse(name: str) -> None:
+        raise ValueError(f"not JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+# -- 1. the YAML alias bomb ------------------------------------------------------------------------
+def test_an_alias_bomb_is_a_load_error_in_well_under_a_second(tmp_path: Path) -> None:
+    """Red on 636b730: loading it did not end (collection still running after 120 s)."""
+    path = tmp_path / "bomb.yaml"
+    path.write_text(alias_bomb())
+    assert path.stat().st_size < 600
+    started = time.monotonic()
+    with pytest.raises(TaskFileError, match="aliases") as error:
+        load_yaml_task(path)
+    assert time.monotonic() - started < 1.0
+    assert str(path) in str(error.value)
+
+
+def test_an_alias_bomb_beside_a_good_task_does_not_stop_the_run(project) -> None:
+    (project.path / "tasks" / "expert" / "bomb.yaml").write_text(alias_bomb())
+    started = time.monotonic()
+    result = project.runpytest_subprocess(
+        "--super-agent=gold", "--super-backend=local", timeout=120
+    )
+    assert time.monotonic() - started < 60
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*bomb.yaml*aliases*"])
+
+
+def test_aliases_that_stand_for_a_few_values_still_load(tmp_path: Path) -> None:
+    path = tmp_path / "anchors.yaml"
+    path.write_text(
+        "id: anchors\nset: expert\nquery: q\nanswer: &a {x: 1}\nsolution:\n"
+        "  - execute: &cell print(1)\n  - execute: *cell\n"
+    )
+    task = load_yaml_task(path)
+    assert [c.code for c in task.solution] == ["print(1)", "print(1)"]
+
+
+# -- 2. a landmark whose compiling needs gigabytes ---------------------------------------------------
+def test_a_landmark_of_nested_counted_repeats_is_refused_at_load(tmp_path: Path) -> None:
+    """Red on 636b730: accepted at load; the scorer's `regex` then took 6.7 GB and 26 s here."""
+    path = tmp_path / "lm.yaml"
+    path.write_text(ANSWER_X1.format(id="lm") + "set: expert\nlandmarks: ['(?:a{5000}){5000}']\n")
+    with pytest.raises(TaskFileError, match="landmark 0 repeats more than") as error:
+        load_yaml_task(path)
+    assert "(?:a{5000}){5000}" in str(error.value) and str(path) in str(error.value)
+
+
+SCORING_RSS = """
+import resource, warnings
+from pytest_super.scoring import check_landmarks
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    score, missed = check_landmarks(["(?:a{5000}){5000}", "done"], ["a" * 10000 + " done"])
+print(score, len(missed), any("counts as not hit" in str(w.message) for w in caught))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def test_such_a_landmark_scores_as_not_hit_and_the_harness_stays_small() -> None:
+    """A task made in code (no load check) reaches the scorer: the landmark is not hit, with a
+    warning, and the scoring process's peak RSS stays under 400 MB (measured, not assumed)."""
+    done = subprocess.run(
+        [sys.executable, "-c", SCORING_RSS], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    verdict, peak_kb = done.stdout.split("\n")[:2]
+    assert verdict == "0.5 1 True"
+    assert int(peak_kb) < 400 * 1024, f"peak RSS {int(peak_kb) // 1024} MB"
+
+
+# -- 13. NaN and Infinity --------------------------------------------------------------------------
+NAN_TASK = """\
+id: nan
+query: 'Report x and y as {"x": 0, "y": 0}.'
+answer: {x: 1, y: 2}
+solution:
+  - execute: |
+      print('{"x": NaN, "y": Infinity}')
+"""
+
+
+def test_nan_and_infinity_are_written_as_strict_json(project) -> None:
+    """Red on 636b730: the trajectory held bare `NaN`/`Infinity`, which strict readers refuse."""
+    (project.path / "tasks" / "expert" / "nan.yaml").write_text(NAN_TASK)
+    result = project.runpytest_subprocess("--super-agent=gold", "--super-backend=local")
+    result.assert_outcomes(passed=1, failed=1)
+    (run_dir,) = (project.path / "reports").iterdir()
+    written = [run_dir / "results.jsonl", *run_dir.glob("trajectories/*")]
+    assert len(written) == 5  # results.jsonl, and two trajectories as JSON and notebook
+    for path in written:
+        text = path.read_text()
+        if path.suffix == ".jsonl":
+            for line in text.splitlines():
+                _strict(line)
+        else:
+            _strict(text)
+    trajectory = _strict((run_dir / "trajectories" / "nan.json").read_text())
+    assert trajectory["info"]["submission"] == {"x": "NaN", "y": "Infinity"}
+    (nan,) = [
+        json.loads(ln)
+        for ln in (run_dir / "results.jsonl").read_text().splitlines()
+        if '"nan"' in ln
+    ]
+    assert nan["accuracy"] == 0.0  # scoring ran on the values: NaN matches nothing
