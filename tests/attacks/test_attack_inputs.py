@@ -25,10 +25,17 @@ solution:
 
 
 def alias_bomb() -> str:
-    """Nine nested levels of nine aliases each: 9**9 (387 million) strings from ~500 bytes."""
-    lines = ["id: bomb", "query: q", "answer: {x: 1}", 'a0: &a0 ["lol",' + '"lol",' * 7 + '"lol"]']
+    """Nine nested levels of nine aliases each inside the answer (a free mapping): 9**9 (387
+    million) strings from about 520 bytes."""
+    lines = [
+        "id: bomb",
+        "set: expert",
+        "query: q",
+        "answer:",
+        '  a0: &a0 ["lol"' + ',"lol"' * 8 + "]",
+    ]
     for level in range(1, 9):
-        lines.append(f"a{level}: &a{level} [" + ",".join([f"*a{level - 1}"] * 9) + "]")
+        lines.append(f"  a{level}: &a{level} [" + ",".join([f"*a{level - 1}"] * 9) + "]")
     return "\n".join(lines) + "\n"
 
 
