@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_super import collect, interrupts, options
+from pytest_super import collect, interrupts, options, redaction
 from pytest_super import report as reports
 from pytest_super.errors import InfrastructureError, SuperError, TaskSetupError
 from pytest_super.kernels.base import KernelSettings
@@ -69,6 +69,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is None:
         os.environ["PYTEST_SUPER_CONTROLLER_PID"] = str(os.getpid())
     run = config.stash[RUN_KEY] = options.make_run(config, run_id)
+    if run.llm_settings is not None:
+        redaction.register(run.llm_settings.api_key)
     config.stash[REMOVAL_FAILURES_KEY] = []
     if run.agent:
         interrupts.stop_on_sigterm(config)
@@ -227,7 +229,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     ):
         exc = call.excinfo.value
         rep.longrepr = f"{type(exc).__name__}: {exc}"
+    _redact_report(rep)
     return rep
+
+
+def _redact_report(rep: pytest.TestReport) -> None:
+    """The run's secrets out of what pytest prints and writes of a report (failure text, captured
+    output, JUnit properties), whatever put them there (an endpoint echoing the key)."""
+    rep.user_properties = [(k, redaction.redact_value(v)) for k, v in rep.user_properties]
+    rep.sections = [(name, redaction.redact(text)) for name, text in rep.sections]
+    if rep.longrepr is not None and redaction.holds_secret(str(rep.longrepr)):
+        rep.longrepr = redaction.redact(str(rep.longrepr))
 
 
 # -- fixtures --------------------------------------------------------------------------------------
@@ -405,10 +417,11 @@ def _live_printer(config: pytest.Config, task: Task):
         text += ["    | " + ln[:200] for ln in tail]
         if step.prompt_tokens:
             text.append(f"    ({step.prompt_tokens} prompt tokens this step)")
+        shown = redaction.redact("\n".join(text))
         if capman is not None:
             with capman.global_and_fixture_disabled():
-                print("\n".join(text), flush=True)
+                print(shown, flush=True)
         else:
-            print("\n".join(text), file=sys.stderr, flush=True)
+            print(shown, file=sys.stderr, flush=True)
 
     return show

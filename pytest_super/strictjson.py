@@ -4,7 +4,7 @@ readers (jq, JavaScript's JSON.parse, other languages' parsers) refuse.
 A non-finite float anywhere in a value (a submitted answer of `NaN`, a score) is written as the
 string "NaN", "Infinity" or "-Infinity"; scoring is unchanged, since it runs on the values before
 they are written. Other values that JSON has no type for are written as `str()` gives them, as
-`json.dumps(..., default=str)` did.
+`json.dumps(..., default=str)` did. The run's secrets are redacted from the text (`redaction`).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import math
 from typing import Any
+
+from pytest_super.redaction import redact
 
 
 def finite(value: Any) -> Any:
@@ -29,6 +31,7 @@ def finite(value: Any) -> Any:
 
 
 def dumps(value: Any, **kwargs: Any) -> str:
-    """`json.dumps` that writes strict JSON (see the module's docstring)."""
+    """`json.dumps` that writes strict JSON, with the run's secrets redacted (a key is ASCII
+    letters, digits and `-_`, written in JSON as it is)."""
     kwargs.setdefault("default", str)
-    return json.dumps(finite(value), allow_nan=False, **kwargs)
+    return redact(json.dumps(finite(value), allow_nan=False, **kwargs))

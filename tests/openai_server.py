@@ -13,6 +13,7 @@ apart from the script.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections import deque
@@ -28,6 +29,15 @@ class Status:
     code: int
     headers: dict[str, str] = field(default_factory=dict)
     body: Any = None  # JSON body; None: an OpenAI-style error object
+
+
+@dataclass
+class Raw:
+    """A scripted 200 answer sent byte for byte (a huge body, a gzip bomb, JSON no encoder
+    writes): `body` is sent with `headers` as they are."""
+
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -63,9 +73,9 @@ class FakeOpenAIServer:
     """Scripted OpenAI-compatible endpoint in a background thread."""
 
     def __init__(self) -> None:
-        self._items: deque[str | Status] = deque()
+        self._items: deque[str | Status | Raw] = deque()
         # (marker, item): played once, to the first request whose raw body holds the marker
-        self._routed: list[tuple[str, str | Status]] = []
+        self._routed: list[tuple[str, str | Status | Raw]] = []
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
         # the plugin's preflight request is answered apart from the script (and recorded apart)
@@ -108,6 +118,15 @@ class FakeOpenAIServer:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                 elif item is None:
                     self._send(500, {"error": {"message": "fake server: the script ran out"}})
+                elif isinstance(item, Raw):
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(item.body)))
+                    for name, value in item.headers.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    with contextlib.suppress(OSError):  # the client may stop reading early
+                        self.wfile.write(item.body)
                 elif isinstance(item, Status):
                     payload = item.body
                     if payload is None:
@@ -133,12 +152,12 @@ class FakeOpenAIServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
 
-    def script(self, items: list[str | Status]) -> None:
+    def script(self, items: list[str | Status | Raw]) -> None:
         """Append items to play, one per request, in order."""
         with self._lock:
             self._items.extend(items)
 
-    def route(self, marker: str, item: str | Status) -> None:
+    def route(self, marker: str, item: str | Status | Raw) -> None:
         """Play `item` once, to the first request whose raw body holds `marker` (a text only one
         task's prompt holds), instead of the script's next item: which request of a parallel run
         comes third is chance, which task a reply goes to need not be."""

@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("the model client", ("agents.llm",)),
     ("the task model and scoring", ("tasks", "scoring", "edit", "trajectory")),
     ("the kernels", ("kernels",)),
-    ("foundations", ("errors", "atomic", "strictjson", "names", "stats")),
+    ("foundations", ("errors", "atomic", "strictjson", "redaction", "names", "stats")),
 ]
 
 

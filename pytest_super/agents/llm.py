@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from pytest_super import redaction
 from pytest_super.atomic import write_atomically
 from pytest_super.errors import LLMError, LLMRefused
 
@@ -84,6 +85,23 @@ _RETRY_AFTER_CAP_S = 300.0
 #: (10M tokens, Llama 4 Scout, 2025). Anything above is a broken endpoint, not a real count.
 MAX_USAGE_TOKENS = 1_000_000_000
 _KEYLIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-*.]{3,})")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+#: the largest answer read, as `max_tokens` allows it: a token is at most a few characters, and a
+#: character at most 6 bytes of JSON (`\uXXXX`), so 64 bytes a token bounds the reply text
+#: generously; 256 KiB more hold the envelope (ids, usage, logprobs, an error message). With the
+#: default 1500 tokens: 352 KiB. A 100 MB answer (or a gzip bomb inflating to 1 GiB) is cut there,
+#: counted after decompression, while it is read.
+REPLY_BYTES_PER_TOKEN = 64
+REPLY_ENVELOPE_BYTES = 256 * 1024
+
+
+def max_reply_bytes(settings: LLMSettings) -> int:
+    """The most bytes (decompressed) of one answer the client reads before calling it an error."""
+    return REPLY_ENVELOPE_BYTES + REPLY_BYTES_PER_TOKEN * settings.max_tokens
+
+
+class ReplyTooLarge(Exception):
+    """An answer past `max_reply_bytes`: the endpoint's fault, retried like a malformed one."""
 
 
 @dataclass(frozen=True)
@@ -192,6 +210,7 @@ class LLMClient:
         headers = {"Content-Type": "application/json"}
         if settings.api_key:
             headers["Authorization"] = f"Bearer {settings.api_key}"
+            redaction.register(settings.api_key)
         self._http = httpx.Client(headers=headers, timeout=settings.timeout_s)
         self._cache = Path(settings.cache_dir) if settings.cache_dir else None
 
@@ -289,6 +308,8 @@ class LLMClient:
             except httpx.TransportError as exc:  # connection refused/reset, timeouts
                 kind = "timed out" if isinstance(exc, httpx.TimeoutException) else "failed"
                 failure = f"the request {kind}: {type(exc).__name__}: {self._scrub(str(exc))}"
+            except ReplyTooLarge as exc:
+                failure = str(exc)
             else:
                 if response.status_code == 200:
                     try:
@@ -329,9 +350,18 @@ class LLMClient:
         deadline = time.monotonic() + limit
         request = self._http.build_request("POST", self._url, json=body, timeout=limit)
         response = self._http.send(request, stream=True)
+        bound = max_reply_bytes(self.settings)
         try:
             chunks = []
-            for chunk in response.iter_bytes():
+            size = 0
+            for chunk in response.iter_bytes():  # decompressed, a chunk at a time
+                size += len(chunk)
+                if size > bound:
+                    raise ReplyTooLarge(
+                        f"the answer is larger than {bound:,} bytes (max_tokens "
+                        f"{self.settings.max_tokens} x {REPLY_BYTES_PER_TOKEN} + "
+                        f"{REPLY_ENVELOPE_BYTES:,}): not read further"
+                    )
                 chunks.append(chunk)
                 if time.monotonic() > deadline:
                     raise httpx.ReadTimeout(
@@ -407,6 +437,9 @@ class LLMClient:
                 "of text parts",
                 data,
             )
+        # an endpoint that echoes its input may send our key back; JSON may carry lone
+        # surrogates (`"\ud800"`), which no file or terminal can encode: U+FFFD stands for them
+        text = _LONE_SURROGATE.sub("\ufffd", redaction.redact(text))
         prompt_tokens, completion_tokens, cached_tokens = self._usage(data.get("usage"))
         if prompt_tokens is None:  # some local servers omit usage: estimate (4 characters a token)
             prompt_tokens = sum(len(str(m.get("content") or "")) for m in body["messages"]) // 4
