@@ -115,6 +115,7 @@ SHIPPED_INTO_THE_KERNEL = (
     "pytest_super.kernels.message_cap",
     "pytest_super.kernels.channel_relay",
     "pytest_super.kernels.file_access",
+    "pytest_super.kernels.closed_stdin",
     "pytest_super.agents.swe_kernel_tools",
 )
 

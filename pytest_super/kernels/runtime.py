@@ -119,6 +119,8 @@ class _RunningCell:
 
 #: the in-kernel half of reading and writing files (`file_access`, shipped as source)
 _FILES = kernel_module("pytest_super.kernels", "file_access.py")
+#: shell commands of a cell read end-of-file from stdin (`closed_stdin`, shipped as source)
+_CLOSED_STDIN = kernel_module("pytest_super.kernels", "closed_stdin.py")
 
 
 class JupyterKernel:
@@ -546,7 +548,7 @@ class JupyterKernel:
         self._wait_ready()
         setup = f"__import__('os').chdir({self._working_dir!r})" if self._working_dir else "0"
         values = self._silent_request(
-            _install_message_cap(self._cap),
+            _install_message_cap(self._cap) + "\n" + _CLOSED_STDIN + ".install()",
             {"cd": setup, _THREADS: _THREADS_EXPR},
             "setting up the kernel",
         )
