@@ -3,8 +3,9 @@
 The JSON file is one object whose `steps` list holds a step per line and whose `info` (exit status,
 submission, scores) comes last. A new step is written over the old trailer (`], "info": ...}`)
 followed by a fresh trailer, so saving costs what the step costs, not the whole episode again:
-writing a trajectory is linear in its size (it was quadratic when the file was rewritten after
-every step). Between steps the file is always complete JSON. `save` rewrites it whole (atomically,
+writing a trajectory is linear in its size. A step larger than a page rewrites the file instead
+(atomically), since only a one-page write is never cut by a signal: the file is complete JSON at
+every moment, even when the process is killed while it writes. `save` rewrites it whole (atomically,
 step by step, never the whole text in memory at once); the runner does so at the start and end.
 The notebook (nbformat v4) shows the query and thoughts as markdown and the actions as code cells
 with their outputs, then the submission and the scores.
@@ -24,6 +25,10 @@ from nbformat import v4
 
 from pytest_super import strictjson
 from pytest_super.atomic import replacing
+
+#: the most a step's in-place append writes in one `write`: one page, which Linux never splits
+#: on a signal (larger writes stop at a page boundary when a fatal signal arrives)
+IN_PLACE_WRITE_BYTES = 4096
 
 
 @dataclass
@@ -62,13 +67,20 @@ class Trajectory:
     _trailer_at: int | None = field(default=None, init=False, repr=False)
 
     def append(self, step: Step) -> None:
-        """Add a step and write it at the end of the file (the steps before are not rewritten)."""
+        """Add a step and write it at the end of the file (the steps before are not rewritten).
+
+        A write of one page is never cut by a signal; a larger one can be (a SIGKILL while a
+        23 MB step was written left invalid JSON), so a step larger than a page rewrites the file
+        atomically instead (`save`): a reader sees the file before the step or after it."""
         self.steps.append(step)
         if self._trailer_at is None or not self.path.exists():
             self.save()
             return
         data = (",\n" if len(self.steps) > 1 else "\n") + _step_json(step)
         encoded = data.encode("utf-8")
+        if len(encoded) + len(self._trailer()) > IN_PLACE_WRITE_BYTES:
+            self.save()
+            return
         with open(self.path, "r+b") as f:
             f.seek(self._trailer_at)
             f.write(encoded + self._trailer())

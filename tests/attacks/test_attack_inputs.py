@@ -156,3 +156,38 @@ def test_nan_and_infinity_are_written_as_strict_json(project) -> None:
         if '"nan"' in ln
     ]
     assert nan["accuracy"] == 0.0  # scoring ran on the values: NaN matches nothing
+
+
+# -- 14. SIGKILL while a trajectory is written -----------------------------------------------------
+WRITER = """
+import sys
+from pathlib import Path
+from pytest_super.trajectory import Step, Trajectory
+t = Trajectory(path=Path(sys.argv[1]), task_id="big", query="q", agent="gold")
+t.save()
+big = "x" * 23_000_000
+for n in range(1000):
+    print(n, flush=True)
+    t.append(Step(thought="t", action="execute", content="c", output=big))
+"""
+
+
+def test_a_trajectory_killed_while_it_is_written_is_still_json(tmp_path: Path) -> None:
+    """Red on 636b730: a SIGKILL during the append of a 23 MB step left the file truncated."""
+    import random
+    import signal
+
+    path = tmp_path / "big.json"
+    rng = random.Random(24)
+    for _ in range(12):
+        writer = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True
+        )
+        assert writer.stdout is not None
+        for _ in range(rng.randint(2, 3)):
+            writer.stdout.readline()  # a step is being written now
+        time.sleep(rng.uniform(0.0, 0.1))
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=30)
+        data = json.loads(path.read_text())
+        assert data["task_id"] == "big" and all(s["thought"] == "t" for s in data["steps"])
