@@ -54,6 +54,19 @@ class InfrastructureError(SuperError):
     retryable = True
 
 
+class ReportWriteError(InfrastructureError):
+    """A file of the run's reports (a trajectory) could not be written: a full or read-only
+    report folder. Running the task again would not help."""
+
+    retryable = False
+
+    def __init__(self, path: object, error: OSError) -> None:
+        super().__init__(
+            f"cannot write {path}: {error.strerror or error}; free space in the report folder "
+            "or give another with --super-report-dir"
+        )
+
+
 class EngineUnavailable(InfrastructureError):
     """No Docker engine answers at the configured address."""
 

@@ -32,8 +32,16 @@ class RunRecorder:
         self.phases: dict[str, list[pytest.TestReport]] = {}
         self.records: dict[str, reports.TaskRecord] = {}
         self.html: Path | None = None
-        run.run_dir.mkdir(parents=True, exist_ok=True)
-        self.writer = reports.ResultsWriter(run.run_dir / "results.jsonl")
+        self.write_failure: str | None = None  # why results.jsonl stopped being written
+        try:
+            run.run_dir.mkdir(parents=True, exist_ok=True)
+            self.writer = reports.ResultsWriter(run.run_dir / "results.jsonl")
+        except OSError as exc:  # before any container starts: a usage error, not a crash
+            raise pytest.UsageError(
+                f"pytest-super: cannot write the run's reports in {run.run_dir}: "
+                f"{exc.strerror or exc}; give a writable folder with --super-report-dir (or the "
+                "ini key super_report_dir)"
+            ) from None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # what runs whose controller died (kill -9) left behind goes when the next run starts; with
@@ -97,7 +105,23 @@ class RunRecorder:
             task_id=nodeid.rsplit("::", 1)[-1], outcome=outcome, properties=properties
         )
         self.records[nodeid] = record
-        self.writer.write(record)
+        if self.write_failure is None:
+            try:
+                self.writer.write(record)
+            except OSError as exc:
+                self._stop_writing(exc)
+
+    def _stop_writing(self, exc: OSError) -> None:
+        """The report folder took no more (a full disk): said once; the run goes on, the tasks'
+        results still reach JUnit and the terminal, and results.jsonl keeps its whole lines."""
+        self.write_failure = f"{exc.strerror or exc}"
+        warnings.warn(
+            f"pytest-super: results.jsonl in {self.run.run_dir} could not be written "
+            f"({self.write_failure}); it holds the tasks recorded before this one (a cut last "
+            "line is skipped by readers). The run goes on; JUnit and the summary below have "
+            "every task.",
+            stacklevel=1,
+        )
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """A task file (or JSONL line) that failed to load is an error of the run, recorded
@@ -126,7 +150,11 @@ class RunRecorder:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if exitstatus == pytest.ExitCode.INTERRUPTED:
             interrupts.finish_worker_reports(session.config)
-        self.writer.close()
+        try:
+            self.writer.close()
+        except OSError as exc:
+            if self.write_failure is None:
+                self._stop_writing(exc)
         if not self.run.settings.keep_failed:  # what killed workers left behind
             try:
                 kernel_backend(self.run.kernel).cleanup_run(self.run.kernel, self.run.run_id)
@@ -141,15 +169,18 @@ class RunRecorder:
         if self.records:
             table = reports.format_table({self.run.agent or "run": self._rows()}, markdown=True)
             images = reports.images_line(self.records.values())
-            (self.run.run_dir / "summary.md").write_text(
-                f"# pytest-super run {self.run.run_id}\n\nagent: {self.run.agent}, model: "
-                f"{self.run.settings.model or '-'}\n\n{table}\n"
-                + (f"\n{images}\n" if images else "")
-            )
             try:
+                (self.run.run_dir / "summary.md").write_text(
+                    f"# pytest-super run {self.run.run_id}\n\nagent: {self.run.agent}, model: "
+                    f"{self.run.settings.model or '-'}\n\n{table}\n"
+                    + (f"\n{images}\n" if images else "")
+                )
                 self.html = html.write_run_report(self.run.run_dir)
             except OSError as exc:  # a full disk must not cost the run its other reports
-                warnings.warn(f"pytest-super: the HTML report was not written: {exc}", stacklevel=1)
+                warnings.warn(
+                    f"pytest-super: the summary and HTML report were not written: {exc}",
+                    stacklevel=1,
+                )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.records:

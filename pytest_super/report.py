@@ -7,14 +7,16 @@ files written with `--junitxml`, one column group per file.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import warnings
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pytest_super import scoring, stats, strictjson
 from pytest_super.kernels.output import clean_for_model
@@ -377,11 +379,21 @@ class ResultsWriter:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = path.open("a", encoding="utf-8")
+        self._file: BinaryIO = path.open("ab", buffering=0)
 
     def write(self, record: TaskRecord) -> None:
-        self._file.write(strictjson.dumps(record.as_json()) + "\n")
-        self._file.flush()
+        """Append the record's line; on a write error (a full disk) the file is cut back to its
+        last whole line before the error is raised, so what was written stays valid."""
+        line = memoryview((strictjson.dumps(record.as_json()) + "\n").encode("utf-8"))
+        fd = self._file.fileno()
+        size = os.fstat(fd).st_size
+        try:
+            while line:  # an unbuffered write may take part of the line and refuse the rest
+                line = line[os.write(fd, line) :]
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise
 
     def close(self) -> None:
         self._file.close()

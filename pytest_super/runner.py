@@ -7,6 +7,7 @@ need. The pytest glue (plugin.py) only calls it and turns its result into a pass
 
 from __future__ import annotations
 
+import contextlib
 import time
 import traceback
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from pytest_super.errors import (
     HarnessError,
     InfrastructureError,
     LLMError,
+    ReportWriteError,
     TaskSetupError,
 )
 from pytest_super.kernels.base import Kernel
@@ -290,14 +292,15 @@ def harness_error(exc: Exception) -> HarnessError:
 
 def _record_fault(trajectory: Trajectory, exc: Exception) -> None:
     trajectory.info.update(exit_status=exit_status_of(exc).value, detail=str(exc))
-    trajectory.save()
+    with contextlib.suppress(ReportWriteError):  # the fault itself is what is reported
+        trajectory.save()
 
 
 def exit_status_of(exc: Exception) -> ExitStatus:
     """The exit status of an episode ended by a fault of the task or of the infrastructure."""
     if isinstance(exc, TaskSetupError):
         return ExitStatus.TASK_ERROR
-    if isinstance(exc, HarnessError):
+    if isinstance(exc, HarnessError | ReportWriteError):
         return ExitStatus.HARNESS_ERROR
     return ExitStatus.LLM_ERROR if isinstance(exc, LLMError) else ExitStatus.KERNEL_ERROR
 

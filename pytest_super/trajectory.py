@@ -25,6 +25,7 @@ from nbformat import v4
 
 from pytest_super import strictjson
 from pytest_super.atomic import replacing
+from pytest_super.errors import ReportWriteError
 
 #: the most a step's in-place append writes in one `write`: one page, which Linux never splits
 #: on a signal (larger writes stop at a page boundary when a fatal signal arrives)
@@ -67,6 +68,13 @@ class Trajectory:
     _trailer_at: int | None = field(default=None, init=False, repr=False)
 
     def append(self, step: Step) -> None:
+        """Add a step and write it (see `_append`); a write error is a `ReportWriteError`."""
+        try:
+            self._append(step)
+        except OSError as exc:
+            raise ReportWriteError(self.path, exc) from None
+
+    def _append(self, step: Step) -> None:
         """Add a step and write it at the end of the file (the steps before are not rewritten).
 
         A write of one page is never cut by a signal; a larger one can be (a SIGKILL while a
@@ -74,12 +82,12 @@ class Trajectory:
         atomically instead (`save`): a reader sees the file before the step or after it."""
         self.steps.append(step)
         if self._trailer_at is None or not self.path.exists():
-            self.save()
+            self._save()
             return
         data = (",\n" if len(self.steps) > 1 else "\n") + _step_json(step)
         encoded = data.encode("utf-8")
         if len(encoded) + len(self._trailer()) > IN_PLACE_WRITE_BYTES:
-            self.save()
+            self._save()
             return
         with open(self.path, "r+b") as f:
             f.seek(self._trailer_at)
@@ -89,6 +97,12 @@ class Trajectory:
 
     def save(self) -> None:
         """Rewrite the whole file (atomically): the steps so far and the current `info`."""
+        try:
+            self._save()
+        except OSError as exc:
+            raise ReportWriteError(self.path, exc) from None
+
+    def _save(self) -> None:
         with replacing(self.path) as f:
             head = {k: getattr(self, k) for k in ("task_id", "agent", "model", "query")}
             f.write(strictjson.dumps(head)[:-1] + ', "steps": [')
@@ -108,6 +122,12 @@ class Trajectory:
 
     def save_notebook(self) -> Path:
         """Write the episode as a Jupyter notebook beside the JSON file and return its path."""
+        try:
+            return self._save_notebook()
+        except OSError as exc:
+            raise ReportWriteError(self.notebook_path, exc) from None
+
+    def _save_notebook(self) -> Path:
         nb = v4.new_notebook()
         nb.metadata["pytest_super"] = {
             "task_id": self.task_id,

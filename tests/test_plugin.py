@@ -361,7 +361,8 @@ def test_report_command_reads_junit_files(project, capsys):
         == rows["expert"][9:16]
         == ["1", "1", "0", "100.0", "100.0", "100.0", "-"]
     )
-    assert rows["auto"][:7] == ["1", "0", "0", "-", "-", "0.0", "0.0"]
+    # Auto has no submission by design (issue 23): its submitted is "-", not 0.0
+    assert rows["auto"][:7] == ["1", "0", "0", "-", "-", "-", "0.0"]
     assert rows["all"][:3] == ["3", "2", "0"]
 
 

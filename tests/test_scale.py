@@ -141,10 +141,19 @@ class PytestRun:
         try:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            self.dump_stacks()
             self.kill_group()
             raise AssertionError(
                 f"pytest did not finish in {timeout} s:\n{self.output()}"
             ) from None
+
+    def dump_stacks(self) -> None:
+        """Every thread's stack of every process of the run into its output, for the failure
+        message: pytest's faulthandler writes them on SIGABRT."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGABRT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
 
     def kill_group(self) -> None:
         """Kill what is left of this run's processes (only ones this test started)."""
