@@ -7,12 +7,13 @@ error of that file; a broken JSONL line is a collection error of that line only 
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_super.errors import SuperError, TaskFileError
+from pytest_super.errors import SuperError, SuperWarning, TaskFileError
 from pytest_super.report import repeat_suffix
 from pytest_super.runner import TaskResult
 
@@ -137,6 +138,19 @@ class YamlTaskFile(_TaskFileCollector):
             yield from task_items(self, task)
 
 
+class LinkedOutsideTaskFile(_TaskFileCollector):
+    """A task file that is a symbolic link out of the project: an error, and never read (a link
+    to /etc/shadow named `x.yaml` must not have its lines quoted into the reports)."""
+
+    def collect(self):
+        raise TaskFileError(
+            str(self.path),
+            f"is a symbolic link to {self.path.resolve()}, outside the project "
+            f"({self.config.rootpath}); task files are read only inside the project",
+            hint="copy the task file into the project's tasks folder",
+        )
+
+
 class JsonlTaskFile(_TaskFileCollector):
     """SUPER's own data: one task per JSON line, node id `file.jsonl::<task_id>`."""
 
@@ -193,14 +207,39 @@ def is_under(path: Path, roots: list[Path]) -> bool:
     return any(path == root or root in path.parents for root in roots)
 
 
+def _where(path: Path) -> Path:
+    """Where `path` itself stands (its folders resolved, not the file: a link stays the link)."""
+    return path.parent.resolve() / path.name
+
+
 def collect_task_file(file_path: Path, parent: pytest.Collector) -> pytest.File | None:
-    """The collector for a task file, or None when `file_path` is not one of ours."""
+    """The collector for a task file, or None when `file_path` is not one of ours.
+
+    A task file that is a symbolic link is collected where the link stands, when its target is
+    inside the project; a link out of the project is an error and is never read; a link to a
+    task file that is collected itself (in the tasks folder) is left out with a warning, since
+    the task would be there twice."""
     if file_path.suffix not in TASK_SUFFIXES:
         return None
     config = parent.config
-    named = any(Path(a.split("::")[0]).resolve() == file_path.resolve() for a in config.args)
-    if not named and not is_under(file_path, task_roots(config)):
+    where = _where(file_path)
+    named = any(_where(Path(a.split("::")[0]).absolute()) == where for a in config.args)
+    roots = task_roots(config)
+    if not named and not any(where == r or r in where.parents for r in roots):
         return None
+    if file_path.is_symlink():
+        target = file_path.resolve()
+        if not is_under(target, [config.rootpath.resolve()]):
+            return LinkedOutsideTaskFile.from_parent(parent, path=file_path)
+        if not named and is_under(target, roots):
+            warnings.warn(
+                SuperWarning(
+                    f"{file_path}: a symbolic link to {target}, which is collected itself; "
+                    "the link is left out"
+                ),
+                stacklevel=1,
+            )
+            return None
     if file_path.suffix == ".jsonl":
         return JsonlTaskFile.from_parent(parent, path=file_path)
     return YamlTaskFile.from_parent(parent, path=file_path)

@@ -60,6 +60,8 @@ _TaskLoader.add_implicit_resolver(
 )
 
 
+#: how much of the line a YAML error points at is quoted in the message
+NEAR_CHARS = 40
 #: the most nodes a task file may stand for once its aliases are expanded. The largest task of
 #: SUPER's sets (converted to YAML) has a few hundred; a "billion laughs" file of 524 bytes (nested
 #: anchors and aliases) stands for billions, and expanding it stalled collection for minutes.
@@ -81,7 +83,10 @@ def _parse_yaml(path: Path, text: str) -> tuple[Any, yaml.Node | None]:
         message = f"malformed YAML: {error.problem or error}"
         lines = text.splitlines()
         if line is not None and line <= len(lines):
-            message += f" near {lines[line - 1].strip()!r}"
+            near = lines[line - 1].strip()
+            if len(near) > NEAR_CHARS:  # a short excerpt, never a whole line of the file
+                near = near[:NEAR_CHARS] + "..."
+            message += f" near {near!r}"
         started = error.context_mark
         if error.context and started is not None and started.line + 1 != line:
             message += f" ({error.context} that started on line {started.line + 1})"

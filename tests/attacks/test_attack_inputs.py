@@ -191,3 +191,45 @@ def test_a_trajectory_killed_while_it_is_written_is_still_json(tmp_path: Path) -
         writer.wait(timeout=30)
         data = json.loads(path.read_text())
         assert data["task_id"] == "big" and all(s["thought"] == "t" for s in data["steps"])
+
+
+# -- 15. symbolic links ------------------------------------------------------------------------------
+SHADOW = (
+    "root:$6$NOTAREALHASHxyz$abcdefghijklmnop:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n"
+)
+
+
+def test_symlinked_task_files_are_collected_and_a_link_out_of_the_project_is_never_read(
+    project, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Red on 636b730: a symlinked task file in the tasks folder was silently not collected, and
+    a link to a shadow-like file named on the command line had its root line quoted into
+    results.jsonl and JUnit by the load error."""
+    outside = tmp_path_factory.mktemp("outside") / "shadow"
+    outside.write_text(SHADOW)
+    expert = project.path / "tasks" / "expert"
+    (project.path / "shared").mkdir()
+    (project.path / "shared" / "real.yaml").write_text(ANSWER_X1.format(id="real"))
+    (expert / "linked.yaml").symlink_to(project.path / "shared" / "real.yaml")
+    (expert / "again.yaml").symlink_to(expert / "ok.yaml")  # the same task twice: left out
+    (expert / "shadow.yaml").symlink_to(outside)
+    junit = project.path / "junit.xml"
+    for args in (["tasks"], ["tasks", "tasks/expert/shadow.yaml"]):
+        result = project.runpytest_subprocess(
+            *args, "--super-agent=gold", "--super-backend=local", f"--junitxml={junit}"
+        )
+        result.assert_outcomes(passed=2, errors=1)  # ok and linked pass; shadow is an error
+        out = result.stdout.str() + result.stderr.str()
+        assert "shadow.yaml: is a symbolic link to" in out and "outside the project" in out
+        assert "again.yaml: a symbolic link to" in out and "is left out" in out
+        written = [junit.read_text(), out]
+        written += [p.read_text() for p in (project.path / "reports").rglob("*.jsonl")]
+        assert not any("root:" in text or "NOTAREALHASH" in text for text in written)
+
+
+def test_a_yaml_error_quotes_a_short_excerpt_only(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("id: x\nquery: [unclosed " + "y" * 300 + "\n")
+    with pytest.raises(TaskFileError) as error:
+        load_yaml_task(path)
+    assert "y" * 41 not in str(error.value)
