@@ -38,6 +38,7 @@ from pytest_super.kernels import (
     LABEL_WORKER,
     docker_client_for,
 )
+from pytest_super.kernels.lease import LABEL_LEASE_RUN
 
 pytestmark = pytest.mark.docker
 
@@ -464,8 +465,14 @@ def test_worker_killed_mid_task_is_recorded_and_its_container_removed(project_di
     assert outcomes(run_dir) == {"victim": "error"} | {f"ok{i}": "passed" for i in range(4)}
     assert lines["victim"]["exit_status"] == "worker_crashed"
     assert junit_outcomes(junit)["victim"] == "error"
-    # ... until the controller removed every container of its run at the end
+    # ... until the controller removed every container of its run at the end, and the dead
+    # worker's lease with them (issue 20: it was left, status Created): `docker ps -a` shows
+    # nothing of the run
     assert containers(engine, run_id=run_dir.name) == []
+    leases = engine.containers.list(
+        all=True, filters={"label": f"{LABEL_LEASE_RUN}={run_dir.name}"}, ignore_removed=True
+    )
+    assert leases == []
 
 
 def test_a_crashed_task_keeps_its_set_agent_and_model(project_dir, engine):

@@ -67,7 +67,7 @@ def cleanup_dead_leases(client: docker.DockerClient, run_id: str) -> int:
     cleanup --run`); a live one's process still runs tasks. Returns how many were removed."""
     dead = [
         lease
-        for lease in live_leases(client)[1]
+        for lease in live_leases(client, run_id=run_id)[1]
         if (lease.labels or {}).get(LABEL_LEASE_RUN) == run_id
     ]
     return sum(_force_remove(lease) for lease in dead)

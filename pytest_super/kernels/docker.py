@@ -67,6 +67,7 @@ from pytest_super.kernels.cleanup import (
     KEPT_SUFFIX,
     OWNER_FILE,
     cleanup_containers,
+    cleanup_dead_leases,
     host_folder_root,
 )
 from pytest_super.kernels.diskwatch import disk_watch
@@ -323,12 +324,19 @@ class DockerBackend:
         return start_docker_kernel(settings, task_id=task_id)
 
     def cleanup_run(self, settings: KernelSettings, run_id: str) -> list[str]:
+        client = docker_client(settings)
         try:
-            return cleanup_containers(docker_client(settings), run_id=run_id)
+            removed = cleanup_containers(client, run_id=run_id)
         except docker.errors.APIError as exc:
             raise InfrastructureError(
                 f"the engine failed to remove run {run_id}'s containers: {exc}"
             ) from exc
+        # the leases of this run's processes that died (an xdist worker killed with SIGKILL):
+        # only this run's are read, so no other run's lease being removed is in the way; one the
+        # engine fails to read now is the next run's start-up cleanup's to remove
+        with contextlib.suppress(docker.errors.APIError):
+            cleanup_dead_leases(client, run_id)
+        return removed
 
     def cleanup_dead_runs(self, settings: KernelSettings) -> list[str]:
         try:

@@ -165,12 +165,16 @@ def release_leases() -> None:
 
 
 # -- judging ---------------------------------------------------------------------------------------
-def live_leases(client: docker.DockerClient) -> tuple[set[str], list[Any]]:
-    """(ids of the leases on this engine that are alive, lease containers that are dead)."""
+def live_leases(
+    client: docker.DockerClient, *, run_id: str | None = None
+) -> tuple[set[str], list[Any]]:
+    """(ids of the leases on this engine that are alive, lease containers that are dead); with
+    `run_id`, only the leases of that run's processes are read."""
     alive: set[str] = set()
     dead: list[Any] = []
     now = engine_time(client)
-    holders = client.containers.list(all=True, filters={"label": LABEL_HOLDER}, ignore_removed=True)
+    labels = [LABEL_HOLDER] + ([f"{LABEL_LEASE_RUN}={run_id}"] if run_id else [])
+    holders = client.containers.list(all=True, filters={"label": labels}, ignore_removed=True)
     for container in holders:
         lease_id = (container.labels or {}).get(LABEL_HOLDER, "")
         (alive.add(lease_id) if _alive(client, container, now) else dead.append(container))
