@@ -8,6 +8,15 @@ are ignored while that clean-up runs (SIGKILL stays the hard stop), and so is on
 the session is finishing (`ignore_while_finishing`): the tasks are done, and an interrupt inside
 the writing of the reports would only lose them. A handler someone else installed is left alone.
 
+Ctrl-C (SIGINT) is answered at once (`stop_on_ctrl_c`). The controller's first Ctrl-C prints what
+it is doing, passes the interrupt on to its xdist workers (a `kill -INT` of the controller alone
+reached none of them, and their tasks ran on) and goes on as pytest's KeyboardInterrupt: tasks are
+interrupted, their containers removed, partial results written; while that takes time (a slow
+engine), a line every few seconds says so. A second Ctrl-C stops the controller at once (exit
+status 2) and prints the `pytest-super cleanup --run <id>` command that removes what is left.
+A worker takes its first SIGINT as KeyboardInterrupt and ignores later ones, so its clean-up is
+not cut short by the controller passing on an interrupt the terminal already sent it.
+
 `finish_worker_reports`: an interrupted xdist controller stops reading its workers' events at
 once; tasks a worker finished just before or after the signal would be lost. It reads what the
 workers still send, for a short grace, before the reports are written.
@@ -15,16 +24,22 @@ workers still send, for a short grace, before the reports are written.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import queue
 import signal
 import threading
 import time
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import pytest
 
 _PREVIOUS = pytest.StashKey[Any]()
+_PREVIOUS_SIGINT = pytest.StashKey[Any]()
+#: seconds between the lines that say the controller is still stopping
+PROGRESS_EVERY_S = 3.0
 #: seconds an interrupted controller keeps reading its workers' events: a worker's interrupted
 #: task removes its container (measured 0.3-1.5 s on the test engine) before it reports and exits
 WORKER_GRACE_S = 8.0
@@ -83,3 +98,95 @@ def finish_worker_reports(config: pytest.Config, grace_s: float = WORKER_GRACE_S
             getattr(dsession, f"worker_{name}")(**kwargs)
             handled += 1
     return handled
+
+
+class _CtrlC:
+    """The SIGINT handler of one process (see the module's docstring)."""
+
+    def __init__(self, config: pytest.Config, run_id: str, controller: bool) -> None:
+        self.config = config
+        self.run_id = run_id
+        self.controller = controller
+        self.count = 0
+        self.started = 0.0
+        self.done = threading.Event()
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        if not self.controller:
+            if self.count == 1:
+                raise KeyboardInterrupt("SIGINT received")
+            return  # the clean-up of the first goes on
+        if self.count == 1:
+            self.started = time.monotonic()
+            self.say(
+                f"\npytest-super: stopping run {self.run_id}: interrupting its tasks and removing "
+                "their containers ... (Ctrl-C again to stop at once)"
+            )
+            _interrupt_children()
+            threading.Thread(target=self._progress, daemon=True).start()
+            raise KeyboardInterrupt("SIGINT received")
+        self.say(
+            f"pytest-super: stopped at once; remove what is left of run {self.run_id} with:\n"
+            f"    pytest-super cleanup --run {self.run_id}"
+        )
+        os._exit(2)  # pytest's exit status for an interrupted run
+
+    def _progress(self) -> None:
+        while not self.done.wait(PROGRESS_EVERY_S):
+            elapsed = time.monotonic() - self.started
+            self.say(
+                f"pytest-super: still stopping run {self.run_id} ({elapsed:.0f} s): removing "
+                "containers (Ctrl-C again to stop at once)"
+            )
+
+    def say(self, line: str) -> None:
+        """Write `line` to the terminal, past pytest's output capture."""
+        with contextlib.suppress(OSError):
+            os.write(_terminal_fd(self.config), (line + "\n").encode("utf-8", "replace"))
+
+
+def _terminal_fd(config: pytest.Config) -> int:
+    """The file descriptor of the terminal pytest writes to (fd 2 may be captured by a test)."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    capture = getattr(capman, "_global_capturing", None)
+    err = getattr(capture, "err", None)
+    saved = getattr(err, "targetfd_save", None)
+    return saved if isinstance(saved, int) else 2
+
+
+def _interrupt_children() -> None:
+    """SIGINT to this process's direct children (the xdist workers), read from /proc (Linux;
+    elsewhere nothing: the terminal's Ctrl-C reaches the whole process group anyway)."""
+    me = str(os.getpid())
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields and len(fields) > 1 and fields[1] == me:
+            with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
+                os.kill(int(stat.parent.name), signal.SIGINT)
+
+
+def stop_on_ctrl_c(config: pytest.Config, run_id: str, *, controller: bool) -> None:
+    """Install the Ctrl-C handler of this process (main thread, and only over Python's default
+    handler: one someone else installed is left alone)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+    config.stash[_PREVIOUS_SIGINT] = signal.signal(
+        signal.SIGINT, _CtrlC(config, run_id, controller)
+    )
+
+
+def restore_ctrl_c(config: pytest.Config) -> None:
+    previous = config.stash.get(_PREVIOUS_SIGINT, None)
+    if previous is None or threading.current_thread() is not threading.main_thread():
+        return
+    handler = signal.getsignal(signal.SIGINT)
+    if isinstance(handler, _CtrlC):
+        handler.done.set()
+    signal.signal(signal.SIGINT, previous)
+    del config.stash[_PREVIOUS_SIGINT]

@@ -74,6 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[REMOVAL_FAILURES_KEY] = []
     if run.agent:
         interrupts.stop_on_sigterm(config)
+        interrupts.stop_on_ctrl_c(config, run.run_id, controller=workerinput is None)
         config.stash[POOL_KEY] = _kernel_pool(config, run)
     if workerinput is None and run.agent:
         if run.llm_settings is not None and not config.option.collectonly:
@@ -150,6 +151,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     interrupts.restore_sigterm(config)
+    interrupts.restore_ctrl_c(config)
     if "pytest_super.kernels.lease" in sys.modules:  # this process started docker kernels
         from pytest_super.kernels.lease import release_leases
 

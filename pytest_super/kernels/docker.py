@@ -327,21 +327,22 @@ class DockerBackend:
         client = docker_client(settings)
         try:
             removed = cleanup_containers(client, run_id=run_id)
-        except docker.errors.APIError as exc:
+        except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
             raise InfrastructureError(
                 f"the engine failed to remove run {run_id}'s containers: {exc}"
             ) from exc
         # the leases of this run's processes that died (an xdist worker killed with SIGKILL):
         # only this run's are read, so no other run's lease being removed is in the way; one the
         # engine fails to read now is the next run's start-up cleanup's to remove
-        with contextlib.suppress(docker.errors.APIError):
+        with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
             cleanup_dead_leases(client, run_id)
         return removed
 
     def cleanup_dead_runs(self, settings: KernelSettings) -> list[str]:
         try:
             return cleanup_containers(docker_client(settings), dead_runs_only=True)
-        except docker.errors.APIError as exc:
+        except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+            # an engine too slow to answer (a read timeout) is no reason to stop a run
             raise InfrastructureError(
                 f"the engine failed to remove dead runs' containers: {exc}"
             ) from exc

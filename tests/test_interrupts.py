@@ -1,0 +1,139 @@
+"""Ctrl-C on a slow engine (issue 20): the first Ctrl-C is answered at once and says what it is
+doing, progress shows while containers are removed, a second Ctrl-C exits within 2 s and prints
+the `pytest-super cleanup --run <id>` command, and that command removes what was left.
+
+The slow engine is the real one behind a proxy on a unix socket of the test's own, which holds
+every `DELETE /containers/...` for a minute (as an engine under load or a hung storage driver
+would)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_scale import PytestRun, containers, make_project, sleep_then_answer, task_yaml
+
+pytestmark = pytest.mark.docker
+
+ENGINE_SOCKET = "/var/run/docker.sock"
+DELETE_DELAY_S = 60.0
+
+
+class SlowDeleteProxy:
+    """A unix-socket proxy to the engine that, once `armed`, delays each `DELETE` request of a
+    container by `delay_s`."""
+
+    def __init__(self, path: Path, delay_s: float) -> None:
+        self.path = path
+        self.delay_s = delay_s
+        self.armed = False
+        self.deletes = 0
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(str(path))
+        self._server.listen(64)
+        self._closed = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            upstream.connect(ENGINE_SOCKET)
+            threading.Thread(target=self._pipe, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, False), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, target: socket.socket, requests: bool) -> None:
+        try:
+            while chunk := source.recv(65536):
+                delete = chunk.startswith(b"DELETE /") and b"/containers/" in chunk[:200]
+                if requests and self.armed and delete:
+                    self.deletes += 1
+                    if self._closed.wait(self.delay_s):
+                        return
+                target.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for s in (source, target):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._closed.set()
+        self._server.close()
+
+
+def _wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def test_ctrl_c_on_a_slow_engine_says_what_it_does_and_a_second_one_exits_at_once(
+    project_dir: Path, engine, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    sock_dir = tmp_path_factory.mktemp("proxy")  # short enough for a unix socket path
+    proxy = SlowDeleteProxy(sock_dir / "engine.sock", DELETE_DELAY_S)
+    make_project(project_dir, {"expert/zlong": task_yaml("zlong", sleep_then_answer(120))})
+    run = PytestRun(
+        project_dir,
+        "tasks",
+        "--super-agent=gold",
+        f"--super-docker-host=unix://{proxy.path}",
+        "-p",
+        "no:randomly",
+    )
+    try:
+        box = _wait_for(
+            lambda: [c for c in containers(engine, task="zlong") if c.status == "running"],
+            120,
+            "the task's container",
+        )[0]
+        run_id = box.labels["pytest-super.run"]
+        proxy.armed = True
+        os.kill(run.pid, signal.SIGINT)
+        first = time.monotonic()
+        _wait_for(lambda: f"stopping run {run_id}" in run.output(), 1.0, "the stopping line")
+        # the removal hangs on the engine: the user sees that it is still going on
+        _wait_for(lambda: proxy.deletes >= 1, 10, "the container's removal to start")
+        _wait_for(lambda: "still stopping" in run.output(), 5, "a progress line")
+        assert run.proc.poll() is None  # still removing, as the engine is slow
+        os.kill(run.pid, signal.SIGINT)
+        second = time.monotonic()
+        code = run.proc.wait(timeout=2)
+        assert time.monotonic() - second < 2.0
+        assert time.monotonic() - first < DELETE_DELAY_S  # it never waited for the engine
+    finally:
+        proxy.close()
+        run.kill_group()
+    out = run.output()
+    assert code == 2, out
+    command = re.search(r"pytest-super cleanup --run (\S+)", out)
+    assert command is not None and command.group(1) == run_id, out
+    left = containers(engine, run_id=run_id)
+    assert left, "the interrupted removal left the container: what the command is for"
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "pytest-super"), "cleanup", "--run", run_id],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert containers(engine, run_id=run_id) == []
