@@ -8,6 +8,7 @@ would)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -54,7 +55,7 @@ class SlowDeleteProxy:
             threading.Thread(target=self._pipe, args=(upstream, client, False), daemon=True).start()
 
     def _pipe(self, source: socket.socket, target: socket.socket, requests: bool) -> None:
-        try:
+        with contextlib.suppress(OSError):
             while chunk := source.recv(65536):
                 delete = chunk.startswith(b"DELETE /") and b"/containers/" in chunk[:200]
                 if requests and self.armed and delete:
@@ -62,14 +63,9 @@ class SlowDeleteProxy:
                     if self._closed.wait(self.delay_s):
                         return
                 target.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            for s in (source, target):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+        for end in (source, target):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         self._closed.set()
