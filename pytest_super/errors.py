@@ -143,6 +143,14 @@ class DiskLimitExceeded(EpisodeEnd):
     status = ExitStatus.DISK_LIMIT
 
 
+class KernelBroken(EpisodeEnd):
+    """The kernel would not start again after the task had run code in it (the task broke its
+    own kernel: ipykernel removed, the launcher overwritten): the task's outcome, `kernel_error`,
+    never retried (a new attempt would pay the model again for the same end)."""
+
+    status = ExitStatus.KERNEL_ERROR
+
+
 class ComputeLimitReached(EpisodeEnd):
     status = ExitStatus.COMPUTE_LIMIT
 

@@ -39,7 +39,7 @@ from jupyter_client import BlockingKernelClient
 if TYPE_CHECKING:
     from jupyter_client.connect import KernelConnectionInfo
 
-from pytest_super.errors import InfrastructureError, KernelStartError
+from pytest_super.errors import InfrastructureError, KernelBroken, KernelStartError
 from pytest_super.kernels.base import CellResult, CellStatus
 from pytest_super.kernels.message_cap import CUT_KEY
 from pytest_super.kernels.output import CappedText
@@ -147,6 +147,7 @@ class JupyterKernel:
         self._client: BlockingKernelClient | None = None
         self._cell: _RunningCell | None = None
         self._carry = CappedText(output_cap_bytes)  # stream text no cell has claimed yet
+        self._ran_code = False  # whether a cell of the task ran here (restart failures then end it)
         self._baseline_threads = 0
         self._session = ""  # our jupyter session id: late output of our own requests is kept
         self._closed = False
@@ -178,6 +179,7 @@ class JupyterKernel:
                 f"[output of the previous cell, which was still running and has now been stopped]\n"
                 f"{rest.output}"
             )
+        self._ran_code = True
         msg_id = client.execute(
             code,
             store_history=True,
@@ -290,21 +292,30 @@ class JupyterKernel:
         )
 
     def _late_output(self, cell: _RunningCell, out: CappedText) -> None:
-        client = self._live_client()
         now = time.perf_counter()
         hard_end = now + LATE_OUTPUT_GRACE_MAX_S
         end = now + LATE_OUTPUT_GRACE_S
         while (now := time.perf_counter()) < min(end, hard_end):
             try:
-                msg = client.iopub_channel.get_msg(timeout=min(end, hard_end) - now)
+                msg = self._next_iopub(min(end, hard_end) - now)
             except Empty:
                 break
             self._take(msg, cell, out)
             end = time.perf_counter() + LATE_OUTPUT_GRACE_S
 
+    def _next_iopub(self, timeout: float) -> dict[str, Any]:
+        """The next IOPub message (Empty when none came in `timeout`). One the client cannot read
+        (a bad signature: the task can reach its kernel's session and send its own) comes back as
+        {UNREADABLE: reason}: the task's doing, noted in the cell's output, never a harness fault."""
+        client = self._live_client()
+        try:
+            msg = client.iopub_channel.get_msg(timeout=timeout)
+        except (ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
+            return {UNREADABLE: f"{type(exc).__name__}: {str(exc)[:200]}"}
+        return msg if isinstance(msg, dict) else {UNREADABLE: "not a message"}
+
     def _drain(self, cell: _RunningCell, out: CappedText, deadline: float) -> str:
         """Read IOPub into `out` until the cell's idle ("idle"), `deadline` ("timeout") or death."""
-        client = self._live_client()
         next_check = time.perf_counter() + ALIVE_CHECK_INTERVAL_S
         while True:
             now = time.perf_counter()
@@ -313,7 +324,7 @@ class JupyterKernel:
                     return "died"
                 next_check = time.perf_counter() + ALIVE_CHECK_INTERVAL_S
             try:
-                msg = client.iopub_channel.get_msg(timeout=max(min(deadline, next_check) - now, 0))
+                msg = self._next_iopub(max(min(deadline, next_check) - now, 0))
             except Empty:
                 if time.perf_counter() >= deadline:
                     return "timeout"
@@ -327,12 +338,30 @@ class JupyterKernel:
         """Read the IOPub messages already queued; True if the cell's idle status was among them."""
         client = self._live_client()
         while client.iopub_channel.msg_ready():
-            if self._take(client.iopub_channel.get_msg(timeout=0), cell, out):
+            try:
+                msg = self._next_iopub(0)
+            except Empty:
+                return False
+            if self._take(msg, cell, out):
                 return True
         return False
 
     def _take(self, msg: dict[str, Any], cell: _RunningCell | None, out: CappedText) -> bool:
-        """Record one IOPub message; True if it is the idle status of `cell`."""
+        """Record one IOPub message; True if it is the idle status of `cell`. A message that is
+        not what the protocol says (unreadable, a stream whose text is a number, fields missing)
+        is noted in the output of the running cell and otherwise left out."""
+        if UNREADABLE in msg:
+            if cell is not None:
+                out.append_block(f"[{MALFORMED_NOTE}: {msg[UNREADABLE]}]")
+            return False
+        try:
+            return self._take_valid(msg, cell, out)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            if cell is not None:
+                out.append_block(f"[{MALFORMED_NOTE}: {type(exc).__name__}: {str(exc)[:200]}]")
+            return False
+
+    def _take_valid(self, msg: dict[str, Any], cell: _RunningCell | None, out: CappedText) -> bool:
         kind = msg["msg_type"]
         content = msg["content"]
         parent = msg["parent_header"]
@@ -346,9 +375,9 @@ class JupyterKernel:
         if content.get(CUT_KEY):
             out.mark_cut_before()
         if kind == "stream":
-            out.append(content.get("text", ""))
+            out.append(_text(content.get("text", ""), "stream text"))
         elif kind in ("execute_result", "display_data"):
-            out.append_block(content.get("data", {}).get("text/plain", ""))
+            out.append_block(_text(content.get("data", {}).get("text/plain", ""), "text/plain"))
         elif kind == "error" and ours:
             assert cell is not None
             cell.error_seen = True
@@ -526,8 +555,18 @@ class JupyterKernel:
         return self._client
 
     def _restart_box(self) -> None:
+        """A new kernel process in the box. Once the task has run code here, a kernel that will
+        not start again is the task's doing (`KernelBroken`), not a fault to retry."""
         self._stop_client()
-        self._connect(self._box.restart())
+        try:
+            self._connect(self._box.restart())
+        except KernelStartError as exc:
+            if not self._ran_code:
+                raise
+            raise KernelBroken(
+                f"the kernel in {self.description} did not start again after the task's code "
+                f"ran ({exc}); the episode ends here"
+            ) from exc
 
     def _stop_client(self) -> None:
         client, self._client = self._client, None
@@ -626,6 +665,20 @@ def _install_message_cap(cap_bytes: int) -> str:
         f"(lambda ns: (exec(compile({_message_cap_source()!r}, '<pytest-super message_cap>', "
         f"'exec'), ns), ns['install']({cap_bytes})))({{'__name__': 'pytest_super_message_cap'}})"
     )
+
+
+#: the key of a message the client could not read, and what the cell's output says of one
+UNREADABLE = "_pytest_super_unreadable"
+MALFORMED_NOTE = "a message from the kernel was not readable and was left out"
+
+
+def _text(value: Any, what: str) -> str:
+    """A message's text field, which the protocol says is a string (a list of lines is joined)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "".join(value)
+    raise TypeError(f"its {what} is {type(value).__name__}, not text")
 
 
 def _expression_value(values: dict[str, Any], name: str) -> str | None:

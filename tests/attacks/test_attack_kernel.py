@@ -55,3 +55,86 @@ def test_a_shell_command_reading_stdin_gets_end_of_file_at_once(kernel) -> None:
     _check_readers(kernel)
     kernel.restart()  # a restarted kernel closes stdin again
     _check_readers(kernel)
+
+
+# -- 6. forged kernel messages -----------------------------------------------------------------------
+FORGE_BAD_SIGNATURE = """\
+from jupyter_client.session import Session
+k = get_ipython().kernel
+forger = Session(key=b"not-the-key", username="task")
+forger.send(k.iopub_socket, "stream", {"name": "stdout", "text": "forged"}, parent=k.get_parent("shell"))
+print("after-bad-signature")
+"""
+FORGE_INT_TEXT = """\
+k = get_ipython().kernel
+k.session.send(k.iopub_socket, "stream", {"name": "stdout", "text": 12345}, parent=k.get_parent("shell"))
+print("after-int-text")
+"""
+
+
+@pytest.fixture
+def docker_kernel(image: str):
+    settings = KernelSettings(
+        run_id=f"test-{uuid.uuid4().hex[:10]}", mem="1g", cpus=1.0, startup_timeout_s=60
+    )
+    k = provision_kernel(settings, task_id="forger")
+    yield k
+    k.close()
+
+
+def test_forged_kernel_messages_are_the_cells_output_and_the_kernel_goes_on(docker_kernel) -> None:
+    """Red on 636b730: a message with a bad signature and a stream whose text is a number ended
+    the task as harness_error ("a bug of the harness")."""
+    bad = docker_kernel.execute(FORGE_BAD_SIGNATURE, timeout=30)
+    assert "not readable and was left out: ValueError: Invalid Signature" in bad.output
+    assert "after-bad-signature" in bad.output and "forged" not in bad.output
+    number = docker_kernel.execute(FORGE_INT_TEXT, timeout=30)
+    assert "its stream text is int, not text" in number.output
+    assert "after-int-text" in number.output
+    assert docker_kernel.execute("print(6 * 7)", timeout=30).output == "42\n"
+
+
+# -- 7. a task that breaks its own kernel's restart ---------------------------------------------------
+BREAK_KERNEL = """Thought: I break the kernel.
+Action: execute
+<content>
+import ipykernel, os, shutil
+shutil.rmtree(os.path.dirname(ipykernel.__file__))
+os._exit(1)
+</content>
+"""
+TASK = """\
+id: breaker
+query: 'Report x as a json structured as follows: {"x": 0}.'
+answer: {x: 1}
+solution:
+  - execute: |
+      print('{"x": 1}')
+"""
+
+
+def test_a_task_that_breaks_its_kernels_restart_ends_once_and_is_not_retried(
+    pytester: pytest.Pytester, openai_server, image: str, monkeypatch
+) -> None:
+    """Red on 636b730: the failed restart was an infrastructure fault, retried: the model was
+    paid for three episodes. Now it is the task's outcome, kernel_error, after one."""
+    monkeypatch.setenv("SUPER_API_KEY", "sk-test-key-for-the-fake-endpoint")
+    pytester.makeini("[pytest]\nsuper_tasks = tasks\n")
+    (pytester.path / "tasks" / "expert").mkdir(parents=True)
+    (pytester.path / "tasks" / "expert" / "breaker.yaml").write_text(TASK)
+    openai_server.script([BREAK_KERNEL] * 3)
+    result = pytester.runpytest_subprocess(
+        "tasks",
+        "--super-agent=react",
+        "--super-model=gpt-4o",
+        f"--super-base-url={openai_server.base_url}",
+        "--super-retries=2",
+        "--super-mem=1g",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(failed=1)  # the task's doing, not an error of the harness
+    assert len(openai_server.requests) == 1
+    (run_dir,) = (pytester.path / "reports").iterdir()
+    (line,) = (run_dir / "results.jsonl").read_text().splitlines()
+    assert '"exit_status": "kernel_error"' in line and "retried_after" not in line
