@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from typing import TYPE_CHECKING
@@ -125,9 +126,37 @@ def cleanup_host_folders(
                 continue
             except docker.errors.NotFound:
                 pass
-        shutil.rmtree(path, ignore_errors=True)
+        remove_host_folder(path)
         removed.append(path)
     return removed
+
+
+#: the size of the tmpfs mounted on a box's channel folder (`mount_channel_folder`): room for the
+#: kernel's five sockets (which take no blocks) and nothing a task could fill a disk with
+CHANNEL_TMPFS = "size=256k,nr_inodes=64,mode=0700,nosuid,nodev,noexec"
+
+
+def mount_channel_folder(channel_dir: str) -> bool:
+    """Make a box's channel folder its own small tmpfs (root on Linux only), so a task cannot
+    store data in the host folder bind-mounted for its kernel's sockets; False where it cannot
+    be done (not root, no `mount`): the disk watch still counts the folder then."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", CHANNEL_TMPFS, "pytest-super-ipc", channel_dir],
+        capture_output=True,
+        timeout=30,
+    )
+    return done.returncode == 0
+
+
+def remove_host_folder(folder: str) -> None:
+    """Remove a box's host folder, its channel tmpfs unmounted first (lazily: a socket still
+    open elsewhere does not hold the removal up)."""
+    channel_dir = os.path.join(folder, "ipc")
+    if os.path.ismount(channel_dir):
+        subprocess.run(["umount", "-l", channel_dir], capture_output=True, timeout=30)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _host_folders() -> list[str]:

@@ -12,10 +12,18 @@ POLL_MAX_S], so watching takes about WATCH_BUDGET of one core unless a poll take
 POLL_MAX_S * WATCH_BUDGET. `benchmarks/bench_disk_watch.py` measures the overhead on a task's own
 work. A filler is stopped within about one interval: it may overshoot by what it writes in that
 time (at 430 MB/s, the rate seen here, about 0.5 GB at 1 s, 2 GB at POLL_MAX_S).
+
+A size is never taken as small because it could not be read. The engine reports a layer's size as
+-1 when its own walk fails (a task made 20 nested folders of 250-character names, past PATH_MAX,
+then wrote 400 MB beside them): the watch then measures the layer's folder on the host itself
+(`GraphDriver.Data.UpperDir`, walked folder by folder through directory descriptors, so no path
+is ever too long), and a size it cannot measure either stops the task (`UNKNOWN`). Host folders
+are walked the same way: a deep path there is counted, not skipped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -34,7 +42,9 @@ POLL_MAX_S = 5.0
 #: Share of one core the watch aims to take (the engine's walk plus ours).
 WATCH_BUDGET = 0.05
 
-StopBox = Callable[[int, int], None]  # (bytes written, limit)
+StopBox = Callable[[int, int], None]  # (bytes written or UNKNOWN, limit)
+#: the size of a container whose disk use neither the engine nor the watch could measure
+UNKNOWN = -1
 
 
 @dataclass
@@ -89,6 +99,8 @@ class DiskWatch:
         started = time.perf_counter()
         sizes = self._layer_sizes(list(watched))
         for container_id, entry in watched.items():
+            if sizes.get(container_id) == UNKNOWN:
+                continue
             sizes[container_id] = sizes.get(container_id, 0) + sum(
                 folder_bytes(d) for d in entry.host_dirs
             )
@@ -96,7 +108,7 @@ class DiskWatch:
             self.last_poll_s = time.perf_counter() - started
             self.interval_s = min(max(POLL_MIN_S, self.last_poll_s / WATCH_BUDGET), POLL_MAX_S)
         for container_id, entry in watched.items():
-            if sizes[container_id] > entry.limit:
+            if sizes[container_id] == UNKNOWN or sizes[container_id] > entry.limit:
                 with self._lock:  # the background poll and a box's own check may both see it
                     if self._watched.pop(container_id, None) is None:
                         continue
@@ -108,7 +120,23 @@ class DiskWatch:
             listed = self._api.containers(all=True, size=True, filters={"id": ids})
         except (docker.errors.APIError, requests.exceptions.ConnectionError):
             return {}  # the engine is busy or gone: the boxes' own liveness checks will tell
-        return {c["Id"]: int(c.get("SizeRw") or 0) for c in listed}
+        sizes = {c["Id"]: int(c.get("SizeRw") or 0) for c in listed}
+        for container_id, size in sizes.items():
+            if size < 0:  # the engine's walk failed: never "small"
+                sizes[container_id] = self._upper_dir_bytes(container_id)
+        return sizes
+
+    def _upper_dir_bytes(self, container_id: str) -> int:
+        """The container's writable layer measured on this host (overlay2's UpperDir); UNKNOWN
+        when the engine does not say where it is or it is not on this host."""
+        try:
+            info = self._api.inspect_container(container_id)
+        except (docker.errors.APIError, requests.exceptions.RequestException):
+            return UNKNOWN
+        upper = ((info.get("GraphDriver") or {}).get("Data") or {}).get("UpperDir")
+        if not upper or not os.path.isdir(upper):
+            return UNKNOWN
+        return folder_bytes(upper)
 
     def _run(self) -> None:
         while True:
@@ -121,22 +149,37 @@ class DiskWatch:
 
 
 def folder_bytes(path: str) -> int:
-    """Disk blocks used under `path` (symlinks not followed; vanished entries skipped)."""
+    """Disk blocks used under `path` (symlinks not followed; vanished entries skipped). Walked
+    through directory descriptors, one level at a time, so a path of any depth is counted."""
+    try:
+        top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return 0
     total = 0
-    stack = [path]
+    stack = [top]
     while stack:
+        fd = stack.pop()
         try:
-            entries = list(os.scandir(stack.pop()))
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    total += info.st_blocks * 512
+                    if entry.is_dir(follow_symlinks=False):
+                        with contextlib.suppress(OSError):
+                            stack.append(
+                                os.open(
+                                    entry.name,
+                                    os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                                    dir_fd=fd,
+                                )
+                            )
         except OSError:
-            continue
-        for entry in entries:
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            total += info.st_blocks * 512
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
+            pass
+        finally:
+            os.close(fd)
     return total
 
 

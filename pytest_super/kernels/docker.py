@@ -39,7 +39,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import socket
 import tarfile
 import tempfile
@@ -69,8 +68,10 @@ from pytest_super.kernels.cleanup import (
     cleanup_containers,
     cleanup_dead_leases,
     host_folder_root,
+    mount_channel_folder,
+    remove_host_folder,
 )
-from pytest_super.kernels.diskwatch import disk_watch
+from pytest_super.kernels.diskwatch import UNKNOWN, disk_watch
 from pytest_super.kernels.engine import (
     LABEL,
     LABEL_HOST,
@@ -254,7 +255,7 @@ class DockerBox:
         finally:
             self._removed = True
             self._release()
-            shutil.rmtree(self.folder, ignore_errors=True)
+            remove_host_folder(self.folder)
 
     def on_release(self, stop: Callable[[], None]) -> None:
         """Call `stop` once when the harness lets go of the box (remove or detach)."""
@@ -267,10 +268,17 @@ class DockerBox:
 
     def stop_for_disk(self, written: int, limit: int) -> None:
         """Stop the box: it wrote `written` bytes, over its `limit` (called by the disk watch)."""
-        self.disk_exceeded = (
-            f"{self.description} wrote {_size(written)} to its disk, over the limit of "
-            f"{_size(limit)} (--super-disk); the task was stopped"
-        )
+        if written == UNKNOWN:
+            self.disk_exceeded = (
+                f"the disk use of {self.description} could not be measured (the engine reports "
+                f"none, as for paths past PATH_MAX); under the limit of {_size(limit)} "
+                "(--super-disk) it cannot be shown to be, so the task was stopped"
+            )
+        else:
+            self.disk_exceeded = (
+                f"{self.description} wrote {_size(written)} to its disk, over the limit of "
+                f"{_size(limit)} (--super-disk); the task was stopped"
+            )
         with contextlib.suppress(docker.errors.APIError, requests.exceptions.ConnectionError):
             self.api.kill(self.container_id)
 
@@ -387,6 +395,7 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
             tmpfs = {CHANNEL_DIR_IN_CONTAINER: "rw,nosuid,nodev,noexec,size=1m,mode=0700"}
         else:
             os.mkdir(channel_dir, 0o700)
+            mount_channel_folder(channel_dir)  # sockets only: no room for a task's data
             binds[channel_dir] = {"bind": CHANNEL_DIR_IN_CONTAINER, "mode": "rw"}
             tmpfs = None
         limits = {
@@ -642,7 +651,7 @@ def _discard(
     if box is not None:  # releases its relay and disk watch too
         with contextlib.suppress(docker.errors.APIError, requests.exceptions.ConnectionError):
             box.remove()
-    shutil.rmtree(folder, ignore_errors=True)
+    remove_host_folder(folder)
     if container_id is None:
         return
     with contextlib.suppress(docker.errors.APIError, requests.exceptions.ConnectionError):

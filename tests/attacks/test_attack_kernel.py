@@ -3,6 +3,7 @@ not hold the cell for its whole timeout. On the real engine, and on the local ba
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from contextlib import nullcontext
@@ -138,3 +139,66 @@ def test_a_task_that_breaks_its_kernels_restart_ends_once_and_is_not_retried(
     (run_dir,) = (pytester.path / "reports").iterdir()
     (line,) = (run_dir / "results.jsonl").read_text().splitlines()
     assert '"exit_status": "kernel_error"' in line and "retried_after" not in line
+
+
+# -- 5. --super-disk walked around ----------------------------------------------------------------
+DEEP_THEN_WRITE = """\
+import os, time
+start = os.getcwd()
+os.chdir({root!r})
+for level in range(20):  # 20 x 251 characters: past PATH_MAX (4096) from the root
+    name = str(level) + "d" * 250
+    os.mkdir(name)
+    os.chdir(name)
+{write}
+os.chdir(start)
+time.sleep(20)  # the watch polls every 1-5 s
+print('{{"x": 1}}')
+"""
+#: 400 MB of data (not a sparse file: every block is written)
+WRITE_400MB = """\
+with open("{where}", "wb") as f:
+    for _ in range(400):
+        f.write(os.urandom(1 << 20))
+"""
+
+
+def _disk_task(task_id: str, root: str, where: str) -> str:
+    code = DEEP_THEN_WRITE.format(root=root, write=WRITE_400MB.format(where=where))
+    indented = "".join(f"      {line}\n" for line in code.splitlines())
+    return (
+        f"id: {task_id}\nquery: 'Report x as {{\"x\": 0}}.'\nanswer: {{x: 1}}\n"
+        f"solution:\n  - execute: |\n{indented}"
+    )
+
+
+def test_the_disk_limit_holds_past_path_max_and_in_the_channel_folder(
+    pytester: pytest.Pytester, image: str
+) -> None:
+    """Red on 636b730 with --super-disk=64m: (a) 20 nested 250-character folders, then 400 MB in
+    an ordinary file: the engine reported the layer's size as -1 and the watch took it as small;
+    (b) 400 MB at the bottom of such a path in the host folder of the kernel channels: the walk
+    skipped the long path in silence, and the host folder reached 400 MiB. Both tasks passed."""
+    pytester.makeini("[pytest]\nsuper_tasks = tasks\n")
+    expert = pytester.path / "tasks" / "expert"
+    expert.mkdir(parents=True)
+    (expert / "deep_layer.yaml").write_text(
+        _disk_task("deep_layer", "/content", "/content/big.bin")
+    )
+    (expert / "deep_channel.yaml").write_text(
+        _disk_task("deep_channel", "/run/pytest-super", "big.bin")
+    )
+    result = pytester.runpytest_subprocess(
+        "tasks", "--super-agent=gold", "--super-disk=64m", "--super-mem=1g", "-n", "2"
+    )
+    (run_dir,) = (pytester.path / "reports").iterdir()
+    lines = [json.loads(ln) for ln in (run_dir / "results.jsonl").read_text().splitlines()]
+    statuses = {r["task_id"]: r["exit_status"] for r in lines}
+    out = result.stdout.str()[-3000:]
+    # (a) the layer's size, unknown to the engine, is measured on the host: over the limit
+    assert statuses["deep_layer"] == "disk_limit", out
+    # (b) the channel folder is a tmpfs of its own (256 KiB, sockets only): the task's write fails
+    # there at once, and nothing of it reaches the host's disk
+    assert statuses["deep_channel"] != "submitted", out
+    trajectory = json.loads((run_dir / "trajectories" / "deep_channel.json").read_text())
+    assert "No space left on device" in trajectory["steps"][0]["output"]
