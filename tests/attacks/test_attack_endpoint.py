@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import resource
 import subprocess
 import sys
 
@@ -148,3 +149,7 @@ def test_an_echoed_key_reaches_no_file_no_report_and_no_terminal(
     trajectory = (run_dir / "trajectories" / "echo.json").read_text()
     assert "\ufffd" in json.loads(trajectory)["steps"][1]["thought"]
     assert "<API key>" in trajectory
+    # the harness (the pytest process that ran the episode) stayed small: the largest peak of
+    # this test process's children so far, the harness among them
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+    assert peak_mb < PEAK_LIMIT_MB, f"peak RSS {peak_mb} MB"
