@@ -6,12 +6,14 @@ labelled (e.g. after a run that was killed), dead runs' leases, and the private 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_super.kernels.engine import LABEL, LABEL_RUN, engine_identity
@@ -140,7 +142,7 @@ def mount_channel_folder(channel_dir: str) -> bool:
     """Make a box's channel folder its own small tmpfs (root on Linux only), so a task cannot
     store data in the host folder bind-mounted for its kernel's sockets; False where it cannot
     be done (not root, no `mount`): the disk watch still counts the folder then."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
+    if os.geteuid() != 0 or shutil.which("mount") is None or not _engine_sees_our_mounts():
         return False
     done = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", CHANNEL_TMPFS, "pytest-super-ipc", channel_dir],
@@ -148,6 +150,25 @@ def mount_channel_folder(channel_dir: str) -> bool:
         timeout=30,
     )
     return done.returncode == 0
+
+
+@functools.cache
+def _engine_sees_our_mounts() -> bool:
+    """Whether a local `dockerd` runs in this process's mount namespace: only then does a bind
+    mount of the channel folder show the engine our tmpfs (a run in a namespace of its own, as
+    `unshare --mount-proc` makes, would hand the kernel an empty folder the controller never
+    sees). A dockerd this process cannot see (another PID namespace, a remote engine): no."""
+    try:
+        ours = os.readlink("/proc/self/ns/mnt")
+    except OSError:
+        return False
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip() == "dockerd":
+                return os.readlink(comm.parent / "ns" / "mnt") == ours
+        except OSError:
+            continue
+    return False
 
 
 def remove_host_folder(folder: str) -> None:
