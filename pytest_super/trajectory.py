@@ -3,10 +3,12 @@
 The JSON file is one object whose `steps` list holds a step per line and whose `info` (exit status,
 submission, scores) comes last. A new step is written over the old trailer (`], "info": ...}`)
 followed by a fresh trailer, so saving costs what the step costs, not the whole episode again:
-writing a trajectory is linear in its size. A step larger than a page rewrites the file instead
-(atomically), since only a one-page write is never cut by a signal: the file is complete JSON at
-every moment, even when the process is killed while it writes. `save` rewrites it whole (atomically,
-step by step, never the whole text in memory at once); the runner does so at the start and end.
+writing a trajectory is linear in its size. The file is complete JSON at every moment, even when
+the process is killed while it writes (a SIGKILL cuts a large write at a page boundary): a step is
+written into a private twin of the file (`.<name>.next`), the twin is renamed over the file, and the
+step is then written into the old file too, which becomes the next twin. Each step is so written
+twice and nothing is ever copied whole. `save` rewrites the file whole (atomically, step by step,
+never the whole text in memory at once); the runner does so at the start and end.
 The notebook (nbformat v4) shows the query and thoughts as markdown and the actions as code cells
 with their outputs, then the submission and the scores.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,10 +29,6 @@ from nbformat import v4
 from pytest_super import strictjson
 from pytest_super.atomic import replacing
 from pytest_super.errors import ReportWriteError
-
-#: the most a step's in-place append writes in one `write`: one page, which Linux never splits
-#: on a signal (larger writes stop at a page boundary when a fatal signal arrives)
-IN_PLACE_WRITE_BYTES = 4096
 
 
 @dataclass
@@ -77,23 +76,37 @@ class Trajectory:
     def _append(self, step: Step) -> None:
         """Add a step and write it at the end of the file (the steps before are not rewritten).
 
-        A write of one page is never cut by a signal; a larger one can be (a SIGKILL while a
-        23 MB step was written left invalid JSON), so a step larger than a page rewrites the file
-        atomically instead (`save`): a reader sees the file before the step or after it."""
+        A write in place can be cut by a signal (a SIGKILL while a 23 MB step was written left
+        invalid JSON), so the step goes into the twin first, the twin replaces the file, and the
+        old file, brought up to date the same way, is the next twin."""
         self.steps.append(step)
         if self._trailer_at is None or not self.path.exists():
             self._save()
             return
         data = (",\n" if len(self.steps) > 1 else "\n") + _step_json(step)
         encoded = data.encode("utf-8")
-        if len(encoded) + len(self._trailer()) > IN_PLACE_WRITE_BYTES:
+        tail = encoded + self._trailer()
+        twin, spare = self._twin_paths()
+        if not twin.exists():  # after `save`: a copy of the file while it is still small
+            shutil.copyfile(self.path, twin)
+        _write_at(twin, self._trailer_at, tail)  # private: a cut write harms nothing
+        spare.unlink(missing_ok=True)
+        try:
+            os.link(self.path, spare)  # the file as it was, kept
+        except OSError:  # a file system without hard links: one atomic rewrite instead
+            twin.unlink(missing_ok=True)
             self._save()
             return
-        with open(self.path, "r+b") as f:
-            f.seek(self._trailer_at)
-            f.write(encoded + self._trailer())
-            f.truncate()
+        os.replace(twin, self.path)  # a reader sees the file before the step or after it
+        _write_at(spare, self._trailer_at, tail)
+        os.replace(spare, twin)
         self._trailer_at += len(encoded)
+
+    def _twin_paths(self) -> tuple[Path, Path]:
+        return (
+            self.path.with_name(f".{self.path.name}.next"),
+            self.path.with_name(f".{self.path.name}.prev"),
+        )
 
     def save(self) -> None:
         """Rewrite the whole file (atomically): the steps so far and the current `info`."""
@@ -112,6 +125,8 @@ class Trajectory:
             trailer_at = f.buffer.tell()
             f.write(self._trailer().decode("utf-8"))
         self._trailer_at = trailer_at
+        for stale in self._twin_paths():  # the twin of the file before this rewrite
+            stale.unlink(missing_ok=True)
 
     def _trailer(self) -> bytes:
         return ('\n], "info": ' + strictjson.dumps(self.info) + "}\n").encode("utf-8")
@@ -170,6 +185,14 @@ class Trajectory:
             rest = {key: value for key, value in nb.items() if key != "cells"}
             f.write("\n ]," + _notebook_json(rest)[1:] + "\n")
         return self.notebook_path
+
+
+def _write_at(path: Path, offset: int, data: bytes) -> None:
+    """Write `data` at `offset` of `path` and cut the file there."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+        f.truncate()
 
 
 def _notebook_json(value: Any) -> str:

@@ -571,8 +571,7 @@ class JupyterKernel:
     def _stop_client(self) -> None:
         client, self._client = self._client, None
         if client is not None:
-            with contextlib.suppress(Exception):  # a half-connected client: nothing to release
-                client.stop_channels()
+            _release(client)
 
     def _connect(self, info: dict[str, Any]) -> None:
         client = BlockingKernelClient()
@@ -581,7 +580,11 @@ class JupyterKernel:
         # and the receive queue may hold, whatever the kernel sends
         client.context.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes(self._cap))
         client.context.setsockopt(zmq.RCVHWM, RECEIVE_QUEUE_MESSAGES)
-        client.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=True)
+        try:
+            client.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=True)
+        except BaseException:
+            _release(client)
+            raise
         self._client = client
         self._session = client.session.session
         self._wait_ready()
@@ -690,3 +693,14 @@ def _expression_value(values: dict[str, Any], name: str) -> str | None:
 
 def _b64(text: str) -> str:
     return base64.b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def _release(client: BlockingKernelClient) -> None:
+    """Close a client's sockets and its ZeroMQ context now. A context left to the garbage
+    collector is destroyed from whatever thread collects it, and a worker hung there for good
+    (in `Context.term`) after a run of the suite."""
+    with contextlib.suppress(Exception):  # a half-connected client: nothing to release
+        client.stop_channels()
+    with contextlib.suppress(Exception):
+        if not client.context.closed:
+            client.context.destroy(linger=0)

@@ -253,7 +253,9 @@ def test_a_task_that_undoes_the_kernel_side_cap_loses_its_output_not_the_harness
 
 
 def test_trajectory_writing_is_linear(tmp_path):
-    """200 steps of 100 kB: each step is written once (rewriting after each step wrote 2 GB)."""
+    """200 steps of 100 kB: each step is written twice, into the file's twin and into the file
+    (issue 24 item 14: a reader sees the file before a step or after it), and nothing is copied
+    whole (rewriting after each step wrote 2 GB)."""
     trajectory = Trajectory(path=tmp_path / "t.json", task_id="t", query="q", agent="gold")
     trajectory.save()
     before = _written_bytes()
@@ -264,7 +266,7 @@ def test_trajectory_writing_is_linear(tmp_path):
     written = _written_bytes() - before
     size = trajectory.path.stat().st_size
     assert size > 200 * 100_000
-    assert written < 1.2 * size, (written, size)
+    assert written < 2.2 * size, (written, size)
     trajectory.info["exit_status"] = "submitted"
     trajectory.save()
     assert load_trajectory(trajectory.path).steps[-1].output == "o" * 100_000
