@@ -182,11 +182,15 @@ def test_kernel_killed_by_a_signal_is_reported(kernel):
 
 
 def _peak_rss_mb() -> float:
+    return _status_mb("VmHWM:")
+
+
+def _status_mb(field: str) -> float:
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field):
                 return int(line.split()[1]) / 1024
-    raise AssertionError("no VmHWM in /proc/self/status")
+    raise AssertionError(f"no {field} in /proc/self/status")
 
 
 def test_message_cap_keeps_head_and_tail_within_the_encoded_budget():
@@ -216,11 +220,11 @@ def test_message_cap_shrinks_only_what_is_too_big_and_says_so():
 
 
 def test_flood_is_capped_without_blowing_memory(kernel):
-    try:  # reset the peak so that earlier tests in this process do not count
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
+    # reset the peak to what this process holds now, so that earlier tests in this process (an
+    # xdist worker holds 300 MB late in the suite) do not count: what the cell adds is measured
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = _status_mb("VmRSS:")
     code = (
         "import sys\n"
         "for i in range(50):\n"
@@ -228,14 +232,14 @@ def test_flood_is_capped_without_blowing_memory(kernel):
         "print('THE END')"
     )
     r = kernel.execute(code, 120)
-    peak = _peak_rss_mb()
-    print(f"\n50 MB cell: {r.duration_s:.2f} s, peak RSS of the pytest process {peak:.0f} MB")
+    peak = _peak_rss_mb() - before
+    print(f"\n50 MB cell: {r.duration_s:.2f} s, the pytest process's peak grew {peak:.0f} MB")
     assert r.status == "ok" and r.truncated
     assert len(r.output.encode()) < 10_000_000 + 200
     assert r.output.startswith("0" * 1000)
     assert r.output.endswith("9" * 1000 + "\nTHE END\n")
     assert "bytes cut] ..." in r.output
-    assert peak < 300, peak
+    assert peak < 250, peak  # a fresh process of about 50 MB was held under 300 MB
     assert kernel.execute("1+1", 30).output == "2\n"  # nothing left over in the socket
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import resource
 import subprocess
 import sys
 
@@ -20,7 +19,7 @@ KEY = "sk-test-0123456789abcdef-echoed"
 PEAK_LIMIT_MB = 400
 
 ASK = """
-import json, resource, sys
+import json, sys
 from pytest_super.agents.llm import LLMClient, LLMSettings
 from pytest_super.errors import LLMError
 settings = LLMSettings(model="m", base_url=sys.argv[1], max_retries=1)
@@ -29,7 +28,9 @@ try:
         outcome = "reply " + str(len(client.complete([{"role": "user", "content": "hi"}]).text))
 except LLMError as exc:
     outcome = "LLMError " + str(exc)
-print(json.dumps({"outcome": outcome, "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+# VmHWM, not ru_maxrss: ru_maxrss keeps the parent's peak across exec
+peak_kb = int(next(ln.split()[1] for ln in open('/proc/self/status') if ln.startswith('VmHWM:')))
+print(json.dumps({"outcome": outcome, "peak_kb": peak_kb}))
 """
 
 
@@ -102,6 +103,16 @@ solution:
 """
 
 
+#: the harness writes its own peak resident memory (VmHWM) as it ends
+PEAK_CONFTEST = """
+import pathlib
+
+def pytest_unconfigure(config):
+    peak_kb = int(next(ln.split()[1] for ln in open('/proc/self/status') if ln.startswith('VmHWM:')))
+    pathlib.Path(str(config.rootpath), "peak_kb").write_text(str(peak_kb))
+"""
+
+
 def _echo(text: str) -> str:
     return f"Thought: {text}\nAction: execute\n<content>\nprint('{text}')\n</content>\n"
 
@@ -116,6 +127,7 @@ def test_an_echoed_key_reaches_no_file_no_report_and_no_terminal(
     pytester.makeini("[pytest]\nsuper_tasks = tasks\n")
     (pytester.path / "tasks" / "expert").mkdir(parents=True)
     (pytester.path / "tasks" / "expert" / "echo.yaml").write_text(ECHO_TASK)
+    pytester.makeconftest(PEAK_CONFTEST)
     surrogate = _reply("Thought: a\ud800 " + KEY + "\nAction: execute\n<content>\nprint(1)\n")
     openai_server.script(
         [
@@ -149,7 +161,6 @@ def test_an_echoed_key_reaches_no_file_no_report_and_no_terminal(
     trajectory = (run_dir / "trajectories" / "echo.json").read_text()
     assert "\ufffd" in json.loads(trajectory)["steps"][1]["thought"]
     assert "<API key>" in trajectory
-    # the harness (the pytest process that ran the episode) stayed small: the largest peak of
-    # this test process's children so far, the harness among them
-    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+    # the harness (the pytest process that ran the episode) stayed small, by its own VmHWM
+    peak_mb = int((pytester.path / "peak_kb").read_text()) // 1024
     assert peak_mb < PEAK_LIMIT_MB, f"peak RSS {peak_mb} MB"

@@ -191,11 +191,12 @@ def test_our_own_bug_is_a_harness_error_not_the_agents_failure(episode):
 # -- 16. what a task prints must not grow the harness ----------------------------------------------
 #: The run's peak memory and bytes written, recorded by the run itself as it ends (Linux).
 PEAK_CONFTEST = """
-import json, pathlib, resource
+import json, pathlib
 
 def pytest_unconfigure(config):
     io = dict(line.split(": ") for line in pathlib.Path("/proc/self/io").read_text().splitlines())
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # VmHWM, not ru_maxrss: ru_maxrss keeps the parent's peak across exec
+    peak_kb = int(next(ln.split()[1] for ln in open('/proc/self/status') if ln.startswith('VmHWM:')))
     stats = {"peak_rss_mb": peak_kb / 1024, "written_bytes": int(io["wchar"])}
     pathlib.Path(str(config.rootpath), "stats.json").write_text(json.dumps(stats))
 """
