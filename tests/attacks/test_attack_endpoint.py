@@ -58,6 +58,7 @@ def test_a_100_mb_answer_is_an_endpoint_error_and_the_harness_stays_small(openai
     from pytest_super.agents.llm import max_reply_bytes
 
     assert f"{max_reply_bytes(LLMSettings(model='m')):,} bytes" in outcome
+    print(f"harness peak RSS {peak_mb} MB")
     assert peak_mb < PEAK_LIMIT_MB, f"peak RSS {peak_mb} MB"
 
 
@@ -79,6 +80,7 @@ def test_a_gzip_bomb_is_cut_while_it_inflates(openai_server, gzip_bomb) -> None:
     openai_server.script([bomb, bomb])
     outcome, peak_mb = _ask_in_a_process(openai_server.base_url)
     assert outcome.startswith("LLMError") and "larger than" in outcome, outcome
+    print(f"harness peak RSS {peak_mb} MB")
     assert peak_mb < PEAK_LIMIT_MB, f"peak RSS {peak_mb} MB"
 
 
@@ -163,4 +165,5 @@ def test_an_echoed_key_reaches_no_file_no_report_and_no_terminal(
     assert "<API key>" in trajectory
     # the harness (the pytest process that ran the episode) stayed small, by its own VmHWM
     peak_mb = int((pytester.path / "peak_kb").read_text()) // 1024
+    print(f"harness peak RSS {peak_mb} MB")
     assert peak_mb < PEAK_LIMIT_MB, f"peak RSS {peak_mb} MB"

@@ -120,6 +120,7 @@ def test_such_a_landmark_scores_as_not_hit_and_the_harness_stays_small() -> None
     assert done.returncode == 0, done.stderr[-2000:]
     verdict, peak_kb = done.stdout.split("\n")[:2]
     assert verdict == "0.5 1 True"
+    print(f"scoring peak RSS {int(peak_kb) // 1024} MB")
     assert int(peak_kb) < 400 * 1024, f"peak RSS {int(peak_kb) // 1024} MB"
 
 
