@@ -16,6 +16,10 @@ from pathlib import Path
 from pytest_super.kernels import LABEL_RUN, LABEL_TASK
 from pytest_super.kernels.lease import LABEL_LEASE_RUN
 
+#: Python for a process's own peak resident memory in kB (VmHWM), spliced into the code the
+#: peak-memory tests run: not ru_maxrss, which keeps the parent's peak across exec
+PEAK_KB = "int(next(ln.split()[1] for ln in open('/proc/self/status') if ln.startswith('VmHWM:')))"
+
 
 class Run:
     """One pytest process in a session of its own (its process group is ours to signal), with a

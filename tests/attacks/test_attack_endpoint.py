@@ -12,13 +12,15 @@ import sys
 
 import pytest
 from openai_server import Raw
+from run_support import PEAK_KB
 
 from pytest_super.agents.llm import LLMClient, LLMSettings
 
 KEY = "sk-test-0123456789abcdef-echoed"
 PEAK_LIMIT_MB = 400
 
-ASK = """
+ASK = (
+    """
 import json, sys
 from pytest_super.agents.llm import LLMClient, LLMSettings
 from pytest_super.errors import LLMError
@@ -28,10 +30,12 @@ try:
         outcome = "reply " + str(len(client.complete([{"role": "user", "content": "hi"}]).text))
 except LLMError as exc:
     outcome = "LLMError " + str(exc)
-# VmHWM, not ru_maxrss: ru_maxrss keeps the parent's peak across exec
-peak_kb = int(next(ln.split()[1] for ln in open('/proc/self/status') if ln.startswith('VmHWM:')))
+peak_kb = """
+    + PEAK_KB
+    + """
 print(json.dumps({"outcome": outcome, "peak_kb": peak_kb}))
 """
+)
 
 
 def _ask_in_a_process(base_url: str) -> tuple[str, int]:
@@ -106,13 +110,17 @@ solution:
 
 
 #: the harness writes its own peak resident memory (VmHWM) as it ends
-PEAK_CONFTEST = """
+PEAK_CONFTEST = (
+    """
 import pathlib
 
 def pytest_unconfigure(config):
-    peak_kb = int(next(ln.split()[1] for ln in open('/proc/self/status') if ln.startswith('VmHWM:')))
+    peak_kb = """
+    + PEAK_KB
+    + """
     pathlib.Path(str(config.rootpath), "peak_kb").write_text(str(peak_kb))
 """
+)
 
 
 def _echo(text: str) -> str:

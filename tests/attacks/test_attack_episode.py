@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from openai_server import Status
+from run_support import PEAK_KB
 from test_scale import PytestRun, make_project, only_run_dir, results, task_yaml
 
 from pytest_super.agents.base import Agent, AgentResult, Environment
@@ -190,16 +191,19 @@ def test_our_own_bug_is_a_harness_error_not_the_agents_failure(episode):
 
 # -- 16. what a task prints must not grow the harness ----------------------------------------------
 #: The run's peak memory and bytes written, recorded by the run itself as it ends (Linux).
-PEAK_CONFTEST = """
+PEAK_CONFTEST = (
+    """
 import json, pathlib
 
 def pytest_unconfigure(config):
     io = dict(line.split(": ") for line in pathlib.Path("/proc/self/io").read_text().splitlines())
-    # VmHWM, not ru_maxrss: ru_maxrss keeps the parent's peak across exec
-    peak_kb = int(next(ln.split()[1] for ln in open('/proc/self/status') if ln.startswith('VmHWM:')))
+    peak_kb = """
+    + PEAK_KB
+    + """
     stats = {"peak_rss_mb": peak_kb / 1024, "written_bytes": int(io["wchar"])}
     pathlib.Path(str(config.rootpath), "stats.json").write_text(json.dumps(stats))
 """
+)
 #: The harness's memory bound of issue 11 for a run in which one task prints 500 MB.
 PEAK_RSS_LIMIT_MB = 400
 FLOOD_CELLS = 20

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from run_support import PEAK_KB
 
 from pytest_super.errors import TaskFileError
 from pytest_super.tasks import load_yaml_task
@@ -99,16 +100,19 @@ def test_a_landmark_of_nested_counted_repeats_is_refused_at_load(tmp_path: Path)
     assert "(?:a{5000}){5000}" in str(error.value) and str(path) in str(error.value)
 
 
-SCORING_RSS = """
+SCORING_RSS = (
+    """
 import warnings
 from pytest_super.scoring import check_landmarks
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     score, missed = check_landmarks(["(?:a{5000}){5000}", "done"], ["a" * 10000 + " done"])
 print(score, len(missed), any("counts as not hit" in str(w.message) for w in caught))
-# VmHWM, not ru_maxrss: ru_maxrss keeps the parent's peak across exec
-print(int(next(ln.split()[1] for ln in open('/proc/self/status') if ln.startswith('VmHWM:'))))
+print("""
+    + PEAK_KB
+    + """)
 """
+)
 
 
 def test_such_a_landmark_scores_as_not_hit_and_the_harness_stays_small() -> None:
