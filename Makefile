@@ -31,10 +31,10 @@ image: venv docker
 image-colab: image
 	$(BIN)/pytest-super image build --profile colab
 
-# Resolve the colab profile again into pytest_super/kernels/image/colab.lock (commit the result).
+# Resolve the colab profile again into pytest_super/kernels/docker/image_context/colab.lock (commit the result).
 image-colab-lock: venv
 	$(BIN)/pip install --quiet uv==$(UV_VERSION)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest_super.kernels.image lock
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest_super.kernels.docker.image lock
 
 demo: image
 	mkdir -p reports

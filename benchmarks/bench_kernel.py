@@ -24,8 +24,8 @@ from jupyter_client import BlockingKernelClient
 
 from pytest_super.kernels import cleanup_containers, docker_client, provision_kernel
 from pytest_super.kernels.base import KernelSettings
-from pytest_super.kernels.docker import KERNEL_PORTS
-from pytest_super.kernels.image import PROFILES, build_image
+from pytest_super.kernels.docker.backend import KERNEL_PORTS
+from pytest_super.kernels.docker.image import PROFILES, build_image
 
 
 def floor_provision(client, image: str, run_id: str) -> tuple[float, float]:

@@ -16,8 +16,8 @@ from queue import Empty
 
 from jupyter_client import BlockingKernelClient
 
+from pytest_super.kernels.jupyter.runtime import JupyterKernel
 from pytest_super.kernels.local import LocalBox
-from pytest_super.kernels.runtime import JupyterKernel
 
 
 def bare_round_trip(client: BlockingKernelClient) -> float:

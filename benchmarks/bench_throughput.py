@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_super.kernels import cleanup_containers, docker_client_for
-from pytest_super.kernels.image import build_image
+from pytest_super.kernels.docker.image import build_image
 
 TARGET_RATIO = 1.7  # n1/n2, set (issue 9) when the harness's own waits dominated -n 1
 TARGET_POOL_SPEEDUP = 1.8  # -n 1 with the pool against without it (issue 15)

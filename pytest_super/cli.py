@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from pytest_super.errors import SuperError
-from pytest_super.kernels.image import add_build_arguments, run_build_command
+from pytest_super.kernels.docker.image import add_build_arguments, run_build_command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,7 +134,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _import_trajectories(args: argparse.Namespace) -> int:
-    from pytest_super.episodes import import_run, published_runs
+    from pytest_super.published_runs import import_run, published_runs
 
     failed = 0
     for run_dir in published_runs(args.dir):
@@ -221,7 +221,7 @@ def _column_name(path: Path, records: list, taken: dict) -> str:
 def _cleanup(args: argparse.Namespace) -> int:
     from pytest_super.kernels import cleanup_containers, docker_client
     from pytest_super.kernels.base import KernelSettings
-    from pytest_super.kernels.cleanup import cleanup_dead_leases
+    from pytest_super.kernels.docker.cleanup import cleanup_dead_leases
 
     client = docker_client(KernelSettings(docker_host=args.docker_host))
     removed = cleanup_containers(

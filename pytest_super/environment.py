@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_super.agents.llm import LLMClient
 from pytest_super.edit import EditRequest, edit_file, format_edit
 from pytest_super.errors import BudgetExceeded, ComputeLimitReached, ExitStatus
 from pytest_super.kernels.base import CellResult, Kernel
+from pytest_super.llm import LLMClient
 from pytest_super.tasks import Cell, Task
 from pytest_super.trajectory import Step, Trajectory
 

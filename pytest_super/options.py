@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_super.agents.llm import LLMSettings
 from pytest_super.kernels.base import KernelSettings
+from pytest_super.llm import LLMSettings
 from pytest_super.runner import PASS_METRICS, RunSettings
 from pytest_super.tasks import SETS
 
@@ -311,7 +311,7 @@ def _check_agent(spec: str) -> None:
 
 def _llm_settings(config: pytest.Config) -> LLMSettings | None:
     from pytest_super.agents import needs_llm
-    from pytest_super.agents.llm import api_key_from_env
+    from pytest_super.llm import api_key_from_env
 
     agent = config.getoption("super_agent")
     if not agent or not needs_llm(agent):

@@ -87,7 +87,7 @@ def check_llm_endpoint(settings: Any) -> None:
     unknown model, wrong URL) or no answer stops the session with one message, instead of every
     task retrying. With --super-llm-cache an unreachable endpoint only warns (replies may all be
     cached)."""
-    from pytest_super.agents.llm import LLMClient
+    from pytest_super.llm import LLMClient
 
     with LLMClient(settings) as client:
         problem = client.preflight()
@@ -152,8 +152,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 def pytest_unconfigure(config: pytest.Config) -> None:
     interrupts.restore_sigterm(config)
     interrupts.restore_ctrl_c(config)
-    if "pytest_super.kernels.lease" in sys.modules:  # this process started docker kernels
-        from pytest_super.kernels.lease import release_leases
+    if "pytest_super.kernels.docker.lease" in sys.modules:  # this process started docker kernels
+        from pytest_super.kernels.docker.lease import release_leases
 
         release_leases()
 
@@ -283,7 +283,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
     agent = load_agent(run.agent)
     llm = None
     if run.llm_settings is not None:
-        from pytest_super.agents.llm import LLMClient
+        from pytest_super.llm import LLMClient
 
         llm = LLMClient(run.llm_settings)
     item = request.node
@@ -363,7 +363,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
 
 def _kernel_settings(run: SuperRun, task: Task) -> KernelSettings:
     """The kernel settings of one task: the run's, with the task's image (docker backend)."""
-    from pytest_super.kernels.image import image_for_task
+    from pytest_super.kernels.docker.image import image_for_task
 
     docker = run.kernel.backend == "docker"
     image = image_for_task(task.image, run.kernel.image) if docker else "(local kernel)"

@@ -3,7 +3,7 @@
 The key is sent to the endpoint and nowhere else; but an endpoint (a proxy, or a model repeating
 its input) can send it back, and what it sends reaches trajectories, reports, JUnit and the
 terminal. The LLM client registers the key once (`register`); replies are redacted where they
-enter (`agents/llm.py`), and every JSON we write (`strictjson.dumps`), the pytest reports
+enter (`llm.py`), and every JSON we write (`strictjson.dumps`), the pytest reports
 (failure text, captured output, JUnit properties) and the live step printer are redacted again on
 the way out, whatever the text's source.
 """

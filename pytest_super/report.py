@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from pytest_super import scoring, stats, strictjson
-from pytest_super.kernels.output import clean_for_model
+from pytest_super.kernels.jupyter.output import clean_for_model
 from pytest_super.runner import TaskResult
 from pytest_super.tasks import categories_of, jsonl_lines
 

@@ -18,7 +18,6 @@ from typing import Any
 from pytest_super import scoring
 from pytest_super.agents.base import Agent
 from pytest_super.agents.history import BUDGET_ACTION, COMPUTE_ACTION, FORMAT_ERROR_ACTION
-from pytest_super.agents.llm import LLMClient
 from pytest_super.environment import (
     AgentResult,
     Environment,
@@ -35,6 +34,7 @@ from pytest_super.errors import (
     TaskSetupError,
 )
 from pytest_super.kernels.base import Kernel
+from pytest_super.llm import LLMClient
 from pytest_super.tasks import Task
 from pytest_super.trajectory import Step, Trajectory
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from openai_server import FakeOpenAIServer
+
+from tests.support.openai_server import FakeOpenAIServer
 
 if TYPE_CHECKING:
     import docker
@@ -31,7 +32,7 @@ def openai_server() -> Iterator[FakeOpenAIServer]:
 @pytest.fixture(scope="module")
 def image() -> str:
     """The default kernel image, built offline if missing."""
-    from pytest_super.kernels.image import build_image
+    from pytest_super.kernels.docker.image import build_image
 
     return build_image(offline=True, log=lambda line: None)
 
@@ -47,7 +48,7 @@ def engine(image: str) -> docker.DockerClient:
 def second_engine(image: str) -> Iterator[docker.DockerClient]:
     """A second Docker engine of this host holding `image` (tests/second_engine.py), one per
     module and xdist worker; stopped after the module."""
-    from second_engine import start_second_engine
+    from tests.support.second_engine import start_second_engine
 
     yield from start_second_engine(image)
 

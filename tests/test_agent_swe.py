@@ -17,7 +17,6 @@ from pytest_super.agents.base import (
     FormatErrorsExceeded,
     StepLimitReached,
 )
-from pytest_super.agents.llm import LLMClient, LLMSettings
 from pytest_super.agents.swe import STOP_STRINGS, SWEAgent, parse_reply
 from pytest_super.agents.swe_commands import (
     CommandFormatError,
@@ -27,6 +26,7 @@ from pytest_super.agents.swe_commands import (
 from pytest_super.errors import LLMError
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.local import start_local_kernel
+from pytest_super.llm import LLMClient, LLMSettings
 from pytest_super.tasks import Task
 from pytest_super.trajectory import Step, Trajectory
 
@@ -551,7 +551,7 @@ def test_token_budget(kernel, openai_server, tmp_path: Path) -> None:
 
 
 def test_llm_error_propagates(kernel, openai_server, tmp_path: Path) -> None:
-    from openai_server import Status
+    from tests.support.openai_server import Status
 
     openai_server.script([Status(401)])
     env = make_env(kernel, tmp_path, openai_server.base_url)
@@ -599,7 +599,7 @@ def test_episode_in_a_docker_kernel(openai_server, tmp_path: Path) -> None:
     import uuid
 
     from pytest_super.kernels import cleanup_containers, docker_client, provision_kernel
-    from pytest_super.kernels.image import build_image
+    from pytest_super.kernels.docker.image import build_image
 
     build_image(offline=True, log=lambda line: None)
     settings = KernelSettings(run_id=f"test-swe-{uuid.uuid4().hex[:8]}", mem="1g", cpus=1.0)

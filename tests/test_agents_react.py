@@ -12,7 +12,6 @@ import json
 import time
 
 import pytest
-from openai_server import Status
 
 from pytest_super.agents import AGENT_NAMES, load_agent, needs_llm
 from pytest_super.agents.base import (
@@ -25,7 +24,6 @@ from pytest_super.agents.base import (
     StepLimitReached,
 )
 from pytest_super.agents.history import clean_observation, truncate_history
-from pytest_super.agents.llm import LLMClient, LLMSettings, api_key_from_env
 from pytest_super.agents.react import (
     STOP,
     ReActAgent,
@@ -37,9 +35,11 @@ from pytest_super.agents.replay import ReplayAgent
 from pytest_super.errors import LLMError
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.local import start_local_kernel
+from pytest_super.llm import LLMClient, LLMSettings, api_key_from_env
 from pytest_super.runner import replay_prefix_cells
 from pytest_super.tasks import Cell, Task
 from pytest_super.trajectory import Trajectory, load_trajectory
+from tests.support.openai_server import Status
 
 QUERY = 'Compute six times seven. Report it as a json structured as follows: {"answer": 0}'
 KEY = "sk-test-key-that-must-not-leak-7f3a9c"

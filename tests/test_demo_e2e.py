@@ -13,7 +13,7 @@ import pytest
 
 from pytest_super.kernels import docker_client
 from pytest_super.kernels.base import KernelSettings
-from pytest_super.kernels.image import build_image
+from pytest_super.kernels.docker.image import build_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -31,8 +31,8 @@ import yaml
 
 from pytest_super.agents.gold import GoldAgent
 from pytest_super.edit import EditRequest, apply_edit
+from pytest_super.kernels.jupyter.runtime import JupyterKernel
 from pytest_super.kernels.local import LocalBox
-from pytest_super.kernels.runtime import JupyterKernel
 from pytest_super.runner import RunSettings, TaskResult, run_task
 from pytest_super.tasks import load_yaml_task
 from pytest_super.trajectory import load_trajectory

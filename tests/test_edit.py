@@ -17,8 +17,8 @@ from pytest_super.edit import (
     format_edit,
     parse_edit,
 )
+from pytest_super.kernels.jupyter.runtime import JupyterKernel
 from pytest_super.kernels.local import LocalBox
-from pytest_super.kernels.runtime import JupyterKernel
 
 # --- parse / format -----------------------------------------------------------------------------
 

@@ -347,7 +347,7 @@ def test_front_page_charts_masked_categories_beside_the_papers_runs_in_the_brows
 ):
     """One chart where people would rather look than read: accuracy and landmarks per masked
     category, our run beside the paper's Masked run imported into the same report folder."""
-    from published_data import sample_runs
+    from tests.support.published_data import sample_runs
 
     reports_dir = tmp_path / "reports"
     ours = reports_dir / two_runs[0].name

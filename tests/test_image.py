@@ -11,7 +11,7 @@ import pytest
 
 from pytest_super.errors import InfrastructureError
 from pytest_super.kernels import docker_client_for
-from pytest_super.kernels.image import (
+from pytest_super.kernels.docker.image import (
     build_image,
     build_inputs,
     default_image_tag,

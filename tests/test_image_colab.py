@@ -17,10 +17,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from published_data import REFERENCE_ENV
 
 from pytest_super.errors import TaskFileError
-from pytest_super.kernels.image import (
+from pytest_super.kernels.docker.image import (
     COLAB_LOCK,
     COLAB_REQUIREMENTS,
     build_hint,
@@ -31,9 +30,10 @@ from pytest_super.kernels.image import (
 )
 from pytest_super.report import TaskRecord, images_line
 from pytest_super.tasks import iter_jsonl_tasks, load_yaml_task, task_to_dict
+from tests.support.published_data import REFERENCE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
-IMAGE_DIR = ROOT / "pytest_super" / "kernels" / "image"
+IMAGE_DIR = ROOT / "pytest_super" / "kernels" / "docker" / "image_context"
 REFERENCE = REFERENCE_ENV
 ENVIRONMENT_DOC = ROOT / "docs" / "environment.md"
 COLAB_TASKS = ROOT / "tests" / "data" / "colab"

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from openai_server import Status
 
 from pytest_super.kernels import docker_client
 from pytest_super.kernels.base import KernelSettings
-from pytest_super.kernels.image import build_image
+from pytest_super.kernels.docker.image import build_image
+from tests.support.openai_server import Status
 
 pytestmark = pytest.mark.docker
 

@@ -14,7 +14,7 @@ import pytest
 
 from pytest_super.kernels import cleanup_containers, docker_client
 from pytest_super.kernels.base import KernelSettings
-from pytest_super.kernels.image import build_image
+from pytest_super.kernels.docker.image import build_image
 
 pytestmark = pytest.mark.docker
 

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pytest_super.kernels.image import build_image
+from pytest_super.kernels.docker.image import build_image
 
 pytestmark = pytest.mark.docker
 

@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_scale import PytestRun, containers, make_project, sleep_then_answer, task_yaml
+
+from tests.support.projects import PytestRun, containers, make_project, sleep_then_answer, task_yaml
 
 pytestmark = pytest.mark.docker
 

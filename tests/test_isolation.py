@@ -35,14 +35,7 @@ from typing import Any
 
 import docker
 import pytest
-from second_engine import SECOND_HOST
-from test_scale import (  # the helpers of the scale tests: same projects, same processes
-    PytestRun,
-    make_project,
-    only_run_dir,
-    results,
-    task_yaml,
-)
+from pytest_super.kernels.docker.hostguard import input_rule
 
 from pytest_super.errors import ImageMissing
 from pytest_super.kernels import (
@@ -52,14 +45,21 @@ from pytest_super.kernels import (
     provision_kernel,
 )
 from pytest_super.kernels.base import Kernel, KernelSettings
-from pytest_super.kernels.docker import TASK_NETWORK, bridge_interface, task_network
-from pytest_super.kernels.hostguard import input_rule
-from pytest_super.kernels.lease import LABEL_LEASE_RUN
+from pytest_super.kernels.docker.backend import TASK_NETWORK, bridge_interface, task_network
+from pytest_super.kernels.docker.lease import LABEL_LEASE_RUN
+from tests.support.projects import (  # the helpers of the scale tests: same projects, same processes
+    PytestRun,
+    make_project,
+    only_run_dir,
+    results,
+    task_yaml,
+)
+from tests.support.second_engine import SECOND_HOST
 
 pytestmark = pytest.mark.docker
 
 
-PROBES = Path(__file__).with_name("isolation_probes.py").read_text()
+PROBES = (Path(__file__).parent / "support" / "isolation_probes.py").read_text()
 
 
 # -- helpers -------------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ from __future__ import annotations
 import shlex
 import subprocess
 
+from pytest_super.kernels.jupyter.runtime import JupyterKernel
 from pytest_super.kernels.local import LocalBox
-from pytest_super.kernels.runtime import JupyterKernel
 
 
 def test_the_console_command_of_a_kept_kernel_reaches_its_state(tmp_path):

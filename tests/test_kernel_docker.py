@@ -21,9 +21,9 @@ import pytest
 from pytest_super.errors import EngineUnavailable, ImageMissing
 from pytest_super.kernels import cleanup_containers, docker_client, provision_kernel
 from pytest_super.kernels.base import KernelSettings
-from pytest_super.kernels.docker import container_name
-from pytest_super.kernels.image import build_image
-from pytest_super.kernels.lease import LABEL_LEASE, Holder, Lease, engine_time
+from pytest_super.kernels.docker.backend import container_name
+from pytest_super.kernels.docker.image import build_image
+from pytest_super.kernels.docker.lease import LABEL_LEASE, Holder, Lease, engine_time
 
 pytestmark = pytest.mark.docker
 

@@ -1,4 +1,4 @@
-"""The modules shipped into a kernel (`kernels.shipped`): their functions here, directly, and
+"""The modules shipped into a kernel (`kernels.inside`): their functions here, directly, and
 the expression that loads one in a fresh interpreter, as a kernel would."""
 
 from __future__ import annotations
@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_super.agents import swe_kernel_tools
-from pytest_super.kernels import file_access
-from pytest_super.kernels.shipped import kernel_module
+from pytest_super.kernels.inside import file_access, kernel_module, swe_kernel_tools
 
 
 def b64(text: str) -> str:
@@ -48,7 +46,7 @@ def test_swe_tools_search_and_find_with_their_bounds(tmp_path: Path, monkeypatch
 
 
 def test_a_shipped_module_loads_once_in_a_fresh_interpreter(tmp_path: Path) -> None:
-    tools = kernel_module("pytest_super.agents", "swe_kernel_tools.py")
+    tools = kernel_module("pytest_super.kernels.inside", "swe_kernel_tools.py")
     code = (
         f"import os; os.chdir({str(tmp_path)!r})\n"
         f"{tools}.run('stat', {json.dumps({'path': 'f'})!r})\n"

@@ -13,10 +13,14 @@ import pytest
 from pytest_super.errors import KernelStartError
 from pytest_super.kernels import local
 from pytest_super.kernels.base import Kernel, KernelSettings
+from pytest_super.kernels.inside.message_cap import CUT_KEY, cut, shrink
+from pytest_super.kernels.jupyter.output import CappedText, clean_for_model
+from pytest_super.kernels.jupyter.runtime import (
+    INTERRUPT_GRACE_S,
+    LATE_OUTPUT_GRACE_S,
+    JupyterKernel,
+)
 from pytest_super.kernels.local import LocalBox, git_mirror_env, kernel_environment
-from pytest_super.kernels.message_cap import CUT_KEY, cut, shrink
-from pytest_super.kernels.output import CappedText, clean_for_model
-from pytest_super.kernels.runtime import INTERRUPT_GRACE_S, LATE_OUTPUT_GRACE_S, JupyterKernel
 
 pytestmark = pytest.mark.timeout(120)
 

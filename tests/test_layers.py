@@ -19,13 +19,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("pytest glue and commands", ("plugin", "cli")),
     (
         "settings, collection, the run's records and reports",
-        ("options", "collect", "recorder", "interrupts", "report", "html", "episodes")
+        ("options", "collect", "recorder", "interrupts", "report", "html", "published_runs")
         + ("download",),
     ),
     ("one episode", ("runner",)),
     ("the agents", ("agents",)),
     ("the environment an agent acts in", ("environment",)),
-    ("the model client", ("agents.llm",)),
+    ("the model client", ("llm",)),
     ("the task model and scoring", ("tasks", "scoring", "edit", "trajectory")),
     ("the kernels", ("kernels",)),
     ("foundations", ("errors", "atomic", "strictjson", "redaction", "names", "stats")),
@@ -112,11 +112,11 @@ def test_no_import_cycles() -> None:
 
 #: modules that run inside the kernel, shipped there as source: they import nothing of the package
 SHIPPED_INTO_THE_KERNEL = (
-    "pytest_super.kernels.message_cap",
-    "pytest_super.kernels.channel_relay",
-    "pytest_super.kernels.file_access",
-    "pytest_super.kernels.closed_stdin",
-    "pytest_super.agents.swe_kernel_tools",
+    "pytest_super.kernels.inside.message_cap",
+    "pytest_super.kernels.inside.channel_relay",
+    "pytest_super.kernels.inside.file_access",
+    "pytest_super.kernels.inside.closed_stdin",
+    "pytest_super.kernels.inside.swe_kernel_tools",
 )
 
 

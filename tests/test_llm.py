@@ -7,9 +7,9 @@ import json
 import time
 
 import pytest
-from openai_server import Status
 
-from pytest_super.agents.llm import (
+from pytest_super.errors import LLMError, LLMRefused
+from pytest_super.llm import (
     Completion,
     LLMClient,
     LLMSettings,
@@ -17,7 +17,7 @@ from pytest_super.agents.llm import (
     api_key_from_env,
     model_prices,
 )
-from pytest_super.errors import LLMError, LLMRefused
+from tests.support.openai_server import Status
 
 KEY = "sk-test-0123456789abcdefSECRET"
 

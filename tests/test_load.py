@@ -14,7 +14,8 @@ import signal
 import xml.etree.ElementTree as ET
 
 import pytest
-from test_scale import (  # the helpers of the scale tests: same projects, same processes
+
+from tests.support.projects import (  # the helpers of the scale tests: same projects, same processes
     FAIL,
     KILL_KERNEL,
     PASS,

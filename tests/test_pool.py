@@ -17,7 +17,11 @@ from typing import Any
 
 import docker
 import pytest
-from test_scale import (  # the helpers of the scale tests: same projects, same processes
+
+from pytest_super.kernels import LABEL_TASK, provision_kernel, slots
+from pytest_super.kernels.base import KernelSettings
+from pytest_super.kernels.pool import KernelPool, PooledKernel, Reaper, kernel_key
+from tests.support.projects import (  # the helpers of the scale tests: same projects, same processes
     container_events,
     containers,
     make_project,
@@ -26,10 +30,6 @@ from test_scale import (  # the helpers of the scale tests: same projects, same 
     run_dirs,
     run_pytest,
 )
-
-from pytest_super.kernels import LABEL_TASK, provision_kernel, slots
-from pytest_super.kernels.base import KernelSettings
-from pytest_super.kernels.pool import KernelPool, PooledKernel, Reaper, kernel_key
 
 pytestmark = pytest.mark.docker
 

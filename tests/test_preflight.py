@@ -7,9 +7,9 @@ import json
 import socket
 
 import pytest
-from openai_server import FakeOpenAIServer, Status
 
-from pytest_super.agents.llm import PREFLIGHT_PROMPT, LLMClient, LLMSettings
+from pytest_super.llm import PREFLIGHT_PROMPT, LLMClient, LLMSettings
+from tests.support.openai_server import FakeOpenAIServer, Status
 
 SECRET = "sk-preflight-secret-0123456789"
 

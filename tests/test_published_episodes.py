@@ -18,25 +18,25 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbformat import v4
-from published_data import published_runs, sample_runs
 
 from pytest_super import report, scoring
 from pytest_super.agents.base import ExitStatus
 from pytest_super.agents.replay import ReplayAgent, replayed_steps
 from pytest_super.cli import main as cli
 from pytest_super.edit import parse_edit
-from pytest_super.episodes import (
+from pytest_super.kernels.base import KernelSettings
+from pytest_super.kernels.local import start_local_kernel
+from pytest_super.published_runs import (
     PUBLISHED_PREFIX,
     entrypoint_from_query,
     episode_record,
     read_episode,
     read_run,
 )
-from pytest_super.kernels.base import KernelSettings
-from pytest_super.kernels.local import start_local_kernel
 from pytest_super.runner import RunSettings, run_task
 from pytest_super.tasks import Cell, Task
 from pytest_super.trajectory import load_trajectory
+from tests.support.published_data import published_runs, sample_runs
 
 PUBLISHED = published_runs()
 SAMPLES = sample_runs()

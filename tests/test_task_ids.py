@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_super.kernels.docker import container_name
+from pytest_super.kernels.docker.backend import container_name
 from pytest_super.names import MAX_STEM as MAX_FILE_STEM
 from pytest_super.names import file_stem as task_file_stem
 from pytest_super.tasks import iter_jsonl_tasks

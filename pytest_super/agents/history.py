@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pytest_super.agents.cleaning import clean_observation
-from pytest_super.agents.llm import Completion, LLMClient
 from pytest_super.environment import WAIT_ACTION, Environment
 from pytest_super.errors import BudgetExceeded, EpisodeEnd, FormatErrorsExceeded
 from pytest_super.kernels.base import CellResult
+from pytest_super.llm import Completion, LLMClient
 from pytest_super.trajectory import Step
 
 #: the reference's markers: an earlier observation cut to its last 500 characters starts with

@@ -35,10 +35,10 @@ from pytest_super.agents.history import (
     step_for_cell,
     truncate_history,
 )
-from pytest_super.agents.llm import Completion
 from pytest_super.agents.prompts import load_prompt
 from pytest_super.edit import edit_action
 from pytest_super.environment import PRE_EXECUTED_THOUGHT
+from pytest_super.llm import Completion
 from pytest_super.scoring import parse_submission
 from pytest_super.trajectory import Step
 

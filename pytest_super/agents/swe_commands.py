@@ -30,9 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_super.agents.swe_kernel_tools import MARKER
 from pytest_super.agents.swe_lint import LintError, lint_errors, new_errors
-from pytest_super.kernels.shipped import kernel_module
+from pytest_super.kernels.inside import kernel_module
+from pytest_super.kernels.inside.swe_kernel_tools import MARKER
 
 if TYPE_CHECKING:
     from pytest_super.kernels.base import CellResult, Kernel
@@ -514,8 +514,8 @@ class FileViewer:
 
 def kernel_snippet(name: str, args: dict[str, Any]) -> str:
     """The cell that runs one of the viewer's helpers (`swe_kernel_tools`) in the kernel, loaded
-    there once out of the user's namespace (`kernels.shipped`); it prints its JSON result."""
-    tools = kernel_module("pytest_super.agents", "swe_kernel_tools.py")
+    there once out of the user's namespace (`kernels.inside`); it prints its JSON result."""
+    tools = kernel_module("pytest_super.kernels.inside", "swe_kernel_tools.py")
     return f"{tools}.run({name!r}, {json.dumps(args)!r})"
 
 

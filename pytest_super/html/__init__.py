@@ -22,7 +22,7 @@ import markupsafe
 from pytest_super import report as reports
 from pytest_super import strictjson
 from pytest_super.edit import EditFormatError, parse_edit
-from pytest_super.kernels.output import clean_for_model
+from pytest_super.kernels.jupyter.output import clean_for_model
 from pytest_super.names import file_stem
 from pytest_super.trajectory import read_trajectory_data
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 
 from pytest_super.kernels.base import Kernel, KernelBackend, KernelSettings
-from pytest_super.kernels.cleanup import (
+from pytest_super.kernels.docker.cleanup import (
     HOST_FOLDER_PREFIX,
     KEPT_SUFFIX,
     OWNER_FILE,
@@ -20,7 +20,7 @@ from pytest_super.kernels.cleanup import (
     cleanup_host_folders,
     host_folder_root,
 )
-from pytest_super.kernels.engine import (
+from pytest_super.kernels.docker.engine import (
     LABEL,
     LABEL_HOST,
     LABEL_PID,
@@ -36,7 +36,7 @@ from pytest_super.kernels.engine import (
 #: the backends by name; each module is imported when its backend is first asked for (the docker
 #: backend brings the Docker SDK, which a local run never needs)
 BACKENDS: dict[str, str] = {
-    "docker": "pytest_super.kernels.docker:DockerBackend",
+    "docker": "pytest_super.kernels.docker.backend:DockerBackend",
     "local": "pytest_super.kernels.local:LocalBackend",
 }
 

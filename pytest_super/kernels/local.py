@@ -27,7 +27,7 @@ from typing import Any
 from jupyter_client.connect import write_connection_file
 
 from pytest_super.kernels.base import Kernel, KernelSettings, console_command
-from pytest_super.kernels.runtime import JupyterKernel
+from pytest_super.kernels.jupyter.runtime import JupyterKernel
 
 SECRET_NAME_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 

@@ -56,7 +56,7 @@ class Task:
     pre_executed: tuple[Cell, ...] = ()
     solution: tuple[Cell, ...] = ()
     limits: Limits = field(default_factory=Limits)
-    image: str = YAML_IMAGE  # the kernel image profile (pytest_super.kernels.image.PROFILES)
+    image: str = YAML_IMAGE  # the kernel image profile (pytest_super.kernels.docker.image.PROFILES)
     source: str = ""  # the file it came from
     line: int | None = None  # the line, for JSONL
     raw_category: str = ""  # a masked id's category suffix as written (e.g. "customgoal")

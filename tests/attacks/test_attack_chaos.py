@@ -27,11 +27,11 @@ import time
 from pathlib import Path
 
 import pytest
-from openai_server import FakeOpenAIServer, Status
-from run_support import Run, junit_cases, recorded, run_leftovers
 
 from pytest_super.kernels import docker_client_for
-from pytest_super.kernels.image import build_image
+from pytest_super.kernels.docker.image import build_image
+from tests.support.attack_runs import Run, junit_cases, recorded, run_leftovers
+from tests.support.openai_server import FakeOpenAIServer, Status
 
 pytestmark = pytest.mark.docker
 

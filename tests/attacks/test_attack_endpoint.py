@@ -11,10 +11,10 @@ import subprocess
 import sys
 
 import pytest
-from openai_server import Raw
-from run_support import PEAK_KB
 
-from pytest_super.agents.llm import LLMClient, LLMSettings
+from pytest_super.llm import LLMClient, LLMSettings
+from tests.support.attack_runs import PEAK_KB
+from tests.support.openai_server import Raw
 
 KEY = "sk-test-0123456789abcdef-echoed"
 PEAK_LIMIT_MB = 400
@@ -22,7 +22,7 @@ PEAK_LIMIT_MB = 400
 ASK = (
     """
 import json, sys
-from pytest_super.agents.llm import LLMClient, LLMSettings
+from pytest_super.llm import LLMClient, LLMSettings
 from pytest_super.errors import LLMError
 settings = LLMSettings(model="m", base_url=sys.argv[1], max_retries=1)
 try:
@@ -59,7 +59,7 @@ def test_a_100_mb_answer_is_an_endpoint_error_and_the_harness_stays_small(openai
     openai_server.script([huge, huge])
     outcome, peak_mb = _ask_in_a_process(openai_server.base_url)
     assert outcome.startswith("LLMError") and "larger than" in outcome, outcome
-    from pytest_super.agents.llm import max_reply_bytes
+    from pytest_super.llm import max_reply_bytes
 
     assert f"{max_reply_bytes(LLMSettings(model='m')):,} bytes" in outcome
     print(f"harness peak RSS {peak_mb} MB")

@@ -16,20 +16,20 @@ import time
 from pathlib import Path
 
 import pytest
-from openai_server import Status
-from run_support import PEAK_KB
-from test_scale import PytestRun, make_project, only_run_dir, results, task_yaml
 
 from pytest_super.agents.base import Agent, AgentResult, Environment
-from pytest_super.agents.llm import LLMClient, LLMSettings
 from pytest_super.agents.react import ReActAgent
 from pytest_super.errors import HarnessError, InfrastructureError, LLMError
 from pytest_super.kernels.base import KernelSettings
+from pytest_super.kernels.jupyter.runtime import MAX_READ_BYTES
 from pytest_super.kernels.local import start_local_kernel
-from pytest_super.kernels.runtime import MAX_READ_BYTES
+from pytest_super.llm import LLMClient, LLMSettings
 from pytest_super.runner import RunSettings, run_task
 from pytest_super.tasks import Task
 from pytest_super.trajectory import Step, Trajectory, load_trajectory, read_trajectory_data
+from tests.support.attack_runs import PEAK_KB
+from tests.support.openai_server import Status
+from tests.support.projects import PytestRun, make_project, only_run_dir, results, task_yaml
 
 # test_scale's fixtures, used here by name
 

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from run_support import PEAK_KB
 
 from pytest_super.errors import TaskFileError
 from pytest_super.tasks import load_yaml_task
+from tests.support.attack_runs import PEAK_KB
 
 ANSWER_X1 = """\
 id: {id}

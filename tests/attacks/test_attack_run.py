@@ -18,11 +18,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from openai_server import Status
-from run_support import Run, junit_cases, recorded, run_leftovers, running, wait_for
 
 from pytest_super import options, report
-from pytest_super.agents.llm import MAX_USAGE_TOKENS, LLMClient, LLMSettings
 from pytest_super.errors import LLMError
 from pytest_super.kernels import (
     LABEL_HOST,
@@ -31,15 +28,18 @@ from pytest_super.kernels import (
     cleanup_containers,
     docker_client_for,
 )
-from pytest_super.kernels.image import build_image
-from pytest_super.kernels.lease import (
+from pytest_super.kernels.docker.image import build_image
+from pytest_super.kernels.docker.lease import (
     LABEL_LEASE,
     TTL_S,
     Holder,
     Lease,
     engine_time,
 )
+from pytest_super.llm import MAX_USAGE_TOKENS, LLMClient, LLMSettings
 from pytest_super.tasks import TaskFileError, iter_jsonl_tasks
+from tests.support.attack_runs import Run, junit_cases, recorded, run_leftovers, running, wait_for
+from tests.support.openai_server import Status
 
 ANSWER_X1 = """\
 id: {id}

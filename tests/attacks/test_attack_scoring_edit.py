@@ -19,8 +19,8 @@ import pytest
 from pytest_super import scoring
 from pytest_super.edit import EditRequest, edit_file
 from pytest_super.errors import SuperWarning
+from pytest_super.kernels.jupyter.runtime import JupyterKernel
 from pytest_super.kernels.local import LocalBox
-from pytest_super.kernels.runtime import JupyterKernel
 from pytest_super.tasks import iter_jsonl_tasks, load_yaml_task
 
 CATASTROPHIC = r"(a+)+$"

@@ -17,10 +17,10 @@ from pytest_super.agents.base import (
     EpisodeLimits,
     ExitStatus,
 )
-from pytest_super.agents.llm import LLMClient, LLMSettings
 from pytest_super.agents.swe import SWEAgent
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.local import start_local_kernel
+from pytest_super.llm import LLMClient, LLMSettings
 from pytest_super.tasks import Task
 from pytest_super.trajectory import Step, Trajectory
 

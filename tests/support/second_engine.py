@@ -16,7 +16,7 @@ import docker
 import docker.errors
 import pytest
 
-from pytest_super.kernels.docker import TASK_NETWORK
+from pytest_super.kernels.docker.backend import TASK_NETWORK
 
 # One second engine per xdist worker: test_scale and test_isolation both start one, and on two
 # workers at once they must not share a socket, data root, bridge or subnet (CI once saw one

@@ -14,7 +14,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parent / "data" / "super-reference"
+DATA = Path(__file__).resolve().parent.parent / "data" / "super-reference"
 #: the two files of the reference image's definition (super/env/ upstream)
 REFERENCE_ENV = DATA / "env"
 

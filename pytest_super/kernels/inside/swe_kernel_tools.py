@@ -1,6 +1,6 @@
 """Runs inside the kernel: the SWE-agent file viewer's helpers (stat, searching, finding files).
 
-`swe_commands.FileViewer` ships this file's source into the kernel (`kernels.shipped`) and calls
+`swe_commands.FileViewer` ships this file's source into the kernel (`kernels.inside`) and calls
 `run(name, args_json)` as a cell through the environment, so the helpers' time counts against the
 compute limit. `run` prints its JSON result on one line after `MARKER`; the viewer bounds what it
 shows (at most `limit` results are collected, one more to tell that there were more).

@@ -6,7 +6,7 @@ x`, `!python -c "input()"`, a tool asking "continue? [y/N]") waited for the whol
 take its stdin from /dev/null first (`exec 0</dev/null`): the command sees end-of-file at once,
 and its output still goes to the terminal as before (progress bars unchanged). Python's own
 subprocesses already read /dev/null (the kernel's stdin), and `input()` fails at once in a kernel
-without a frontend's stdin channel. Standard library only; shipped as source (`shipped.py`).
+without a frontend's stdin channel. Standard library only; shipped as source (`kernels.inside`).
 """
 
 from __future__ import annotations

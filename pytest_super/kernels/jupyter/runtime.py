@@ -41,9 +41,9 @@ if TYPE_CHECKING:
 
 from pytest_super.errors import InfrastructureError, KernelBroken, KernelStartError
 from pytest_super.kernels.base import CellResult, CellStatus
-from pytest_super.kernels.message_cap import CUT_KEY
-from pytest_super.kernels.output import CappedText
-from pytest_super.kernels.shipped import kernel_module
+from pytest_super.kernels.inside import kernel_module
+from pytest_super.kernels.inside.message_cap import CUT_KEY
+from pytest_super.kernels.jupyter.output import CappedText
 
 #: After a cell's idle status, how long to keep listening for late output when the cell left
 #: threads running. ipykernel publishes a write 0.2 s after it happens (its flush interval) unless
@@ -118,9 +118,9 @@ class _RunningCell:
 
 
 #: the in-kernel half of reading and writing files (`file_access`, shipped as source)
-_FILES = kernel_module("pytest_super.kernels", "file_access.py")
+_FILES = kernel_module("pytest_super.kernels.inside", "file_access.py")
 #: shell commands of a cell read end-of-file from stdin (`closed_stdin`, shipped as source)
-_CLOSED_STDIN = kernel_module("pytest_super.kernels", "closed_stdin.py")
+_CLOSED_STDIN = kernel_module("pytest_super.kernels.inside", "closed_stdin.py")
 
 
 class JupyterKernel:
@@ -659,7 +659,7 @@ def max_frame_bytes(output_cap_bytes: int) -> int:
 
 @functools.cache
 def _message_cap_source() -> str:
-    return resources.files("pytest_super.kernels").joinpath("message_cap.py").read_text()
+    return resources.files("pytest_super.kernels.inside").joinpath("message_cap.py").read_text()
 
 
 def _install_message_cap(cap_bytes: int) -> str:

@@ -41,7 +41,7 @@ import docker
 import docker.errors
 
 from pytest_super.errors import InfrastructureError
-from pytest_super.kernels.engine import docker_client_for
+from pytest_super.kernels.docker.engine import docker_client_for
 
 IMAGE_REPOSITORY = "pytest-super-kernel"
 DEFAULT_BASE = "python:3.10-slim"
@@ -51,7 +51,7 @@ DEBOOTSTRAP_PACKAGES = "python3,python3-venv,python3-pip,ca-certificates,git"
 PROFILES = ("default", "colab")
 BUILD_COMMAND = "pytest-super image build"
 MAKE_TARGETS = {"default": "make image", "colab": "make image-colab"}
-# The colab profile's files (pytest_super/kernels/image/): the reference's top-level set, what the
+# The colab profile's files (pytest_super/kernels/docker/image_context/): the reference's top-level set, what the
 # harness adds, the lock resolved from both, and the build check.
 COLAB_REQUIREMENTS = "requirements-colab.txt"
 COLAB_HARNESS = "requirements-colab-harness.txt"
@@ -110,7 +110,12 @@ class BuildInputs:
 
 
 def _image_file(name: str) -> str:
-    return resources.files("pytest_super.kernels").joinpath("image").joinpath(name).read_text()
+    return (
+        resources.files("pytest_super.kernels.docker")
+        .joinpath("image_context")
+        .joinpath(name)
+        .read_text()
+    )
 
 
 def host_ca_bundle() -> Path | None:
@@ -438,7 +443,7 @@ def _find_debootstrap(log: Callable[[str], None]) -> str:
 
 def lock_command(out: Path) -> list[str]:
     """The `uv pip compile` command that makes colab.lock (uv from PATH; `make image-colab-lock`)."""
-    here = Path(str(resources.files("pytest_super.kernels").joinpath("image")))
+    here = Path(str(resources.files("pytest_super.kernels.docker").joinpath("image_context")))
     uv = shutil.which("uv")
     if uv is None:
         raise InfrastructureError(
@@ -464,7 +469,11 @@ def lock_command(out: Path) -> list[str]:
 def lock_colab(out: Path | None = None, *, log: Callable[[str], None] = print) -> Path:
     """Resolve the colab profile once into its lock (every package pinned, with hashes)."""
     target = out or Path(
-        str(resources.files("pytest_super.kernels").joinpath("image").joinpath(COLAB_LOCK))
+        str(
+            resources.files("pytest_super.kernels.docker")
+            .joinpath("image_context")
+            .joinpath(COLAB_LOCK)
+        )
     )
     command = lock_command(target)
     bundle = host_ca_bundle()
@@ -529,7 +538,7 @@ def run_build_command(args: Any) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m pytest_super.kernels.image build ...` (the same as `pytest-super image build`),
+    """`python -m pytest_super.kernels.docker.image build ...` (the same as `pytest-super image build`),
     or `... lock` (colab.lock again, from requirements-colab*.txt; needs uv)."""
     import argparse
 

@@ -61,7 +61,7 @@ from pytest_super.errors import (
     InfrastructureError,
 )
 from pytest_super.kernels.base import Kernel, KernelSettings, console_command
-from pytest_super.kernels.cleanup import (
+from pytest_super.kernels.docker.cleanup import (
     HOST_FOLDER_PREFIX,
     KEPT_SUFFIX,
     OWNER_FILE,
@@ -71,8 +71,9 @@ from pytest_super.kernels.cleanup import (
     mount_channel_folder,
     remove_host_folder,
 )
-from pytest_super.kernels.diskwatch import UNKNOWN, disk_watch
-from pytest_super.kernels.engine import (
+from pytest_super.kernels.docker.diskwatch import UNKNOWN, disk_watch
+from pytest_super.kernels.docker.hostguard import guard_host
+from pytest_super.kernels.docker.engine import (
     LABEL,
     LABEL_HOST,
     LABEL_PID,
@@ -83,10 +84,9 @@ from pytest_super.kernels.engine import (
     engine_address,
     engine_identity,
 )
-from pytest_super.kernels.hostguard import guard_host
-from pytest_super.kernels.image import build_hint, default_image_tag
-from pytest_super.kernels.lease import LABEL_LEASE, lease_for
-from pytest_super.kernels.relay import RELAY_IN_CONTAINER, EngineRelay, relay_source
+from pytest_super.kernels.docker.image import build_hint, default_image_tag
+from pytest_super.kernels.docker.lease import LABEL_LEASE, lease_for
+from pytest_super.kernels.docker.relay import RELAY_IN_CONTAINER, EngineRelay, relay_source
 
 #: the kernel's channel numbers; with the ipc transport they are the sockets' name suffixes
 #: (`<prefix>-50001` ...). Kept at the values the TCP days used so that tools reading them agree.
@@ -358,7 +358,7 @@ class DockerBackend:
 
 def start_docker_kernel(settings: KernelSettings, *, task_id: str) -> Kernel:
     """Start a container for `task_id` and return a ready `runtime.JupyterKernel` on it."""
-    from pytest_super.kernels.runtime import JupyterKernel
+    from pytest_super.kernels.jupyter.runtime import JupyterKernel
 
     box = create_docker_box(settings, task_id=task_id)
     return JupyterKernel(

@@ -16,8 +16,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_super.kernels.engine import LABEL, LABEL_RUN, engine_identity
-from pytest_super.kernels.lease import LABEL_HOLDER, LABEL_LEASE, LABEL_LEASE_RUN, live_leases
+from pytest_super.kernels.docker.engine import LABEL, LABEL_RUN, engine_identity
+from pytest_super.kernels.docker.lease import (
+    LABEL_HOLDER,
+    LABEL_LEASE,
+    LABEL_LEASE_RUN,
+    live_leases,
+)
 
 if TYPE_CHECKING:
     import docker
@@ -76,7 +81,7 @@ def cleanup_dead_leases(client: docker.DockerClient, run_id: str) -> int:
     return sum(_force_remove(lease) for lease in dead)
 
 
-#: the prefix and owner file of a box's host folder (kernels/docker.py makes them)
+#: the prefix and owner file of a box's host folder (kernels/docker/backend.py makes them)
 HOST_FOLDER_PREFIX = "pytest-super-kernel-"
 OWNER_FILE = "owner.json"
 #: A folder is made just before its container is created and its owner file written just after

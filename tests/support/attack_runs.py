@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from pytest_super.kernels import LABEL_RUN, LABEL_TASK
-from pytest_super.kernels.lease import LABEL_LEASE_RUN
+from pytest_super.kernels.docker.lease import LABEL_LEASE_RUN
 
 #: Python for a process's own peak resident memory in kB (VmHWM), spliced into the code the
 #: peak-memory tests run: not ru_maxrss, which keeps the parent's peak across exec

@@ -29,7 +29,7 @@ RELAY_IN_CONTAINER = "/etc/pytest-super/relay.py"
 
 def relay_source() -> bytes:
     """The in-container program, shipped with the connection file."""
-    return resources.files("pytest_super.kernels").joinpath("channel_relay.py").read_bytes()
+    return resources.files("pytest_super.kernels.inside").joinpath("channel_relay.py").read_bytes()
 
 
 class EngineRelay:

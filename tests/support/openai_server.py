@@ -58,7 +58,7 @@ class RecordedRequest:
 
 
 def _is_preflight(body: Any) -> bool:
-    from pytest_super.agents.llm import PREFLIGHT_PROMPT
+    from pytest_super.llm import PREFLIGHT_PROMPT
 
     messages = body.get("messages") if isinstance(body, dict) else None
     return messages == [{"role": "user", "content": PREFLIGHT_PROMPT}]
