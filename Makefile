@@ -34,7 +34,7 @@ image-colab: image
 # Resolve the colab profile again into pytest_super/kernels/docker/image_context/colab.lock (commit the result).
 image-colab-lock: venv
 	$(BIN)/pip install --quiet uv==$(UV_VERSION)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest_super.kernels.docker.image lock
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest-super image lock
 
 demo: image
 	mkdir -p reports

@@ -2,11 +2,11 @@
 cluster of N nodes x S task slots, scheduled as the Ray backend schedules them.
 
 Run: `python3 benchmarks/bench_cluster_sim.py [--slots 8] [--repeats 1] [--json]` (standard
-library only; no Ray, no engine; a few seconds). It prints markdown for docs/cluster.md.
+library only; no Ray, no engine; under a second). It prints markdown for docs/cluster.md.
 
-What is measured from the data (tests/data/super-reference/, unpacked by tests/published_data.py):
-every step of a published episode (`history.ipynb`) carries a line
-`Execution Start time: HH:MM:SS, End time: HH:MM:SS (duration: N seconds)`. Upstream
+What is measured from the data (tests/data/super-reference/, unpacked by
+tests/support/published_data.py): every step of a published episode (`history.ipynb`) carries a
+line `Execution Start time: HH:MM:SS, End time: HH:MM:SS (duration: N seconds)`. Upstream
 (super/env/environment.py, `Environment.step`) takes both stamps with `datetime.now()` around the
 execution of the step's action only (a cell, an edit, a submission), so for each episode:
 
@@ -20,26 +20,37 @@ execution of the step's action only (a cell, an edit, a submission), so for each
   the first step. Stamps carry no date: a stamp earlier than the one before it is taken as the next
   day (an episode running across midnight; the largest gap is about a minute, so this is safe).
 
+Measured (the repository's data; the script prints these, `--json` has them all):
+- ReAct-SUPER Expert: 45 episodes, 2218 steps, 5.15 h of cells, 2.07 h of model time (median
+  3 s a call); wall per episode median 8.5 min, mean 9.6, max 34.0.
+- ReAct-SUPER Masked: 144 episodes, 5158 steps, 14.97 h of cells, 2.53 h of model time (median
+  2 s a call), 53 s between pre-executed cells; wall median 4.5 min, mean 7.3, max 33.0 (8
+  episodes cross midnight).
+- SWE-agent Expert (`--agent swe-agent`): 45 episodes, wall median 6.0 min, max 18.4.
+
 Not recorded, and how it is accounted for: the model call before the first step of an episode
 that starts with the agent (Expert; Masked episodes start with pre-executed cells, and the call
 after them is recorded) is taken as the median recorded model gap of that run; container start,
 kernel start and the container's removal are `--start-s` (2 s: docs/pool.md measured 0.7-1.3 s to
 start and 0.4 s to remove). `--model-scale` multiplies every model time (recorded or assumed) to
-plan for a slower or faster model than the run's (gpt-4o-2024-08-06, August 2024).
+plan for a slower or faster model than the run's (gpt-4o-2024-08-06, August 2024). So a task's
+duration = start + pre-executed cells and the gaps between them + cells + model time.
 
 The compute limit is applied as the harness applies it (pytest_super/agents/history.py,
 `ask_model`, as upstream `agent.py` does): before each model call, if the summed cell time
 (pre-executed cells included) is above `--compute-limit` (1800 s), the episode ends there. A task
 therefore never takes more than the limit + its last cell (at most the 300 s cell timeout) + its
-model time + `--start-s`. The published episodes already obey it (upstream had the same rule), so
-at 1800 s no episode is shortened; a lower `--compute-limit` shortens them.
+model time + `--start-s`. Upstream had the same rule: 8 published episodes (1 Expert, 7 Masked)
+ended by it, and at 1800 s the replay ends them at the same point (only upstream's empty last
+step, "Total compute time exceeded", is not replayed); a lower `--compute-limit` cuts real time.
 
 Sets (sizes of SUPER: Expert 45, Masked 152, Auto 604):
 - Expert: the 45 published Expert episodes of `--agent` (react-super, the default, or swe-agent).
 - Masked: the 144 published ReAct-SUPER Masked episodes; the 8 unpublished tasks are drawn with
   replacement from those 144 durations with `random.Random(--seed)`, placed after them.
 - Auto: nothing is published; 604 durations drawn with replacement from the Masked durations
-  (`--auto-from expert` draws from the Expert ones instead), same generator.
+  (`--auto-from expert` draws from the Expert ones instead), same generator. The 10 seeds 0-9 are
+  also run, and the spread of the all-sets FIFO wall time over them is printed.
 
 Policy: one Ray task per pytest item, each needing one slot (`--super-cpus` 2, `--super-mem` 4g;
 a node has S = CPUs / 2 slots), submitted in pytest's collection order, each placed when a slot
@@ -63,6 +74,7 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import importlib
 import json
 import math
 import random
@@ -167,12 +179,16 @@ def read_run(folder: Path) -> list[Episode]:
 
 
 def published_runs_folder() -> Path:
-    """The unpacked published runs of the repository (tests/published_data.py)."""
+    """The unpacked published runs of the repository (tests/support/published_data.py, formerly
+    tests/published_data.py: whichever is there)."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    from tests.published_data import published_runs
-
-    return published_runs()
+    for module in ("tests.support.published_data", "tests.published_data"):
+        try:
+            return importlib.import_module(module).published_runs()
+        except ModuleNotFoundError:
+            continue
+    raise SystemExit("tests/support/published_data.py is gone: pass --runs FOLDER_OF_RUNS")
 
 
 # -- durations -------------------------------------------------------------------------------
@@ -190,25 +206,27 @@ class Duration:
     seconds: float
     cell_s: float
     model_s: float
-    shortened: bool  # ended early by the compute limit
+    ended_by_limit: bool  # ended by the compute limit before its last recorded step
+    cut_s: float  # recorded cell and gap time of the steps not replayed
 
 
 def task_duration(episode: Episode, params: Params, first_call_s: float) -> Duration:
     """How long the task holds its slot when it replays `episode` (see the module's docstring)."""
     cell = model = harness = 0.0
-    shortened = False
+    replayed = 0
     for step in episode.steps:
         if not step.pre_executed:  # a model call comes first: the compute limit is checked
             if cell > params.compute_limit_s:
-                shortened = True
                 break
             model += first_call_s if step.gap_s is None else step.gap_s
         elif step.gap_s is not None:
             harness += step.gap_s
         cell += step.cell_s
+        replayed += 1
+    cut = sum(s.cell_s + (s.gap_s or 0.0) for s in episode.steps[replayed:])
     model *= params.model_scale
     total = params.start_s + harness + cell + model
-    return Duration(total, cell, model, shortened)
+    return Duration(total, cell, model, replayed < len(episode.steps), cut)
 
 
 @dataclass
@@ -225,7 +243,6 @@ class RunSummary:
     median_gap_s: float
     midnight_wraps: int
     episodes_starting_with_agent: int
-    shortened: int
     durations: list[Duration]
 
     def as_dict(self) -> dict:
@@ -247,7 +264,8 @@ class RunSummary:
             "median_model_gap_s": self.median_gap_s,
             "episodes_starting_with_the_agent": self.episodes_starting_with_agent,
             "midnight_wraps": self.midnight_wraps,
-            "shortened_by_compute_limit": self.shortened,
+            "ended_by_compute_limit": sum(d.ended_by_limit for d in self.durations),
+            "seconds_cut_by_compute_limit": sum(d.cut_s for d in self.durations),
             "task_duration_s": {
                 "total": sum(secs),
                 "median": statistics.median(secs),
@@ -259,8 +277,7 @@ class RunSummary:
 def summarize_run(name: str, episodes: list[Episode], params: Params) -> RunSummary:
     gaps = [g for e in episodes for g in e.model_gaps]
     median_gap = statistics.median(gaps)
-    first_call = median_gap * 1.0  # scaled with the others in task_duration
-    durations = [task_duration(e, params, first_call) for e in episodes]
+    durations = [task_duration(e, params, median_gap) for e in episodes]
     return RunSummary(
         run=name,
         episodes=len(episodes),
@@ -274,7 +291,6 @@ def summarize_run(name: str, episodes: list[Episode], params: Params) -> RunSumm
         median_gap_s=median_gap,
         midnight_wraps=sum(e.midnight_wraps for e in episodes),
         episodes_starting_with_agent=sum(not e.steps[0].pre_executed for e in episodes),
-        shortened=sum(d.shortened for d in durations),
         durations=durations,
     )
 
@@ -312,8 +328,7 @@ def build_sets(
     def published(set_name: str, run_agent: str) -> list[tuple[str, float]]:
         run = f"{MODEL}_{run_agent}_{set_name}"
         return [
-            (e.task_id, d.seconds)
-            for e, d in zip(episodes[run], runs[run].durations, strict=True)
+            (e.task_id, d.seconds) for e, d in zip(episodes[run], runs[run].durations, strict=True)
         ]
 
     expert_pub = published("expert", agent)
@@ -322,9 +337,9 @@ def build_sets(
     sets: dict[str, list[Item]] = {}
     drawn: dict[str, int] = {}
     # the draw order is fixed (expert, masked, auto) whatever the collection order
-    sets["expert"], drawn["expert"] = _fill("expert", expert_pub, pools["expert"], 45, rng)
-    sets["masked"], drawn["masked"] = _fill("masked", masked_pub, pools["masked"], 152, rng)
-    sets["auto"], drawn["auto"] = _fill("auto", [], pools[auto_from], SET_SIZES["auto"], rng)
+    for set_name, pub in (("expert", expert_pub), ("masked", masked_pub), ("auto", [])):
+        pool = pools[auto_from if set_name == "auto" else set_name]
+        sets[set_name], drawn[set_name] = _fill(set_name, pub, pool, SET_SIZES[set_name], rng)
     if repeats > 1:  # --super-repeat collects <id>[repeat1], <id>[repeat2], ... back to back
         sets = {k: [i for i in v for _ in range(repeats)] for k, v in sets.items()}
     ordered = {k: sets[k] for k in sorted(SET_FILES, key=SET_FILES.__getitem__)}
@@ -345,23 +360,23 @@ class Placement:
 def schedule(
     durations: Sequence[float], nodes: int, slots: int, in_flight: int | None = None
 ) -> list[Placement]:
-    """FIFO list scheduling: each task, in the given order, starts on the slot that frees first
-    (the lowest node, then slot, among equals), never more than `in_flight` at once."""
+    """FIFO list scheduling: each task, in the given order, starts as soon as fewer than
+    K = min(in_flight, N x S) tasks run, on the slot that has been free longest."""
     if nodes < 1 or slots < 1 or (in_flight is not None and in_flight < 1):
         raise ValueError("nodes, slots and in_flight must be at least 1")
-    free = [(0.0, n, s) for n in range(nodes) for s in range(slots)]  # sorted: a valid heap
-    running: list[float] = []  # end times of the tasks in flight, when K < N x S
     cap = nodes * slots if in_flight is None else min(in_flight, nodes * slots)
+    running = [0.0] * cap  # when each of the K places in flight frees
+    free = [(0.0, n, s) for n in range(nodes) for s in range(slots)]  # sorted: a valid heap
     placed = []
     for seconds in durations:
-        at, node, slot = heapq.heappop(free)
-        if len(running) == cap:  # K tasks in flight: wait for one to end
-            at = max(at, heapq.heappop(running))
+        at = heapq.heappop(running)
+        # fewer than K <= N x S tasks run at `at`: the slot free longest is free by then
+        slot_free, node, slot = heapq.heappop(free)
+        at = max(at, slot_free)
         end = at + seconds
         placed.append(Placement(node, slot, at, end))
+        heapq.heappush(running, end)
         heapq.heappush(free, (end, node, slot))
-        if cap < nodes * slots:
-            heapq.heappush(running, end)
     return placed
 
 
@@ -453,27 +468,28 @@ LABELS = {"all": "all three", "auto": "Auto", "expert": "Expert", "masked": "Mas
 
 def markdown(result: dict, slots: int) -> str:
     lines = [
-        f"| set | tasks | task-hours | nodes N | slots N×{slots} | FIFO wall (h:mm) "
-        "| speed-up vs N=1 | longest first | lower bound |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| set | nodes N | slots N×{slots} | FIFO wall (h:mm) | speed-up vs N=1 "
+        "| longest first (h:mm) | lower bound (h:mm) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in result.items():
         for row in r["rows"]:
             lines.append(
-                f"| {LABELS[name]} | {r['tasks']} | {r['total_s'] / 3600:.1f} | {row['nodes']} "
-                f"| {row['slots']} | {hmm(row['fifo_s'])} | {row['speedup']:.1f}× "
-                f"| {hmm(row['longest_first_s'])} | {hmm(row['lower_bound_s'])} |"
+                f"| {LABELS[name]} | {row['nodes']} | {row['slots']} | {hmm(row['fifo_s'])} "
+                f"| {row['speedup']:.1f}× | {hmm(row['longest_first_s'])} "
+                f"| {hmm(row['lower_bound_s'])} |"
             )
     lines += [
         "",
-        "| set | longest task (h:mm) | FIFO within 5% of it from N = | longest first: from N = |",
-        "|---|---:|---:|---:|",
+        "| set | tasks | task-hours | longest task (h:mm) | FIFO wall within 5% of it from N = "
+        "| longest first: from N = |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for name, r in result.items():
         fifo_n, lpt_n = r["dominance_nodes_fifo"], r["dominance_nodes_longest_first"]
         lines.append(
-            f"| {LABELS[name]} | {hmm(r['longest_s'])} | {fifo_n or 'never'} "
-            f"| {lpt_n or 'never'} |"
+            f"| {LABELS[name]} | {r['tasks']} | {r['total_s'] / 3600:.1f} | {hmm(r['longest_s'])} "
+            f"| {fifo_n or 'never'} | {lpt_n or 'never'} |"
         )
     return "\n".join(lines)
 
@@ -485,14 +501,16 @@ def measured_lines(runs: dict[str, RunSummary], used: list[str]) -> list[str]:
         walls = sorted(s.recorded_wall_s)
         secs = sorted(d.seconds for d in s.durations)
         lines.append(
-            f"- `{name}`: {s.episodes} episodes, {s.steps} steps; cell time {s.cell_s / 3600:.2f} h, "
-            f"model time {s.model_s / 3600:.2f} h (median {s.median_gap_s:.0f} s a call), "
+            f"- `{name}`: {s.episodes} episodes, {s.steps} steps; "
+            f"cell time {s.cell_s / 3600:.2f} h, model time {s.model_s / 3600:.2f} h "
+            f"(median {s.median_gap_s:.0f} s a call), "
             f"{s.pre_executed_s:.0f} s between pre-executed cells; recorded wall per episode "
-            f"median {walls[len(walls) // 2] / 60:.1f} min, mean "
+            f"median {statistics.median(walls) / 60:.1f} min, mean "
             f"{statistics.fmean(walls) / 60:.1f}, max {walls[-1] / 60:.1f} "
             f"({s.midnight_wraps} across midnight); replayed task duration median "
-            f"{statistics.median(secs) / 60:.1f} min, max {secs[-1] / 60:.1f} min, "
-            f"{s.shortened} shortened by the compute limit"
+            f"{statistics.median(secs) / 60:.1f} min, max {secs[-1] / 60:.1f} min; "
+            f"ended at the compute limit: {sum(d.ended_by_limit for d in s.durations)} "
+            f"({sum(d.cut_s for d in s.durations):.0f} s of recorded steps after it not replayed)"
         )
     return lines
 
@@ -583,14 +601,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("Measured from the published episodes (cell = End - Start of each step; model =")
     print("Start - the previous End, before steps the agent chose):\n")
     print("\n".join(measured_lines(runs, used)))
+    expert = f"{SET_SIZES['expert'] - drawn['expert']} published ({args.agent})"
+    if drawn["expert"]:
+        expert += f" + {drawn['expert']} drawn"
     print(
-        f"\nSets: Expert {drawn['expert'] and f'{drawn['expert']} drawn + '}"
-        f"{SET_SIZES['expert'] - drawn['expert']} published ({args.agent}); Masked "
-        f"{SET_SIZES['masked'] - drawn['masked']} published + {drawn['masked']} drawn; "
-        f"Auto {drawn['auto']} drawn from the {args.auto_from.capitalize()} durations "
-        f"(seed {args.seed}). Repeats {args.repeats}. Collection order: "
-        f"{', '.join(parameters['collection_order'])}. Per task: {args.start_s:g} s start + "
-        f"cells + model time x {args.model_scale:g}, compute limit {args.compute_limit:g} s.\n"
+        f"\nSets: Expert {expert}; Masked {SET_SIZES['masked'] - drawn['masked']} published + "
+        f"{drawn['masked']} drawn; Auto {drawn['auto']} drawn from the "
+        f"{args.auto_from.capitalize()} durations (seed {args.seed}). Repeats {args.repeats}. "
+        f"Collection order: {', '.join(parameters['collection_order'])}. Per task: "
+        f"{args.start_s:g} s start + cells + model time x {args.model_scale:g}, compute limit "
+        f"{args.compute_limit:g} s.\n"
     )
     print(markdown(result, args.slots))
     ranges = ", ".join(f"N={n} {hmm(min(v))}-{hmm(max(v))}" for n, v in spread.items())

@@ -16,10 +16,9 @@ import sys
 import time
 import uuid
 
-from pytest_super.kernels.docker.diskwatch import DiskWatch
-
 from pytest_super.kernels import cleanup_containers, docker_client, provision_kernel
 from pytest_super.kernels.base import KernelSettings
+from pytest_super.kernels.docker.diskwatch import DiskWatch
 from pytest_super.kernels.docker.image import build_image
 
 POPULATE = """\

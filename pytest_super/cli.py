@@ -6,6 +6,7 @@ pytest-super import-trajectories ../super-benchmark/trajectories [--out reports/
 pytest-super report reports/junit.xml other-run.xml
 pytest-super html reports/RUN_ID [reports/OTHER_RUN ...] [--out DIR]
 pytest-super image build [--base IMAGE] [--tag TAG] [--requirements FILE] [--offline] [--profile colab]
+pytest-super image lock
 pytest-super cleanup [--run RUN_ID | --all]
 """
 
@@ -17,7 +18,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from pytest_super.errors import SuperError
-from pytest_super.kernels.docker.image import add_build_arguments, run_build_command
+from pytest_super.kernels.docker.image import COLAB_LOCK, DEFAULT_BASE, PROFILES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,8 +87,25 @@ def main(argv: list[str] | None = None) -> int:
         dest="image_cmd", required=True
     )
     p = image.add_parser("build", help="build the kernel image (skipped when up to date)")
-    add_build_arguments(p)
-    p.set_defaults(func=run_build_command)
+    p.add_argument("--profile", choices=PROFILES, default="default", help="package set")
+    p.add_argument("--base", default=None, help=f"base image (default {DEFAULT_BASE})")
+    p.add_argument("--tag", default=None, help="image tag (default: from the build inputs)")
+    p.add_argument("--requirements", type=Path, default=None, help="extra pip requirements file")
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="no registry: bootstrap the base from Debian's archive with debootstrap",
+    )
+    p.add_argument("--docker-host", default=None, help="engine address (default DOCKER_HOST)")
+    p.add_argument(
+        "--print-tag", action="store_true", help="print the default tag and exit (no engine needed)"
+    )
+    p.set_defaults(func=_image_build)
+    p = image.add_parser(
+        "lock",
+        help=f"resolve the colab profile again into {COLAB_LOCK} (needs uv; make image-colab-lock)",
+    )
+    p.set_defaults(func=_image_lock)
 
     p = sub.add_parser(
         "cleanup", help="remove containers left by runs whose pytest process is gone"
@@ -122,6 +140,37 @@ def _download(args: argparse.Namespace) -> int:
         lines = sum(1 for ln in item.path.read_text().splitlines() if ln.strip())
         print(f"{item.set_name}: {item.path} ({lines} tasks, dataset commit {item.commit})")
     print(f"run them: pytest {args.out} --super-agent=react-super --super-model=gpt-4o")
+    return 0
+
+
+def _image_build(args: argparse.Namespace) -> int:
+    from pytest_super.kernels.docker.image import build_image, build_inputs
+
+    if args.print_tag:
+        print(
+            build_inputs(profile=args.profile, requirements=args.requirements, base=args.base).tag()
+        )
+        return 0
+    try:
+        tag = build_image(
+            base=args.base,
+            tag=args.tag,
+            requirements=args.requirements,
+            offline=args.offline,
+            profile=args.profile,
+            docker_host=args.docker_host,
+        )
+    except SuperError as exc:
+        print(f"pytest-super image build: {exc}", file=sys.stderr)
+        return 1
+    print(tag)
+    return 0
+
+
+def _image_lock(args: argparse.Namespace) -> int:
+    from pytest_super.kernels.docker.image import lock_colab
+
+    print(lock_colab())
     return 0
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_super import options
 from pytest_super.errors import SuperError, SuperWarning, TaskFileError
 from pytest_super.report import repeat_suffix
 from pytest_super.runner import TaskResult
@@ -90,7 +91,7 @@ def too_deep(error: RecursionError) -> str:
 def task_items(parent: pytest.Collector, task: Task) -> list[SuperTaskItem]:
     """The items of one task: one, or with `--super-repeat N` N items `<id>[repeat1]`..., each
     its own episode in its own container."""
-    repeats = parent.config.getoption("super_repeat", 1) or 1
+    repeats = options.run_of(parent.config).repeat
     if repeats == 1:
         return [SuperTaskItem.from_task(parent, task)]
     return [SuperTaskItem.from_task(parent, task, n) for n in range(1, repeats + 1)]
@@ -113,7 +114,7 @@ class _TaskFileCollector(pytest.File):
             )
 
     def _selected(self, task: Task) -> bool:
-        wanted = self.config.getoption("super_set", None)
+        wanted = options.run_of(self.config).sets
         return not wanted or task.set in wanted
 
     def repr_failure(
@@ -157,7 +158,7 @@ class JsonlTaskFile(_TaskFileCollector):
     def collect(self):
         # The file's name (expert.jsonl, masked.jsonl, auto_gen.jsonl) or a row's own field names
         # the set; a single --super-set names it for files that say nothing.
-        explicit = self.config.getoption("super_set", None)
+        explicit = options.run_of(self.config).sets
         named_by_file = infer_set(self.path) is not None
         set_name = explicit[0] if explicit and len(explicit) == 1 and not named_by_file else None
         for entry in iter_jsonl_tasks(self.path, set_name):
@@ -189,17 +190,9 @@ class BrokenTaskLine(pytest.Collector):
         return str(excinfo.value)
 
 
-ROOTS = pytest.StashKey[list[Path]]()
-
-
 def task_roots(config: pytest.Config) -> list[Path]:
-    """The directories named by the `super_tasks` ini option, resolved once per session
-    (pytest asks about every file and folder it walks)."""
-    if ROOTS not in config.stash:
-        config.stash[ROOTS] = [
-            Path(config.rootpath, p).resolve() for p in config.getini("super_tasks")
-        ]
-    return config.stash[ROOTS]
+    """The directories named by the `super_tasks` ini option, resolved once per session."""
+    return list(options.run_of(config).task_roots)
 
 
 def is_under(path: Path, roots: list[Path]) -> bool:

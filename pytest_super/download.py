@@ -2,9 +2,10 @@
 
 The dataset `allenai/super` keeps its three sets as JSON lines (`tasks/expert.jsonl`,
 `tasks/masked.jsonl`, `tasks/auto_gen.jsonl`); this module downloads them with `huggingface_hub`
-at a pinned revision and copies them into a task folder, where pytest collects them as they are
-(the file names tell the sets). `HF_ENDPOINT`, `HF_HOME`/`HF_HUB_CACHE` and `HF_TOKEN` work as for
-any Hub download, and a file already in the Hub's cache at that revision is not fetched again.
+(the `download` extra: `pip install "pytest-super[download]"`) at a pinned revision and copies
+them into a task folder, where pytest collects them as they are (the file names tell the sets).
+`HF_ENDPOINT`, `HF_HOME`/`HF_HUB_CACHE` and `HF_TOKEN` work as for any Hub download, and a file
+already in the Hub's cache at that revision is not fetched again.
 """
 
 from __future__ import annotations
@@ -46,14 +47,22 @@ def download_tasks(
     out_dir: Path, *, sets: list[str] | None = None, revision: str = DEFAULT_REVISION
 ) -> list[Downloaded]:
     """Download the task files of `sets` (default: all three) into `out_dir`."""
-    from huggingface_hub import constants, hf_hub_download
-    from huggingface_hub.errors import (
-        EntryNotFoundError,
-        HfHubHTTPError,
-        LocalEntryNotFoundError,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
+    try:
+        from huggingface_hub import constants, hf_hub_download
+        from huggingface_hub.errors import (
+            EntryNotFoundError,
+            HfHubHTTPError,
+            LocalEntryNotFoundError,
+            RepositoryNotFoundError,
+            RevisionNotFoundError,
+        )
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] != "huggingface_hub":
+            raise
+        raise DownloadError(
+            "downloading SUPER's tasks needs huggingface_hub, an optional dependency: "
+            'pip install "pytest-super[download]"'
+        ) from None
 
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

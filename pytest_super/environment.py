@@ -14,22 +14,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_super.edit import EditRequest, edit_file, format_edit
 from pytest_super.errors import BudgetExceeded, ComputeLimitReached, ExitStatus
 from pytest_super.kernels.base import CellResult, Kernel
 from pytest_super.llm import LLMClient
 from pytest_super.tasks import Cell, Task
-from pytest_super.trajectory import Step, Trajectory
+from pytest_super.trajectory import Action, Step, Trajectory
 
 #: the thought of the steps the harness takes for the user (the reference's words, as the
 #: published episodes show them): a pre-executed cell, and the one wait after a pre-executed
 #: cell that ran out of time
 PRE_EXECUTED_THOUGHT = "[pre-executed by user]"
 CONTINUED_THOUGHT = "[continued after timeout]"
-#: the action that waits once more for a cell left running by its timeout
-WAIT_ACTION = "continue_wait"
 
 
 @dataclass
@@ -49,6 +46,15 @@ class EpisodeLimits:
     compute_s: float = 1800.0
     cell_timeout_s: float = 300.0
     format_errors: int | None = None  # malformed replies in a row that end it; None: no cap
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    """The run's options for agents that take some: Reflexion's attempts (--super-attempts), the
+    replay agent's saved trajectory (--super-replay)."""
+
+    attempts: int = 3
+    replay_path: str | None = None
 
 
 class Environment:
@@ -71,14 +77,14 @@ class Environment:
         llm: LLMClient | None = None,
         new_kernel: Callable[[], Kernel] | None = None,
         on_step: Callable[[Step], None] | None = None,
-        options: dict[str, Any] | None = None,
+        options: AgentOptions | None = None,
     ) -> None:
         self.task = task
         self.kernel = kernel
         self.trajectory = trajectory
         self.limits = limits
         self.llm = llm
-        self.options = options or {}
+        self.options = options or AgentOptions()
         self.attempt = 1
         self.compute_used_s = 0.0
         self.prompt_tokens = 0
@@ -143,10 +149,6 @@ class Environment:
         self.cached_prompt_tokens += cached_prompt_tokens
         self.completion_tokens += completion_tokens
         self.cost_usd += cost_usd
-
-    @property
-    def tokens_left(self) -> int:
-        return self.limits.token_budget - self.prompt_tokens
 
     def check_budget(self, budget: int | None = None) -> None:
         """Raise `BudgetExceeded` if the prompt tokens used are strictly above `budget` (default:
@@ -222,7 +224,7 @@ def _wait_once(env: Environment) -> Step:
         )
     return Step(
         thought=CONTINUED_THOUGHT,
-        action=WAIT_ACTION,
+        action=Action.WAIT,
         content="",
         observation=result.output,
         output=result.output,
@@ -247,7 +249,7 @@ def run_task_cell(
         )
         return Step(
             thought=thought,
-            action="execute",
+            action=Action.EXECUTE,
             content=cell.code,
             observation=result.output,
             output=result.output,
@@ -263,7 +265,7 @@ def run_task_cell(
     outcome = edit_file(env.kernel, request)
     return Step(
         thought=thought,
-        action="edit",
+        action=Action.EDIT,
         content=format_edit(request),
         observation=outcome.message,
         output=outcome.message,

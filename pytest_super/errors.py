@@ -4,19 +4,57 @@
 machinery (Docker engine, image, kernel, LLM endpoint) broke, not that the agent did badly.
 `EpisodeEnd` and its subclasses end an episode with an `ExitStatus` (limits are exceptions, as in
 mini-swe-agent); kernels raise them too (`DiskLimitExceeded`), so they live here, below both.
+Every error that ends an episode or a task carries its `ExitStatus` as a class attribute
+(`exit_status`; `status` for `EpisodeEnd`), so the status is read, never worked out.
 """
 
 from __future__ import annotations
 
 from enum import Enum
+from typing import ClassVar
+
+
+class ExitStatus(str, Enum):
+    """How an episode ended: the `exit_status` of results.jsonl, JUnit and trajectories.
+
+    A member is equal to its value and `str()` gives the value, so it is written as the bare
+    string it names (results of older runs compare equal to it too).
+    """
+
+    SUBMITTED = "submitted"
+    NO_SUBMISSION = "no_submission"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    STEP_LIMIT = "step_limit"
+    COMPUTE_LIMIT = "compute_limit"
+    FORMAT_ERRORS = "format_errors"
+    LLM_ERROR = "llm_error"
+    KERNEL_ERROR = "kernel_error"
+    AGENT_ERROR = "agent_error"  # never given; results.jsonl of earlier versions hold it
+    HARNESS_ERROR = "harness_error"  # our own code raised (a bug): a pytest error
+    TASK_ERROR = "task_error"  # a pre-executed cell failed, or the task file did not load
+    DISK_LIMIT = "disk_limit"  # the task wrote more than --super-disk
+    TIMEOUT = "timeout"  # pytest-timeout stopped the episode
+    WORKER_CRASHED = "worker_crashed"  # the xdist worker running the task died
+
+    def __str__(self) -> str:
+        return self.value
 
 
 class SuperError(Exception):
-    """Base class of every error pytest-super raises on purpose."""
+    """Base class of every error pytest-super raises on purpose.
+
+    `exit_status` is the status of an episode or a task this error ends; a subclass declares its
+    own (the most specific class's wins). An error no subclass gives a status ends an episode as
+    a fault of the harness, as the runner reports any exception it did not expect.
+    """
+
+    exit_status: ClassVar[ExitStatus] = ExitStatus.HARNESS_ERROR
 
 
 class TaskFileError(SuperError):
     """A task file is malformed. The message names the file, the field, the value and a fix."""
+
+    exit_status = ExitStatus.TASK_ERROR
 
     def __init__(
         self,
@@ -51,6 +89,7 @@ class InfrastructureError(SuperError):
     `retryable` says whether running the task again may help (`--super-retries`).
     """
 
+    exit_status = ExitStatus.KERNEL_ERROR
     retryable = True
 
 
@@ -58,6 +97,7 @@ class ReportWriteError(InfrastructureError):
     """A file of the run's reports (a trajectory) could not be written: a full or read-only
     report folder. Running the task again would not help."""
 
+    exit_status = ExitStatus.HARNESS_ERROR
     retryable = False
 
     def __init__(self, path: object, error: OSError) -> None:
@@ -84,6 +124,8 @@ class KernelStartError(InfrastructureError):
 class LLMError(InfrastructureError):
     """The LLM endpoint failed for good (after retries), or refused the key or the model."""
 
+    exit_status = ExitStatus.LLM_ERROR
+
 
 class LLMRefused(LLMError):
     """The endpoint refused the key, the access or the model (401/403/404): retrying won't help."""
@@ -95,38 +137,32 @@ class HarnessError(InfrastructureError):
     """Our own code raised an exception it did not mean to during an episode (a bug of the harness
     or of an agent's implementation, not a choice of the model). Reported as a pytest error."""
 
+    exit_status = ExitStatus.HARNESS_ERROR
     retryable = False
 
 
 class TaskSetupError(SuperError):
     """The task itself is broken: a pre-executed (prefix) cell failed. Reported as a pytest error."""
 
+    exit_status = ExitStatus.TASK_ERROR
+
 
 class SuperWarning(UserWarning):
     """Something a user should fix that does not stop the run (shown in pytest's warnings)."""
 
 
-class ExitStatus(str, Enum):
-    """How an episode ended."""
-
-    SUBMITTED = "submitted"
-    NO_SUBMISSION = "no_submission"
-    BUDGET_EXCEEDED = "budget_exceeded"
-    STEP_LIMIT = "step_limit"
-    COMPUTE_LIMIT = "compute_limit"
-    FORMAT_ERRORS = "format_errors"
-    LLM_ERROR = "llm_error"
-    KERNEL_ERROR = "kernel_error"
-    AGENT_ERROR = "agent_error"  # no longer given: read in results of older runs
-    HARNESS_ERROR = "harness_error"  # our own code raised (a bug): a pytest error
-    TASK_ERROR = "task_error"  # a pre-executed cell failed
-    DISK_LIMIT = "disk_limit"  # the task wrote more than --super-disk
-
-
 class EpisodeEnd(Exception):
-    """Raised to end an episode early; carries the exit status."""
+    """Raised to end an episode early; carries the exit status.
+
+    A subclass declares its status as the class attribute `status` (agents of other projects
+    may define their own); `exit_status` reads it, as for the errors of `SuperError`.
+    """
 
     status: ExitStatus = ExitStatus.NO_SUBMISSION
+
+    @property
+    def exit_status(self) -> ExitStatus:
+        return self.status
 
 
 class BudgetExceeded(EpisodeEnd):

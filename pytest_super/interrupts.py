@@ -19,7 +19,9 @@ not cut short by the controller passing on an interrupt the terminal already sen
 
 `finish_worker_reports`: an interrupted xdist controller stops reading its workers' events at
 once; tasks a worker finished just before or after the signal would be lost. It reads what the
-workers still send, for a short grace, before the reports are written.
+workers still send, for a short grace, before the reports are written. Which workers are up it
+knows from xdist's documented hooks (`Workers`); the events themselves only xdist's private
+queue holds (`_undispatched_events`: the one private use of xdist).
 """
 
 from __future__ import annotations
@@ -72,32 +74,84 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"{signal.Signals(signum).name} received")
 
 
-def finish_worker_reports(config: pytest.Config, grace_s: float = WORKER_GRACE_S) -> int:
+class Workers:
+    """The controller's xdist workers as xdist's documented hooks tell of them (the recorder
+    passes them on): each worker set up (`pytest_configure_node`, a crashed worker's
+    replacement too) and each one down (`pytest_testnodedown`); and the collection errors
+    already reported (xdist reports each once, however many workers met it)."""
+
+    def __init__(self) -> None:
+        self.nodes: set[Any] = set()
+        self.down: set[Any] = set()
+        self.collect_errors: set[str] = set()
+
+    def started(self, node: Any) -> None:
+        self.nodes.add(node)
+
+    def went_down(self, node: Any) -> None:
+        self.down.add(node)
+
+    def any_up(self) -> bool:
+        return bool(self.nodes - self.down)
+
+    def first_collect_error(self, report: pytest.CollectReport) -> bool:
+        """Whether `report` is a failed collection not reported before (and remember it)."""
+        if not report.failed:
+            return False
+        key = str(report.longrepr)
+        first = key not in self.collect_errors
+        self.collect_errors.add(key)
+        return first
+
+
+def finish_worker_reports(
+    config: pytest.Config, workers: Workers, grace_s: float = WORKER_GRACE_S
+) -> int:
     """In an interrupted xdist controller: pass on the reports the workers still send until
     every worker is down or `grace_s` passed; return how many reports.
 
-    Reads xdist's `DSession.queue` and hands test and collection reports to its own
-    `worker_testreport` / `worker_collectreport` (what its loop does); a worker's end only marks
-    it down (no replacement worker is started). Without them (another xdist) it does nothing.
+    A test report goes to pytest's own `pytest_runtest_logreport` (with the `node` attribute
+    xdist documents on reports), a collection error to `pytest_collectreport`, as xdist's loop
+    would have; a worker's end only marks it down (no replacement worker is started). Without
+    xdist's queue (no xdist, or another version) it does nothing.
     """
-    dsession = config.pluginmanager.getplugin("dsession")
-    events = getattr(dsession, "queue", None)
-    active = getattr(dsession, "_active_nodes", None)
-    if events is None or active is None:
+    events = _undispatched_events(config)
+    if events is None:
         return 0
     handled = 0
     deadline = time.monotonic() + grace_s
-    while active and time.monotonic() < deadline:
+    while workers.any_up() and time.monotonic() < deadline:
         try:
             name, kwargs = events.get(timeout=0.1)
         except queue.Empty:
             continue
         if name in ("workerfinished", "errordown"):  # down for good: never replaced now
-            active.discard(kwargs.get("node"))
-        elif name in ("testreport", "collectreport"):
-            getattr(dsession, f"worker_{name}")(**kwargs)
+            workers.went_down(kwargs.get("node"))
+        elif name == "testreport":
+            report = kwargs["rep"]
+            report.node = kwargs.get("node")
+            config.hook.pytest_runtest_logreport(report=report)
+            handled += 1
+        elif name == "collectreport" and workers.first_collect_error(kwargs["rep"]):
+            config.hook.pytest_collectreport(report=kwargs["rep"])
             handled += 1
     return handled
+
+
+def _undispatched_events(config: pytest.Config) -> queue.Queue[tuple[str, dict[str, Any]]] | None:
+    """The events xdist's workers sent that its controller has not turned into hooks yet.
+
+    The one private use of pytest-xdist (3.8.0, xdist/dsession.py: `DSession.queue`). Worker
+    events are queued from execnet's receiver thread (`WorkerController.process_from_remote`,
+    workermanage.py) and only `DSession.loop_once`, inside `pytest_runtestloop`, takes them out
+    and calls the hooks: once a KeyboardInterrupt has left that loop nothing does, and xdist has
+    no public hook or function for what workers send after it (its hooks are all called from
+    that loop). Each event is `(name, kwargs)`: `testreport` and `collectreport` carry `node`
+    and the report `rep`, `workerfinished` and `errordown` carry `node`.
+    """
+    dsession = config.pluginmanager.getplugin("dsession")
+    events = getattr(dsession, "queue", None)
+    return events if isinstance(events, queue.Queue) else None
 
 
 class _CtrlC:

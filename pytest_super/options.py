@@ -1,180 +1,46 @@
-"""The run's settings, read once from pytest's options and ini values into plain records.
+"""The plugin's settings, read once: every `--super-*` option, its ini key and its environment
+variable, resolved into one `SuperRun` (settings.py) at start-up.
 
-Owns the plugin's command-line options (`add_options`), the `SuperRun` record every hook and
-fixture reads, and its construction (`make_run`), which rejects bad values at start-up.
+Each setting is declared once in `SETTINGS`: its option, its ini key (`super_<name>`), the
+environment variables that hold it where one is customary, its default and how its text is read.
+A value comes from the option, else the environment, else the ini file, else the default; a bad
+one is a usage error naming where it came from. Nothing else in the package reads pytest's options.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import secrets
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pytest_super.environment import AgentOptions
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.llm import LLMSettings
 from pytest_super.runner import PASS_METRICS, RunSettings
+from pytest_super.settings import SuperRun, new_run_id
 from pytest_super.tasks import SETS
 
+__all__ = ["RUN_KEY", "SETTINGS", "SuperRun", "add_options", "make_run", "new_run_id", "run_of"]
+
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-
-
-def add_options(parser: pytest.Parser) -> None:
-    """The `--super-*` options (group "super") and the `super_*` ini values."""
-    g = parser.getgroup("super", "SUPER benchmark (pytest-super)")
-    g.addoption(
-        "--super-agent",
-        help="agent to run: gold, react, react-super, swe, reflexion, "
-        "replay, an entry point name, or package.module:Class. Without it tasks are skipped.",
-    )
-    g.addoption(
-        "--super-set",
-        action="append",
-        type=_split_sets,
-        default=None,
-        help="only tasks of these sets (expert, masked, auto; comma-separated or repeated)",
-    )
-    g.addoption(
-        "--super-backend",
-        choices=("docker", "local"),
-        default="docker",
-        help="where kernels run (default docker; local isolates nothing)",
-    )
-    g.addoption(
-        "--super-image", help="kernel image (default: what `pytest-super image build` makes)"
-    )
-    g.addoption("--super-docker-host", help="Docker engine address (default DOCKER_HOST)")
-    g.addoption("--super-mem", default="4g", help="container memory limit (default 4g)")
-    g.addoption("--super-cpus", type=float, default=2.0, help="container CPUs (default 2)")
-    g.addoption(
-        "--super-network",
-        choices=("bridge", "none"),
-        default="bridge",
-        help="container network (default bridge)",
-    )
-    g.addoption(
-        "--super-disk",
-        metavar="SIZE",
-        type=_disk_size,
-        default=DEFAULT_DISK,
-        help=f"what one task may write, e.g. 20g, 500m, or none (default {DEFAULT_DISK}); "
-        "a task over it ends with exit status disk_limit",
-    )
-    g.addoption(
-        "--super-keep",
-        action="store_true",
-        help="keep the container of a failing task and print how to get in",
-    )
-    g.addoption("--super-cell-timeout", type=float, default=300.0, help="seconds per cell (300)")
-    g.addoption(
-        "--super-compute-limit",
-        type=float,
-        default=1800.0,
-        help="seconds of summed cell time per task, prefix cells included (1800)",
-    )
-    g.addoption(
-        "--super-git-mirror",
-        action="append",
-        default=[],
-        metavar="PREFIX=DIR",
-        help="clone PREFIX<name> from DIR/<name> inside kernels (repeatable)",
-    )
-    g.addoption(
-        "--super-pip-cache",
-        help="docker volume shared by task containers as pip's cache "
-        "(mounted only for the gold agent: see docs/security.md)",
-    )
-    g.addoption("--super-tolerance", type=float, default=0.01, help="numeric tolerance (0.01)")
-    g.addoption(
-        "--super-pass-metric",
-        choices=PASS_METRICS,
-        help="metric deciding pass (default accuracy; script-executed for auto)",
-    )
-    g.addoption(
-        "--super-pass-threshold", type=float, default=1.0, help="pass if metric >= this (1)"
-    )
-    g.addoption("--super-report-dir", help="where runs write reports (default: ini or `reports`)")
-    g.addoption("--super-model", help="model name for LLM agents")
-    g.addoption(
-        "--super-base-url",
-        default=DEFAULT_BASE_URL,
-        help="OpenAI-compatible endpoint; key from SUPER_API_KEY or OPENAI_API_KEY",
-    )
-    g.addoption(
-        "--super-price",
-        metavar="IN,OUT[,CACHED]",
-        help="USD per million prompt, completion (and cached prompt) tokens",
-    )
-    g.addoption("--super-llm-cache", metavar="DIR", help="cache model responses on disk")
-    g.addoption(
-        "--super-token-budget",
-        type=int,
-        help="prompt-token budget per task (default 600k expert/auto, 400k masked)",
-    )
-    g.addoption("--super-steps", type=int, default=100, help="step limit per episode (100)")
-    g.addoption("--super-attempts", type=int, default=3, help="reflexion attempts (3)")
-    g.addoption(
-        "--super-format-errors",
-        type=int,
-        metavar="N",
-        help="end an episode after N malformed replies in a row (default: no cap, as SUPER)",
-    )
-    g.addoption(
-        "--super-replay", metavar="PATH", help="trajectory file or folder for the replay agent"
-    )
-    g.addoption("--super-live", action="store_true", help="print each step as it happens")
-    g.addoption(
-        "--super-max-containers",
-        type=int,
-        help="at most this many task containers at once, across all xdist workers",
-    )
-    g.addoption(
-        "--super-pool",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="make each task's kernel while the task before it runs, and remove finished "
-        "tasks' containers in the background (default on; see docs/pool.md)",
-    )
-    g.addoption(
-        "--super-retries",
-        type=int,
-        default=0,
-        help="run a task again after an infrastructure error, up to N times (0)",
-    )
-    g.addoption(
-        "--super-resume",
-        action="store_true",
-        help="skip tasks that already have a final result for this agent and model in the "
-        "report folder; their results are carried into this run's reports",
-    )
-    g.addoption(
-        "--super-repeat",
-        type=int,
-        default=1,
-        metavar="N",
-        help="run each task N times, each in a fresh container, as items <id>[repeat1].. "
-        "(the summary adds pass@k and pass^k, k = N)",
-    )
-    parser.addini("super_tasks", "folders holding task files", type="paths", default=["tasks"])
-    parser.addini("super_git_mirrors", "PREFIX=DIR git mirrors", type="linelist", default=[])
-    parser.addini("super_report_dir", "where runs write reports", default="reports")
-    parser.addini("super_pip_cache", "docker volume for pip's cache in task containers", default="")
-
-
 #: Default --super-disk: SUPER's heaviest setups (torch with CUDA wheels, datasets, checkpoints)
 #: write a few GiB; 20 GiB leaves room and still stops a runaway writer long before a disk fills.
 DEFAULT_DISK = "20g"
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 #: agents whose code is the task's own (reviewed) solution: they may share the pip cache
 TRUSTED_AGENTS = frozenset({"gold"})
+#: where the run's settings are kept for every hook and fixture
+RUN_KEY = pytest.StashKey[SuperRun]()
 
 
+# -- how a text value is read ------------------------------------------------------------------
 def _disk_size(value: str) -> int | None:
-    """`--super-disk` SIZE in bytes (binary units k, m, g, t; b optional); "none": no bound."""
+    """SIZE in bytes (binary units k, m, g, t; b optional); "none": no bound."""
     text = value.strip().lower().removesuffix("b").removesuffix("i")
     if text == "none":
         return None
@@ -184,16 +50,422 @@ def _disk_size(value: str) -> int | None:
     except (ValueError, KeyError):
         size = 0
     if size < 2**20:
-        raise pytest.UsageError(
-            f"--super-disk {value!r}: expected a size of at least 1m such as 20g or 500m, "
-            "or none for no bound"
-        )
+        raise ValueError("expected a size of at least 1m such as 20g or 500m, or none for no bound")
     return int(size)
 
 
-def _pip_cache(config: pytest.Config, agent: str | None) -> str | None:
+def _positive(kind: type) -> Callable[[str], Any]:
+    def read(value: str) -> Any:
+        try:
+            number = kind(value)
+        except ValueError:
+            raise ValueError(f"expected a {kind.__name__} number") from None
+        if number < 0:
+            raise ValueError("expected a number of 0 or more")
+        return number
+
+    return read
+
+
+def _at_least_one(value: str) -> int:
+    number = _positive(int)(value)
+    if number < 1:
+        raise ValueError("expected 1 or more")
+    return number
+
+
+def _runs_per_task(value: str) -> int:
+    try:
+        return _at_least_one(value)
+    except ValueError:
+        raise ValueError("give 1 or more runs per task") from None
+
+
+def _choice(*names: str) -> Callable[[str], str]:
+    def read(value: str) -> str:
+        if value not in names:
+            raise ValueError(f"expected one of {', '.join(names)}")
+        return value
+
+    return read
+
+
+def _boolean(value: str) -> bool:
+    text = value.strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected true or false")
+
+
+def _backend(value: str) -> str:
+    """A kernel backend's name (built-in, entry point or module:Class), or `ray`."""
+    if value == "ray":
+        return value
+    from pytest_super import kernels
+
+    kernels.kernel_backend_class(value)  # ValueError naming the known backends
+    return value
+
+
+def _text(value: str) -> str:
+    return value
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: `--super-<name>`, ini `super_<name>` (when `ini`), environment variables."""
+
+    name: str  # "mem": --super-mem, ini super_mem, SuperRun/KernelSettings field by `resolve`
+    read: Callable[[str], Any]
+    default: Any
+    help: str
+    ini: bool = True
+    env: tuple[str, ...] = ()
+    metavar: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--super-" + self.name.replace("_", "-")
+
+    @property
+    def dest(self) -> str:
+        return "super_" + self.name
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("model", _text, None, "model name for LLM agents"),
+    Setting(
+        "base_url",
+        _text,
+        DEFAULT_BASE_URL,
+        "OpenAI-compatible endpoint (also SUPER_BASE_URL, OPENAI_BASE_URL); key from "
+        "SUPER_API_KEY or OPENAI_API_KEY",
+        env=("SUPER_BASE_URL", "OPENAI_BASE_URL"),
+    ),
+    Setting(
+        "backend",
+        _backend,
+        "docker",
+        "where kernels run: docker (default), local (isolates nothing), ray (each task whole on "
+        "a Ray cluster's node), an entry point name or package.module:Class",
+    ),
+    Setting(
+        "ray_address",
+        _text,
+        "auto",
+        "the Ray cluster for --super-backend=ray (also RAY_ADDRESS; default auto)",
+        env=("RAY_ADDRESS",),
+        metavar="ADDRESS",
+    ),
+    Setting(
+        "ray_concurrency",
+        _at_least_one,
+        None,
+        "tasks in flight on the Ray cluster at once (default: what the cluster can place)",
+        metavar="K",
+    ),
+    Setting("image", _text, None, "kernel image (default: what `pytest-super image build` makes)"),
+    Setting("docker_host", _text, None, "Docker engine address (default DOCKER_HOST)"),
+    Setting("mem", _text, "4g", "container memory limit (default 4g)"),
+    Setting("cpus", _positive(float), 2.0, "container CPUs (default 2)"),
+    Setting("network", _choice("bridge", "none"), "bridge", "container network (default bridge)"),
+    Setting(
+        "disk",
+        _disk_size,
+        DEFAULT_DISK,
+        f"what one task may write, e.g. 20g, 500m, or none (default {DEFAULT_DISK}); a task "
+        "over it ends with exit status disk_limit",
+        metavar="SIZE",
+    ),
+    Setting("cell_timeout", _positive(float), 300.0, "seconds per cell (300)"),
+    Setting(
+        "compute_limit",
+        _positive(float),
+        1800.0,
+        "seconds of summed cell time per task, prefix cells included (1800)",
+    ),
+    Setting(
+        "pip_cache",
+        _text,
+        None,
+        "docker volume shared by task containers as pip's cache (mounted only for the gold "
+        "agent: see docs/security.md)",
+    ),
+    Setting("tolerance", _positive(float), 0.01, "numeric tolerance (0.01)"),
+    Setting(
+        "pass_metric",
+        _choice(*PASS_METRICS),
+        None,
+        "metric deciding pass (default accuracy; script-executed for auto)",
+    ),
+    Setting("pass_threshold", _positive(float), 1.0, "pass if metric >= this (1)"),
+    Setting("report_dir", _text, "reports", "where runs write reports (default reports)"),
+    Setting(
+        "price",
+        _text,
+        None,
+        "USD per million prompt, completion (and cached prompt) tokens",
+        metavar="IN,OUT[,CACHED]",
+    ),
+    Setting("llm_cache", _text, None, "cache model responses on disk", metavar="DIR"),
+    Setting(
+        "token_budget",
+        _positive(int),
+        None,
+        "prompt-token budget per task (default 600k expert/auto, 400k masked)",
+    ),
+    Setting("steps", _at_least_one, 100, "step limit per episode (100)"),
+    Setting("attempts", _at_least_one, 3, "reflexion attempts (3)"),
+    Setting(
+        "format_errors",
+        _at_least_one,
+        None,
+        "end an episode after N malformed replies in a row (default: no cap, as SUPER)",
+        metavar="N",
+    ),
+    Setting(
+        "replay",
+        _text,
+        None,
+        "trajectory file or folder for the replay agent",
+        ini=False,
+        metavar="PATH",
+    ),
+    Setting(
+        "max_containers",
+        _at_least_one,
+        None,
+        "at most this many task containers at once, across all xdist workers",
+    ),
+    Setting(
+        "retries",
+        _positive(int),
+        0,
+        "run a task again after an infrastructure error, up to N times (0)",
+    ),
+    Setting(
+        "repeat",
+        _runs_per_task,
+        1,
+        "run each task N times, each in a fresh container, as items <id>[repeat1].. (the "
+        "summary adds pass@k and pass^k, k = N)",
+        metavar="N",
+    ),
+)
+#: the on/off settings: --super-<name> (and --no-super-pool), ini only where `ini`
+FLAGS: tuple[tuple[str, bool, bool, str], ...] = (  # name, default, ini, help
+    ("keep", False, False, "keep the container of a failing task and print how to get in"),
+    ("live", False, False, "print each step as it happens"),
+    (
+        "resume",
+        False,
+        False,
+        "skip tasks that already have a final result for this agent and model in the report "
+        "folder; their results are carried into this run's reports",
+    ),
+    (
+        "pool",
+        True,
+        True,
+        "make each task's kernel while the task before it runs, and remove finished tasks' "
+        "containers in the background (default on; see docs/pool.md)",
+    ),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """The `--super-*` options (group "super") and their `super_*` ini keys."""
+    g = parser.getgroup("super", "SUPER benchmark (pytest-super)")
+    g.addoption(
+        "--super-agent",
+        help="agent to run: gold, react, react-super, swe, reflexion, "
+        "replay, an entry point name, or package.module:Class. Without it tasks are skipped.",
+    )
+    g.addoption(
+        "--super-set",
+        action="append",
+        default=None,
+        help="only tasks of these sets (expert, masked, auto; comma-separated or repeated)",
+    )
+    for s in SETTINGS:
+        g.addoption(s.flag, dest=s.dest, metavar=s.metavar, help=s.help)
+        if s.ini:
+            parser.addini(s.dest, s.help, default=None)
+    g.addoption(
+        "--super-git-mirror",
+        action="append",
+        default=[],
+        metavar="PREFIX=DIR",
+        help="clone PREFIX<name> from DIR/<name> inside kernels (repeatable; ini "
+        "super_git_mirrors)",
+    )
+    for name, _default, ini, text in FLAGS:
+        flag = "--super-" + name
+        if ini:
+            g.addoption(
+                flag, dest="super_" + name, action=argparse.BooleanOptionalAction, help=text
+            )
+            parser.addini("super_" + name, text, default=None)
+        else:
+            g.addoption(flag, dest="super_" + name, action="store_true", default=None, help=text)
+    parser.addini("super_tasks", "folders holding task files", type="paths", default=["tasks"])
+    parser.addini("super_git_mirrors", "PREFIX=DIR git mirrors", type="linelist", default=[])
+
+
+# -- resolution ----------------------------------------------------------------------------------
+def _resolve(
+    config: pytest.Config,
+    name: str,
+    read: Callable[[str], Any],
+    default: Any,
+    *,
+    ini: bool,
+    env: tuple[str, ...] = (),
+) -> tuple[Any, str]:
+    """(value, where it came from): the option, else the environment, else the ini, else the
+    default. A value that does not read is a usage error naming its source."""
+    flag = "--super-" + name.replace("_", "-")
+    candidates: list[tuple[Any, str]] = [(config.getoption("super_" + name), flag)]
+    candidates += [(os.environ.get(var) or None, f"environment variable {var}") for var in env]
+    if ini:
+        where = f"ini super_{name}" + (f" ({config.inipath.name})" if config.inipath else "")
+        candidates.append((config.getini("super_" + name) or None, where))
+    for raw, source in candidates:
+        if raw is None:
+            continue
+        if not isinstance(raw, str):  # an on/off option argparse has read already
+            return raw, source
+        try:
+            return read(raw), source
+        except ValueError as exc:
+            raise pytest.UsageError(f"{source} {raw}: {exc}") from None
+    return (read(default) if isinstance(default, str) else default), "default"
+
+
+def _values(config: pytest.Config) -> tuple[dict[str, Any], dict[str, str]]:
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for s in SETTINGS:
+        values[s.name], sources[s.name] = _resolve(
+            config, s.name, s.read, s.default, ini=s.ini, env=s.env
+        )
+    for name, default, ini, _help in FLAGS:
+        values[name], sources[name] = _resolve(config, name, _boolean, default, ini=ini)
+    for name in ("agent",):
+        values[name] = config.getoption("super_" + name)
+        sources[name] = "--super-agent" if values[name] else "default"
+    return values, sources
+
+
+def _sets(config: pytest.Config) -> tuple[str, ...] | None:
+    given = config.getoption("super_set")
+    if not given:
+        return None
+    names = [n.strip() for text in given for n in text.split(",") if n.strip()]
+    for n in names:
+        if n not in SETS:
+            raise pytest.UsageError(f"--super-set: unknown set {n!r}; use one of {', '.join(SETS)}")
+    return tuple(names)
+
+
+def run_of(config: pytest.Config) -> SuperRun:
+    """The run's settings, made once in `pytest_configure` (`configure`)."""
+    return config.stash[RUN_KEY]
+
+
+def configure(config: pytest.Config, run_id: str) -> SuperRun:
+    """Resolve the settings once, keep them in the config's stash, and set the pytest options a
+    benchmark run implies: the ini's task folders when no paths were given, and one broken task
+    file never stopping the others."""
+    run = config.stash[RUN_KEY] = make_run(config, run_id)
+    if (run.agent or run.sets) and config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args = [str(p) for p in run.task_roots]
+    if run.agent:
+        config.option.continue_on_collection_errors = True
+    if run.remote and getattr(config.option, "numprocesses", None):
+        raise pytest.UsageError(
+            "--super-backend=ray runs many tasks from one pytest process: drop -n (pytest-xdist); "
+            "use --super-ray-concurrency K to bound the tasks in flight"
+        )
+    return run
+
+
+def collecting_only(config: pytest.Config) -> bool:
+    """`--collect-only`: nothing runs, so nothing is checked against an endpoint."""
+    return bool(config.option.collectonly)
+
+
+def make_run(config: pytest.Config, run_id: str) -> SuperRun:
+    values, sources = _values(config)
+    report_dir = Path(values["report_dir"])
+    if not report_dir.is_absolute():
+        report_dir = config.rootpath / report_dir
+    mirrors = {}
+    for spec in [*config.getini("super_git_mirrors"), *config.getoption("super_git_mirror")]:
+        prefix, sep, directory = spec.rpartition("=")
+        if not sep or not prefix:
+            raise pytest.UsageError(f"--super-git-mirror {spec!r}: expected PREFIX=DIR")
+        path = Path(directory)
+        mirrors[prefix] = str(path if path.is_absolute() else (config.rootpath / path).resolve())
+    workerinput = getattr(config, "workerinput", None)
+    worker = workerinput["workerid"] if workerinput else "main"
+    agent = values["agent"]
+    if agent:
+        _check_agent(agent)
+    backend = values["backend"]
+    kernel = KernelSettings(
+        backend="docker" if backend == "ray" else backend,
+        image=values["image"],
+        docker_host=values["docker_host"],
+        mem=values["mem"],
+        cpus=values["cpus"],
+        network=values["network"],
+        git_mirrors=mirrors,
+        pip_cache=_pip_cache(config, values["pip_cache"], agent),
+        disk_bytes=values["disk"],
+        run_id=run_id,
+        worker=worker,
+    )
+    settings = RunSettings(
+        agent=agent or "",
+        model=values["model"],
+        tolerance=values["tolerance"],
+        pass_metric=values["pass_metric"],
+        pass_threshold=values["pass_threshold"],
+        token_budget=values["token_budget"],
+        compute_limit_s=values["compute_limit"],
+        cell_timeout_s=values["cell_timeout"],
+        steps=values["steps"],
+        format_errors=values["format_errors"],
+        keep_failed=values["keep"],
+        options=AgentOptions(attempts=values["attempts"], replay_path=values["replay"]),
+    )
+    return SuperRun(
+        run_id=run_id,
+        report_dir=report_dir,
+        agent=agent,
+        kernel=kernel,
+        settings=settings,
+        llm_settings=_llm_settings(agent, values),
+        live=values["live"] or config.getoption("capture") == "no",
+        retries=values["retries"],
+        backend=backend,
+        ray_address=values["ray_address"],
+        ray_concurrency=values["ray_concurrency"],
+        max_containers=values["max_containers"],
+        pool=values["pool"],
+        sets=_sets(config),
+        repeat=values["repeat"],
+        resume=values["resume"],
+        task_roots=tuple(Path(config.rootpath, p).resolve() for p in config.getini("super_tasks")),
+        sources=sources,
+    )
+
+
+def _pip_cache(config: pytest.Config, volume: str | None, agent: str | None) -> str | None:
     """The pip cache volume, shared only by trusted runs: one task must not poison another."""
-    volume = config.getoption("super_pip_cache") or config.getini("super_pip_cache") or None
     if volume and agent and agent not in TRUSTED_AGENTS:
         if not hasattr(config, "workerinput"):
             config.issue_config_time_warning(
@@ -208,96 +480,6 @@ def _pip_cache(config: pytest.Config, agent: str | None) -> str | None:
     return volume
 
 
-def _split_sets(value: str) -> list[str]:
-    names = [v.strip() for v in value.split(",") if v.strip()]
-    for n in names:
-        if n not in SETS:
-            raise pytest.UsageError(f"--super-set: unknown set {n!r}; use one of {', '.join(SETS)}")
-    return names
-
-
-@dataclass
-class SuperRun:
-    """The run-wide settings: the run id, the report folder, the kernel, agent and model settings."""
-
-    run_id: str
-    report_dir: Path
-    agent: str | None
-    kernel: KernelSettings
-    settings: RunSettings
-    llm_settings: LLMSettings | None = None
-    live: bool = False
-
-    @property
-    def run_dir(self) -> Path:
-        return self.report_dir / self.run_id
-
-
-def new_run_id() -> str:
-    """A run id: the start time, for sorting, and 64 random bits, so that runs started in the same
-    second on many machines (a CI matrix, shards) never share a report folder or container label."""
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(8)
-
-
-def make_run(config: pytest.Config, run_id: str) -> SuperRun:
-    opt = config.getoption
-    report_dir = Path(opt("super_report_dir") or config.getini("super_report_dir"))
-    if not report_dir.is_absolute():
-        report_dir = config.rootpath / report_dir
-    mirrors = {}
-    for spec in [*config.getini("super_git_mirrors"), *opt("super_git_mirror")]:
-        prefix, sep, directory = spec.rpartition("=")
-        if not sep or not prefix:
-            raise pytest.UsageError(f"--super-git-mirror {spec!r}: expected PREFIX=DIR")
-        path = Path(directory)
-        mirrors[prefix] = str(path if path.is_absolute() else (config.rootpath / path).resolve())
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    kernel = KernelSettings(
-        backend=opt("super_backend"),
-        image=opt("super_image"),
-        docker_host=opt("super_docker_host"),
-        mem=opt("super_mem"),
-        cpus=opt("super_cpus"),
-        network=opt("super_network"),
-        git_mirrors=mirrors,
-        pip_cache=_pip_cache(config, opt("super_agent")),
-        disk_bytes=opt("super_disk"),
-        run_id=run_id,
-        worker=worker,
-    )
-    if opt("super_repeat") < 1:
-        raise pytest.UsageError(
-            f"--super-repeat {opt('super_repeat')}: give 1 or more runs per task"
-        )
-    agent = opt("super_agent")
-    if agent:
-        _check_agent(agent)
-    settings = RunSettings(
-        agent=agent or "",
-        model=opt("super_model"),
-        tolerance=opt("super_tolerance"),
-        pass_metric=opt("super_pass_metric"),
-        pass_threshold=opt("super_pass_threshold"),
-        token_budget=opt("super_token_budget"),
-        compute_limit_s=opt("super_compute_limit"),
-        cell_timeout_s=opt("super_cell_timeout"),
-        steps=opt("super_steps"),
-        format_errors=opt("super_format_errors"),
-        keep_failed=opt("super_keep"),
-        options={"attempts": opt("super_attempts"), "replay_path": opt("super_replay")},
-    )
-    live = opt("super_live") or opt("capture") == "no"
-    return SuperRun(
-        run_id=run_id,
-        report_dir=report_dir,
-        agent=agent,
-        kernel=kernel,
-        settings=settings,
-        llm_settings=_llm_settings(config),
-        live=live,
-    )
-
-
 def _check_agent(spec: str) -> None:
     """Reject an agent name at start-up, not in every task (SUPER's harness accepted names it
     then rejected)."""
@@ -309,22 +491,21 @@ def _check_agent(spec: str) -> None:
         raise pytest.UsageError(f"--super-agent: {exc}") from None
 
 
-def _llm_settings(config: pytest.Config) -> LLMSettings | None:
+def _llm_settings(agent: str | None, values: dict[str, Any]) -> LLMSettings | None:
     from pytest_super.agents import needs_llm
     from pytest_super.llm import api_key_from_env
 
-    agent = config.getoption("super_agent")
     if not agent or not needs_llm(agent):
         return None
-    model = config.getoption("super_model")
+    model = values["model"]
     if not model:
         raise pytest.UsageError(
             f"--super-agent={agent} talks to a model: name it with --super-model"
         )
     price_in = price_out = price_cached = None
-    if config.getoption("super_price"):
+    if values["price"]:
         try:
-            prices = [float(x) for x in config.getoption("super_price").split(",")]
+            prices = [float(x) for x in values["price"].split(",")]
             if len(prices) not in (2, 3):
                 raise ValueError
         except ValueError:
@@ -333,7 +514,7 @@ def _llm_settings(config: pytest.Config) -> LLMSettings | None:
             ) from None
         price_in, price_out = prices[:2]
         price_cached = prices[2] if len(prices) == 3 else None
-    base_url = config.getoption("super_base_url")
+    base_url = values["base_url"]
     api_key = api_key_from_env()
     if api_key is None and base_url.rstrip("/") == DEFAULT_BASE_URL:
         raise pytest.UsageError(
@@ -347,5 +528,21 @@ def _llm_settings(config: pytest.Config) -> LLMSettings | None:
         price_in=price_in,
         price_out=price_out,
         price_cached=price_cached,
-        cache_dir=config.getoption("super_llm_cache"),
+        cache_dir=values["llm_cache"],
     )
+
+
+def report_header(run: SuperRun) -> list[str]:
+    """What `pytest_report_header` shows of the run: agent, model, backend, image, run id."""
+    if not run.agent:
+        return ["pytest-super: no --super-agent (task items are skipped)"]
+    backend = run.backend
+    if run.remote:
+        backend += f" at {run.ray_address} ({run.sources.get('ray_address', 'default')})"
+    elif run.kernel.docker_host:
+        backend += f" at {run.kernel.docker_host}"
+    return [
+        f"pytest-super: agent {run.agent}, model {run.settings.model or '-'}, backend {backend}, "
+        f"image {run.kernel.image or '(the default kernel image)'}",
+        f"pytest-super: run {run.run_id}, reports in {run.run_dir}",
+    ]

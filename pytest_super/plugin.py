@@ -4,39 +4,32 @@ collect.py (items), runner.py (one episode), recorder.py and report.py (results)
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
-import time
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_super import collect, interrupts, options, redaction
+from pytest_super import collect, interrupts, options, redaction, timeouts
 from pytest_super import report as reports
-from pytest_super.errors import InfrastructureError, SuperError, TaskSetupError
+from pytest_super.errors import ExitStatus, InfrastructureError, SuperError, TaskSetupError
+from pytest_super.execute import kernel_settings_for, retried_of, run_one_task
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.pool import KernelPool
+from pytest_super.live import live_printer
 from pytest_super.names import file_stem
-from pytest_super.options import SuperRun
+from pytest_super.options import SuperRun, run_of
 from pytest_super.recorder import RunRecorder
-from pytest_super.runner import (
-    TaskResult,
-    exit_status_of,
-    run_task,
-    task_timeout_s,
-)
+from pytest_super.runner import TaskResult, exit_status_of, task_timeout_s
 from pytest_super.tasks import (
     CATEGORIES,
     SETS,
     Task,
     load_yaml_task,
 )
-from pytest_super.trajectory import Step
 
-RUN_KEY = pytest.StashKey["SuperRun"]()
 RESULT_KEY = pytest.StashKey[TaskResult]()
 POOL_KEY = pytest.StashKey[KernelPool]()
 NEXT_ITEM_KEY = pytest.StashKey["pytest.Item | None"]()
@@ -57,29 +50,37 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "super_task(path): the task file the super_task fixture loads"
     )
-    sets = config.getoption("super_set")
-    config.option.super_set = [s for group in sets for s in group] if sets else None
-    agent = config.getoption("super_agent")
-    if (agent or sets) and config.args_source != pytest.Config.ArgsSource.ARGS:
-        config.args = [str(p) for p in config.getini("super_tasks")]
-    if agent:  # one broken task file must not stop a benchmark run: the others still run
-        config.option.continue_on_collection_errors = True
     workerinput = getattr(config, "workerinput", None)
     run_id = workerinput["super_run_id"] if workerinput else options.new_run_id()
     if workerinput is None:
         os.environ["PYTEST_SUPER_CONTROLLER_PID"] = str(os.getpid())
-    run = config.stash[RUN_KEY] = options.make_run(config, run_id)
+    run = options.configure(config, run_id)
     if run.llm_settings is not None:
         redaction.register(run.llm_settings.api_key)
     config.stash[REMOVAL_FAILURES_KEY] = []
     if run.agent:
         interrupts.stop_on_sigterm(config)
         interrupts.stop_on_ctrl_c(config, run.run_id, controller=workerinput is None)
-        config.stash[POOL_KEY] = _kernel_pool(config, run)
+        if not run.remote:
+            config.stash[POOL_KEY] = _kernel_pool(config, run)
     if workerinput is None and run.agent:
-        if run.llm_settings is not None and not config.option.collectonly:
+        if run.llm_settings is not None and not options.collecting_only(config):
             check_llm_endpoint(run.llm_settings)
+        if run.remote and not options.collecting_only(config):
+            _start_ray_session(config)
         config.pluginmanager.register(RunRecorder(run, config.rootpath), "pytest-super-recorder")
+
+
+def _start_ray_session(config: pytest.Config) -> None:
+    """--super-backend=ray: connect before any task runs; no Ray or no cluster is a usage error."""
+    from pytest_super.ray_backend import RayUnavailable
+
+    try:
+        from pytest_super import ray_session
+
+        ray_session.start(config)
+    except RayUnavailable as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def check_llm_endpoint(settings: Any) -> None:
@@ -105,8 +106,8 @@ def _kernel_pool(config: pytest.Config, run: SuperRun) -> KernelPool:
     return KernelPool(
         provision_kernel,
         lock_dir=run.run_dir / "locks",
-        max_containers=config.getoption("super_max_containers"),
-        warm=config.getoption("super_pool") and run.kernel.backend == "docker",
+        max_containers=run.max_containers,
+        warm=run.pool and run.kernel.backend == "docker",
     )
 
 
@@ -160,7 +161,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:  # xdist: hand the run id to each worker
-    node.workerinput["super_run_id"] = node.config.stash[RUN_KEY].run_id
+    node.workerinput["super_run_id"] = run_of(node.config).run_id
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return options.report_header(run_of(config))
 
 
 # -- collection ------------------------------------------------------------------------------------
@@ -173,7 +178,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    run = config.stash[RUN_KEY]
+    run = run_of(config)
     tasks = [item for item in items if isinstance(item, collect.SuperTaskItem)]
     if not run.agent:
         skip = pytest.mark.skip(
@@ -183,11 +188,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in tasks:
             item.add_marker(skip)
         return
-    if config.getoption("super_resume"):
+    if run.resume:
         _skip_finished_tasks(run, tasks)
-    if config.pluginmanager.hasplugin("timeout") and not (
-        config.getoption("timeout", None) or config.getini("timeout")
-    ):
+    if config.pluginmanager.hasplugin("timeout") and not timeouts.user_timeout_configured(config):
         from pytest_super.agents import needs_llm
 
         uses_model = needs_llm(run.agent)
@@ -264,7 +267,7 @@ def super_kernel(request: pytest.FixtureRequest):
     """A fresh kernel (a new container with the docker backend) for this test, removed afterwards."""
     from pytest_super.kernels import provision_kernel
 
-    run = request.config.stash[RUN_KEY]
+    run = run_of(request.config)
     kernel = provision_kernel(run.kernel, task_id=file_stem(request.node.name))
     try:
         yield kernel
@@ -275,20 +278,13 @@ def super_kernel(request: pytest.FixtureRequest):
 @pytest.fixture
 def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult:
     """Run the task's episode (in setup, so infrastructure faults are errors, not failures)."""
-    from pytest_super.agents import load_agent
 
-    run: SuperRun = request.config.stash[RUN_KEY]
+    run: SuperRun = run_of(request.config)
     if not run.agent:
         pytest.skip("no --super-agent given")
-    agent = load_agent(run.agent)
-    llm = None
-    if run.llm_settings is not None:
-        from pytest_super.llm import LLMClient
-
-        llm = LLMClient(run.llm_settings)
     item = request.node
     repeat = [("super.repeat", item.repeat)] if getattr(item, "repeat", None) else []
-    kernel_settings = _kernel_settings(run, super_task)
+    kernel_settings = kernel_settings_for(run, super_task)
     image = kernel_settings.image or ""
     # known before the episode, so a task that errors is still filed under its set and agent
     item.user_properties.extend(
@@ -301,73 +297,76 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
             ("super.image", image),
         ]
     )
-    trajectory = run.run_dir / "trajectories" / f"{file_stem(item.name)}.json"
-    on_step = _live_printer(request.config, super_task) if run.live else None
-    pool = request.config.stash[POOL_KEY]
-    upcoming = _upcoming_task(run, item)
-
-    def new_kernel():
-        kernel = pool.take(kernel_settings, item.name)
-        if upcoming is not None:  # made while this task runs
-            pool.warm(*upcoming)
-        return kernel
-
-    retries = request.config.getoption("super_retries")
-    retried: list[str] = []  # why each earlier attempt failed
     try:
-        for attempt in range(retries + 1):
-            try:
-                result = run_task(
-                    super_task,
-                    agent,
-                    new_kernel,
-                    run.settings,
-                    trajectory,
-                    llm=llm,
-                    on_step=on_step,
-                )
-                break
-            except InfrastructureError as exc:
-                if not exc.retryable or attempt == retries:
-                    raise
-                wait = retry_backoff_s(attempt)
-                retried.append(
-                    f"attempt {attempt + 1}: {type(exc).__name__}: {exc}"[:500]
-                    + f" (retried after {wait:g} s)"
-                )
-                time.sleep(wait)
+        if run.remote:
+            result, node = _outcome_from_cluster(request.config, run, item)
+        else:
+            result, node = _run_here(request.config, run, item, super_task), ""
     except (InfrastructureError, TaskSetupError) as exc:
         item.user_properties.extend(
-            [*_retried_property(retried), ("super.exit_status", exit_status_of(exc).value)]
+            [*_retried_property(retried_of(exc)), ("super.exit_status", exit_status_of(exc).value)]
         )
         raise
     except pytest.fail.Exception as exc:
-        if is_timeout(exc):  # pytest-timeout (signal method) stopped the episode
+        if timeouts.is_timeout(exc):  # pytest-timeout (signal method) stopped the episode
             item.user_properties.extend(
-                [*_retried_property(retried), ("super.exit_status", TIMEOUT_STATUS)]
+                [
+                    *_retried_property(retried_of(exc)),
+                    ("super.exit_status", ExitStatus.TIMEOUT.value),
+                ]
             )
         raise
-    finally:
-        if llm is not None:
-            llm.close()
     item.user_properties[:] = [p for p in item.user_properties if not p[0].startswith("super.")]
     properties = result.junit_properties()
     # relative to the report folder's parent, so an archived report folder keeps its links
     properties["super.trajectory"] = os.path.relpath(result.trajectory, run.report_dir.parent)
     item.user_properties.extend(
-        [*properties.items(), ("super.image", image), *repeat, *_retried_property(retried)]
+        [*properties.items(), ("super.image", image), *repeat, *_retried_property(result.retried)]
     )
+    if node:
+        item.user_properties.append(("super.node", node))
     item.stash[RESULT_KEY] = result
     return result
 
 
-def _kernel_settings(run: SuperRun, task: Task) -> KernelSettings:
-    """The kernel settings of one task: the run's, with the task's image (docker backend)."""
-    from pytest_super.kernels.docker.image import image_for_task
+def _run_here(config: pytest.Config, run: SuperRun, item: pytest.Item, task: Task) -> TaskResult:
+    """The task's episode in this process, its kernel from the pool (made ahead where it can)."""
+    pool = config.stash[POOL_KEY]
+    upcoming = _upcoming_task(run, item)
 
-    docker = run.kernel.backend == "docker"
-    image = image_for_task(task.image, run.kernel.image) if docker else "(local kernel)"
-    return dataclasses.replace(run.kernel, image=image)
+    def new_kernel(settings: KernelSettings, name: str):
+        kernel = pool.take(settings, name)
+        if upcoming is not None:  # made while this task runs
+            pool.warm(*upcoming)
+        return kernel
+
+    return run_one_task(
+        task,
+        run,
+        name=item.name,
+        kernels=new_kernel,
+        on_step=live_printer(config, task.id) if run.live else None,
+    )
+
+
+def _outcome_from_cluster(
+    config: pytest.Config, run: SuperRun, item: pytest.Item
+) -> tuple[TaskResult, str]:
+    """The episode a Ray node ran for this item (ray_session.py): its trajectory written here,
+    its error raised here, its deadline passed as pytest-timeout's failure."""
+    from pytest_super import ray_backend, ray_session
+
+    outcome = ray_session.session_of(config).outcome(item.name)
+    item.user_properties.append(("super.node", outcome.node))
+    result = ray_backend.write_outcome(run, outcome)
+    if outcome.timed_out_after_s is not None:
+        failure = pytest.fail.Exception(timeouts.failure_message(outcome.timed_out_after_s))
+        failure.retried = outcome.retried  # type: ignore[attr-defined]
+        raise failure
+    if result is None:
+        ray_backend.raise_error(outcome)
+    assert result is not None
+    return result, outcome.node
 
 
 def _upcoming_task(run: SuperRun, item: pytest.Item) -> tuple[KernelSettings, str] | None:
@@ -378,52 +377,10 @@ def _upcoming_task(run: SuperRun, item: pytest.Item) -> tuple[KernelSettings, st
         return None
     if upcoming.get_closest_marker("skip") or upcoming.get_closest_marker("skipif"):
         return None
-    return _kernel_settings(run, upcoming.task), upcoming.name
-
-
-#: --super-retries waits 2 s, 4 s, 8 s, ... (at most 60 s) before each new attempt: an engine
-#: restarting (`systemctl restart docker`, measured 2-5 s here) or a registry hiccup gets time to
-#: pass, where three attempts at once against a missing engine took 1 s and all failed.
-RETRY_BACKOFF_BASE_S = 2.0
-RETRY_BACKOFF_CAP_S = 60.0
-#: the exit status of an episode that pytest-timeout stopped
-TIMEOUT_STATUS = "timeout"
-
-
-def retry_backoff_s(attempt: int) -> float:
-    """Seconds to wait before attempt `attempt + 2` (attempt counts from 0)."""
-    return min(RETRY_BACKOFF_CAP_S, RETRY_BACKOFF_BASE_S * 2**attempt)
-
-
-def is_timeout(exc: BaseException) -> bool:
-    """Whether `exc` is pytest-timeout's failure (its signal method raises `pytest.fail`)."""
-    return "from pytest-timeout" in str(exc)
+    return kernel_settings_for(run, upcoming.task), upcoming.name
 
 
 def _retried_property(retried: list[str]) -> list[tuple[str, str]]:
     """One `super.retried_after` holding every earlier attempt's error, one per line (a list of
     same-named properties kept only the last in results.jsonl)."""
     return [("super.retried_after", "\n".join(retried))] if retried else []
-
-
-def _live_printer(config: pytest.Config, task: Task):
-    capman = config.pluginmanager.getplugin("capturemanager")
-
-    def show(step: Step) -> None:
-        tail = (step.observation or step.output).strip().splitlines()[-5:]
-        text = ["", f"[{task.id}] {step.action}: {step.thought.strip()[:200]}"]
-        if step.content and step.action != "submit":
-            text += ["    > " + ln for ln in step.content.strip().splitlines()[:10]]
-        elif step.content:
-            text.append(f"    > {step.content[:300]}")
-        text += ["    | " + ln[:200] for ln in tail]
-        if step.prompt_tokens:
-            text.append(f"    ({step.prompt_tokens} prompt tokens this step)")
-        shown = redaction.redact("\n".join(text))
-        if capman is not None:
-            with capman.global_and_fixture_disabled():
-                print(shown, flush=True)
-        else:
-            print(shown, file=sys.stderr, flush=True)
-
-    return show

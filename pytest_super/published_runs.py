@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from pytest_super import scoring
-from pytest_super.agents.history import FORMAT_ERROR_ACTION, INTERRUPT_ACTION, WAIT_ACTION
 from pytest_super.edit import EditRequest, format_edit
 from pytest_super.environment import CONTINUED_THOUGHT
 from pytest_super.errors import ExitStatus, SuperError
@@ -32,7 +31,7 @@ from pytest_super.names import file_stem
 from pytest_super.report import ResultsWriter, TaskRecord
 from pytest_super.scoring import SCRIPT_SUFFIXES
 from pytest_super.tasks import SETS, categories_from_id, raw_category_of
-from pytest_super.trajectory import Step, Trajectory
+from pytest_super.trajectory import NOT_ACTIONS, Action, Step, Trajectory
 
 #: the agent name of imported results: never mistaken for a run of ours (`--super-resume`)
 PUBLISHED_PREFIX = "published:"
@@ -41,9 +40,6 @@ PUBLISHED_PRE_EXECUTED = "[pre-executed by user]"
 #: the thought SWE-agent's Masked notebooks give a pre-executed edit, written as
 #: "EDITING `path. CHANGING:\n\n\n<before>\n\nTO:\n\n\n<after>"
 SWE_PRE_EXECUTED = "EXECUTED BY USER"
-#: an `exception` action (ReAct-SUPER) or an `exit_*` command (SWE-agent) ends an episode on a
-#: limit; its content says which
-LIMIT_ACTION = "limit"
 #: SWE-agent's exit commands, by the exit status of ours they stand for (an unknown `exit_*` ends
 #: the episode without a submission)
 SWE_EXITS = {
@@ -223,7 +219,7 @@ def _step(raw: dict[str, Any], *, swe: bool, after_pre_executed: bool = False) -
         # the prefix when the cell it waits for does
         return Step(
             thought=thought,
-            action=WAIT_ACTION,
+            action=Action.WAIT,
             content="",
             observation=observation,
             output=observation,
@@ -235,37 +231,41 @@ def _step(raw: dict[str, Any], *, swe: bool, after_pre_executed: bool = False) -
     pre_executed = thought == PUBLISHED_PRE_EXECUTED
     common = {"thought": thought, "duration_s": duration, "pre_executed": pre_executed}
     if swe and kind == "None" and content.strip().startswith("exit_"):
-        return Step(action=LIMIT_ACTION, content=content.strip(), observation=observation, **common)
-    if kind == "execute" or (swe and kind == "None"):
+        return Step(action=Action.LIMIT, content=content.strip(), observation=observation, **common)
+    if kind == Action.EXECUTE or (swe and kind == "None"):
         return Step(
-            action="execute",
+            action=Action.EXECUTE,
             content=content,
             observation=observation,
             output=observation,
             code=content,
             **common,
         )
-    if kind in (WAIT_ACTION, INTERRUPT_ACTION):
+    if kind in (Action.WAIT, Action.INTERRUPT):
         return Step(
-            action=kind, content=content, observation=observation, output=observation, **common
+            action=Action(kind),
+            content=content,
+            observation=observation,
+            output=observation,
+            **common,
         )
-    if kind == "submit":
-        return Step(action="submit", content=_submission_text(content, swe=swe), **common)
-    if kind == "edit" and not swe:
+    if kind == Action.SUBMIT:
+        return Step(action=Action.SUBMIT, content=_submission_text(content, swe=swe), **common)
+    if kind == Action.EDIT and not swe:
         ok = observation.startswith("Edit was successful")
         return Step(
-            action="edit",
+            action=Action.EDIT,
             content=content,
             observation=observation,
             cell_status="ok" if ok else "error",
             **common,
         )
-    if kind == "exception":
-        return Step(action=LIMIT_ACTION, content=content, observation=observation, **common)
+    if kind == "exception":  # ReAct-SUPER's limit ending
+        return Step(action=Action.LIMIT, content=content, observation=observation, **common)
     if kind == "" or not swe:
         # a reply without a usable action ("Invalid action type" in the reference): a format
         # error step, as our agents record them
-        return Step(action=FORMAT_ERROR_ACTION, content=content, observation=observation, **common)
+        return Step(action=Action.FORMAT_ERROR, content=content, observation=observation, **common)
     return Step(action=kind, content=content, observation=observation, **common)  # a viewer
 
 
@@ -281,7 +281,7 @@ def _swe_pre_executed(raw: dict[str, Any], duration: float) -> Step:
     edit = _SWE_EDIT.match(content)
     if edit is None:
         return Step(
-            action="execute",
+            action=Action.EXECUTE,
             content=content,
             observation=observation,
             output=observation,
@@ -295,7 +295,7 @@ def _swe_pre_executed(raw: dict[str, Any], duration: float) -> Step:
     )
     ok = observation.startswith("Edit was successful")
     return Step(
-        action="edit",
+        action=Action.EDIT,
         content=format_edit(request),
         observation=observation,
         cell_status="ok" if ok else "error",
@@ -309,7 +309,7 @@ def _submission_text(content: str, *, swe: bool) -> str:
     (`submit {"a": 1}`)."""
     if swe:
         text = content.strip()
-        return text[len("submit") :].strip() if text.startswith("submit") else text
+        return text[len(Action.SUBMIT) :].strip() if text.startswith(Action.SUBMIT) else text
     try:
         return json.dumps(ast.literal_eval(content.strip()))
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
@@ -343,11 +343,12 @@ def _score(value: Any) -> float | None:
 def exit_status_of(episode: PublishedEpisode) -> str:
     """How a published episode ended, as our exit statuses name it."""
     if not episode.has_notebook:  # only the scores are known
-        return ExitStatus.SUBMITTED.value if episode.metrics.get("submitted") else "no_submission"
+        submitted = episode.metrics.get("submitted")
+        return (ExitStatus.SUBMITTED if submitted else ExitStatus.NO_SUBMISSION).value
     final = episode.final_action
-    if final is not None and final.action == "submit":
+    if final is not None and final.action == Action.SUBMIT:
         return ExitStatus.SUBMITTED.value
-    if final is not None and final.action == LIMIT_ACTION:
+    if final is not None and final.action == Action.LIMIT:
         if final.content in SWE_EXITS:
             return SWE_EXITS[final.content].value
         if final.content.startswith("exit_"):
@@ -364,7 +365,7 @@ def rescored(episode: PublishedEpisode) -> dict[str, Any]:
     the task's answer and landmarks, which the published runs do not hold."""
     final = episode.final_action
     submitted = False
-    if final is not None and final.action == "submit":
+    if final is not None and final.action == Action.SUBMIT:
         submitted = scoring.read_submission(final.content).submitted
     entrypoint = entrypoint_from_query(episode.query)
     script = None
@@ -397,7 +398,7 @@ def episode_record(episode: PublishedEpisode, trajectory: Path | None = None) ->
             "submitted": bool(m.get("submitted")),
             "script_executed": script,
             "exit_status": status,
-            "steps": sum(s.action not in (FORMAT_ERROR_ACTION, LIMIT_ACTION) for s in steps),
+            "steps": sum(s.action not in NOT_ACTIONS for s in steps),
             "prompt_tokens": 0,
             "completion_tokens": 0,
             "cost_usd": 0.0,
@@ -421,7 +422,7 @@ def write_trajectory(episode: PublishedEpisode, path: Path) -> Trajectory:
         info={
             "exit_status": record.properties["exit_status"],
             "submission": episode.final_action.content
-            if episode.final_action and episode.final_action.action == "submit"
+            if episode.final_action and episode.final_action.action == Action.SUBMIT
             else None,
             "accuracy": record.properties["accuracy"],
             "landmarks": record.properties["landmarks"],

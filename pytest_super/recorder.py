@@ -13,7 +13,7 @@ import pytest
 
 from pytest_super import collect, html, interrupts
 from pytest_super import report as reports
-from pytest_super.errors import EngineUnavailable, InfrastructureError, SuperError
+from pytest_super.errors import EngineUnavailable, ExitStatus, InfrastructureError, SuperError
 from pytest_super.kernels import kernel_backend
 from pytest_super.options import SuperRun
 from pytest_super.tasks import category_suffix, infer_set, load_yaml_task
@@ -33,6 +33,8 @@ class RunRecorder:
         self.records: dict[str, reports.TaskRecord] = {}
         self.html: Path | None = None
         self.write_failure: str | None = None  # why results.jsonl stopped being written
+        self.crashes: dict[str, pytest.TestReport] = {}  # xdist: the report of a worker's death
+        self.workers = interrupts.Workers()
         try:
             run.run_dir.mkdir(parents=True, exist_ok=True)
             self.writer = reports.ResultsWriter(run.run_dir / "results.jsonl")
@@ -49,19 +51,36 @@ class RunRecorder:
         with contextlib.suppress(InfrastructureError):
             kernel_backend(self.run.kernel).cleanup_dead_runs(self.run.kernel)
 
+    # -- xdist, through its documented hooks (optional: a run without xdist has none) ------------
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)  # firstresult: before any that answers
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport) -> None:
+        """The worker running `crashitem` died. xdist then passes `report` (its failure) to
+        pytest_runtest_logreport, once every plugin handled the crash: a plugin that runs the
+        item again sets its outcome to "rerun" (the hook's documented use)."""
+        self.crashes[crashitem] = report
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        self.workers.started(node)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
+        self.workers.went_down(node)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         phases = self.phases.setdefault(report.nodeid, [])
         phases.append(report)
-        if report.when == "???":  # xdist: the worker died while running this item
+        if self.crashes.get(report.nodeid) is report:  # its worker died while running it
+            del self.crashes[report.nodeid]
             self.phases.pop(report.nodeid, None)
-            if self._is_task(report.nodeid, phases):
+            if report.outcome != "rerun" and self._is_task(report.nodeid, phases):
                 self._write(
                     report.nodeid,
                     "error",
                     {
                         **self._known_facts(report.nodeid),
                         **reports.strip_prefix(p for ph in phases for p in ph.user_properties),
-                        "exit_status": "worker_crashed",
+                        "exit_status": ExitStatus.WORKER_CRASHED.value,
                     },
                 )
             return
@@ -126,6 +145,7 @@ class RunRecorder:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """A task file (or JSONL line) that failed to load is an error of the run, recorded
         once (under xdist every worker reports it)."""
+        self.workers.first_collect_error(report)  # remembered: passed on once after an interrupt
         if not report.failed or not report.nodeid.split("::")[0].endswith(collect.TASK_SUFFIXES):
             return
         if report.nodeid in self.records:
@@ -139,7 +159,7 @@ class RunRecorder:
                 "set": infer_set(path) or "",
                 "agent": self.run.agent,
                 "model": self.run.settings.model or "",
-                "exit_status": "task_error",
+                "exit_status": ExitStatus.TASK_ERROR.value,
                 "load_error": detail[0][:1000] if detail else "",
             },
         )
@@ -149,7 +169,7 @@ class RunRecorder:
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if exitstatus == pytest.ExitCode.INTERRUPTED:
-            interrupts.finish_worker_reports(session.config)
+            interrupts.finish_worker_reports(session.config, self.workers)
         try:
             self.writer.close()
         except OSError as exc:

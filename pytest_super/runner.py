@@ -17,8 +17,8 @@ from typing import Any
 
 from pytest_super import scoring
 from pytest_super.agents.base import Agent
-from pytest_super.agents.history import BUDGET_ACTION, COMPUTE_ACTION, FORMAT_ERROR_ACTION
 from pytest_super.environment import (
+    AgentOptions,
     AgentResult,
     Environment,
     EpisodeLimits,
@@ -29,18 +29,16 @@ from pytest_super.errors import (
     ExitStatus,
     HarnessError,
     InfrastructureError,
-    LLMError,
     ReportWriteError,
+    SuperError,
     TaskSetupError,
 )
 from pytest_super.kernels.base import Kernel
 from pytest_super.llm import LLMClient
 from pytest_super.tasks import Task
-from pytest_super.trajectory import Step, Trajectory
+from pytest_super.trajectory import NOT_ACTIONS, Step, Trajectory
 
 PASS_METRICS = ("accuracy", "landmarks", "script-executed")
-# steps an agent records that are not actions in the kernel (they do not count as steps)
-NOT_ACTIONS = frozenset({FORMAT_ERROR_ACTION, BUDGET_ACTION, COMPUTE_ACTION, "reflection"})
 
 
 @dataclass(frozen=True)
@@ -59,7 +57,8 @@ class RunSettings:
     # --super-format-errors: malformed replies in a row that end an episode (None: no cap)
     format_errors: int | None = None
     keep_failed: bool = False  # --super-keep: leave a failing task's container running
-    options: dict[str, Any] = field(default_factory=dict)
+    #: what agents that take options read (env.options): Reflexion's attempts, replay's source
+    options: AgentOptions = field(default_factory=AgentOptions)
 
 
 @dataclass
@@ -89,6 +88,7 @@ class TaskResult:
     pass_metric: str = "accuracy"
     pass_threshold: float = 1.0
     kept: str = ""  # how to get into a kept container (--super-keep)
+    retried: list[str] = field(default_factory=list)  # why each earlier attempt failed
 
     @property
     def metric_value(self) -> float | None:
@@ -297,12 +297,11 @@ def _record_fault(trajectory: Trajectory, exc: Exception) -> None:
 
 
 def exit_status_of(exc: Exception) -> ExitStatus:
-    """The exit status of an episode ended by a fault of the task or of the infrastructure."""
-    if isinstance(exc, TaskSetupError):
-        return ExitStatus.TASK_ERROR
-    if isinstance(exc, HarnessError | ReportWriteError):
-        return ExitStatus.HARNESS_ERROR
-    return ExitStatus.LLM_ERROR if isinstance(exc, LLMError) else ExitStatus.KERNEL_ERROR
+    """The exit status of an episode or a task that `exc` ended: the one its class declares
+    (errors.py); any other exception is a fault of the harness, as `harness_error` reports it."""
+    if isinstance(exc, SuperError | EpisodeEnd):
+        return exc.exit_status
+    return ExitStatus.HARNESS_ERROR
 
 
 def score_episode(

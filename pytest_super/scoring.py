@@ -486,14 +486,3 @@ def score_script_executed(entrypoint: str | None, cells: Iterable[ExecutedCell])
             continue
         return 1.0
     return 0.0
-
-
-# --- aggregates ---------------------------------------------------------------------------------
-
-
-def mean_or_none(values: Iterable[float | None]) -> float | None:
-    """The mean of the values that are not None; None when none are left."""
-    kept = [v for v in values if v is not None]
-    if not kept:
-        return None
-    return sum(kept) / len(kept)

@@ -20,6 +20,7 @@ import os
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +32,57 @@ from pytest_super.atomic import replacing
 from pytest_super.errors import ReportWriteError
 
 
+class Action(str, Enum):
+    """The names of what a `Step` records: the actions of our agents, the SWE-agent's commands,
+    and the steps that record something else (`NOT_ACTIONS`).
+
+    A member is equal to its value (and hashes as it does) and `str()` gives the value, so a
+    trajectory is written with the bare names, and the steps of a trajectory read back, whose
+    actions are plain strings, compare equal to the members.
+    """
+
+    EXECUTE = "execute"  # a notebook cell
+    EDIT = "edit"  # SUPER's edit tool (ReAct-SUPER, a task's edit cell), or SWE-agent's edit
+    SUBMIT = "submit"
+    WAIT = "continue_wait"  # wait once more for a cell left running by its timeout
+    INTERRUPT = "interrupt"  # stop that cell
+    # SWE-agent's file viewer commands (`edit` and `submit` are above)
+    OPEN = "open"
+    GOTO = "goto"
+    SCROLL_UP = "scroll_up"
+    SCROLL_DOWN = "scroll_down"
+    CREATE = "create"
+    SEARCH_DIR = "search_dir"
+    SEARCH_FILE = "search_file"
+    FIND_FILE = "find_file"
+    # steps that are not actions (`NOT_ACTIONS`)
+    FORMAT_ERROR = "format_error"  # a reply that was not in the reply format
+    BUDGET = "budget_exceeded"  # the token budget was used up before a model call
+    COMPUTE = "compute_limit"  # the compute limit was used up before a model call
+    REFLECTION = "reflection"  # Reflexion's plan between attempts
+    LIMIT = "limit"  # a published episode's limit ending (`exception`, SWE-agent's `exit_*`)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: steps that record something other than an action in the kernel or the file viewer: they do
+#: not count as steps, and landmarks are not looked for in them
+NOT_ACTIONS = frozenset(
+    {Action.FORMAT_ERROR, Action.BUDGET, Action.COMPUTE, Action.REFLECTION, Action.LIMIT}
+)
+
+
 @dataclass
 class Step:
-    """One step of an episode: what the agent thought and did, and what came back."""
+    """One step of an episode: what the agent thought and did, and what came back.
+
+    `action` is an `Action`, or any other name: an agent of another project may record its own
+    commands, and a trajectory read back holds plain strings (equal to the members they name).
+    """
 
     thought: str
-    action: str  # execute, edit, submit, continue_wait, interrupt, or an agent's own command
+    action: Action | str
     content: str
     observation: str = ""  # what the model was shown (cleaned, possibly cut)
     output: str = ""  # raw cell output, for landmarks
@@ -168,7 +214,7 @@ class Trajectory:
                 if step.output:
                     cell.outputs.append(v4.new_output("stream", name="stdout", text=step.output))
                 nb.cells.append(cell)
-            elif step.action != "execute":
+            elif step.action != Action.EXECUTE:
                 text = f"`{step.action}`\n\n```\n{step.content}\n```"
                 if step.observation:
                     text += f"\n\n```\n{step.observation[-5000:]}\n```"

@@ -32,6 +32,7 @@ from pytest_super.agents.react import (
 )
 from pytest_super.agents.reflexion import ReflexionAgent, parse_plan
 from pytest_super.agents.replay import ReplayAgent
+from pytest_super.environment import AgentOptions
 from pytest_super.errors import LLMError
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.local import start_local_kernel
@@ -514,7 +515,7 @@ def test_model_sees_truncated_history(make_env, openai_server):
 
 
 def test_reflexion_reflects_and_starts_a_new_attempt(make_env, openai_server):
-    env = make_env("reflexion", options={"attempts": 2}, steps=2)
+    env = make_env("reflexion", options=AgentOptions(attempts=2), steps=2)
     openai_server.script(
         [
             reply("execute", "marker = 'attempt one'\nprint(marker)"),
@@ -545,7 +546,9 @@ def test_reflexion_gives_each_attempt_a_share_of_the_budget(make_env, openai_ser
     probe = make_env()
     first_prompt = sum(len(m["content"]) for m in ReActSuperAgent().messages(probe, [])) // 4
     share = 4 * first_prompt  # room for about four calls per attempt
-    env = make_env("reflexion", options={"attempts": 2}, token_budget=2 * share, run="run2")
+    env = make_env(
+        "reflexion", options=AgentOptions(attempts=2), token_budget=2 * share, run="run2"
+    )
     # every reply works both as an action and as a reflection
     openai_server.script([reply("execute", "print(1)", "Plan: keep going")] * 40)
     with pytest.raises(BudgetExceeded):
@@ -586,7 +589,7 @@ def test_replay_reruns_a_saved_trajectory(make_env, openai_server, tmp_path):
 
     replay_env = make_env(
         "replay",
-        options={"replay_path": str(tmp_path / "run")},
+        options=AgentOptions(replay_path=str(tmp_path / "run")),
         run="replayed",
         with_llm=False,
         cell_timeout_s=2,
@@ -603,7 +606,7 @@ def test_replay_reruns_a_saved_trajectory(make_env, openai_server, tmp_path):
 
 
 def test_replay_names_a_missing_file(make_env, tmp_path):
-    env = make_env("replay", options={"replay_path": str(tmp_path)}, with_llm=False)
+    env = make_env("replay", options=AgentOptions(replay_path=str(tmp_path)), with_llm=False)
     with pytest.raises(FileNotFoundError, match="demo.json"):
         ReplayAgent().run(env)
 

@@ -175,3 +175,21 @@ def test_unknown_revision_and_unreachable_hub_are_clear_errors(hub, tmp_path):
     assert done.returncode == 2
     assert "the Hub cannot be reached and the file is not in the Hub's cache" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_without_huggingface_hub_the_command_names_the_extra(tmp_path):
+    hide = (
+        "import sys; sys.modules['huggingface_hub'] = None; "  # as if it were not installed
+        "from pytest_super.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    out = tmp_path / "tasks"
+    done = subprocess.run(
+        [sys.executable, "-c", hide, "download", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert 'pip install "pytest-super[download]"' in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not out.exists()

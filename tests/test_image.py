@@ -9,6 +9,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from pytest_super.cli import main as cli
 from pytest_super.errors import InfrastructureError
 from pytest_super.kernels import docker_client_for
 from pytest_super.kernels.docker.image import (
@@ -17,7 +18,6 @@ from pytest_super.kernels.docker.image import (
     default_image_tag,
     host_ca_bundle,
     image_exists,
-    image_labels,
 )
 
 TAG_RE = r"pytest-super-kernel:(default|colab)-[0-9a-f]{12}"
@@ -64,6 +64,27 @@ def test_colab_requirements_name_the_reference_packages() -> None:
     assert build_inputs().requirements == ""
 
 
+def test_the_command_prints_the_tag_without_an_engine(tmp_path: Path, capsys) -> None:
+    assert cli(["image", "build", "--print-tag"]) == 0
+    assert capsys.readouterr().out == default_image_tag() + "\n"
+    reqs = tmp_path / "reqs.txt"
+    reqs.write_text("tomli-w==1.0.0\n")
+    assert (
+        cli(["image", "build", "--print-tag", "--profile", "colab", "--requirements", str(reqs)])
+        == 0
+    )
+    expected = build_inputs(profile="colab", requirements=reqs).tag()
+    assert capsys.readouterr().out == expected + "\n"
+
+
+def test_the_lock_command_without_uv_says_how_to_get_it(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no uv on it
+    assert cli(["image", "lock"]) == 2
+    assert "making the lock needs uv: `pip install uv`" in capsys.readouterr().err
+
+
 @pytest.fixture(scope="module")
 def built() -> str:
     return build_image(offline=True, log=lambda line: None)
@@ -78,7 +99,7 @@ def client(built: str) -> docker.DockerClient:
 def test_offline_build_makes_the_default_tag_and_is_cached(built: str, client) -> None:
     assert built == default_image_tag()
     assert image_exists(client, built)
-    labels = image_labels(client, built)
+    labels = client.api.inspect_image(built)["Config"]["Labels"]
     assert labels["pytest-super.image"] == "1"
     assert labels["pytest-super.profile"] == "default"
     assert labels["pytest-super.inputs"] == built[-12:]

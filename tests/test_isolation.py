@@ -35,7 +35,6 @@ from typing import Any
 
 import docker
 import pytest
-from pytest_super.kernels.docker.hostguard import input_rule
 
 from pytest_super.errors import ImageMissing
 from pytest_super.kernels import (
@@ -46,6 +45,7 @@ from pytest_super.kernels import (
 )
 from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.kernels.docker.backend import TASK_NETWORK, bridge_interface, task_network
+from pytest_super.kernels.docker.hostguard import input_rule
 from pytest_super.kernels.docker.lease import LABEL_LEASE_RUN
 from tests.support.projects import (  # the helpers of the scale tests: same projects, same processes
     PytestRun,

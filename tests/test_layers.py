@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import pytest
@@ -16,24 +17,34 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pytest_super"
 #: top to bottom; a module belongs to the layer of the longest prefix that names it or a package
 #: of it (agents.llm is below the other agents)
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("pytest glue and commands", ("plugin", "cli")),
+    ("pytest glue and commands", ("plugin", "cli", "ray_session", "live")),
     (
         "settings, collection, the run's records and reports",
-        ("options", "collect", "recorder", "interrupts", "report", "html", "published_runs")
+        (
+            "options",
+            "collect",
+            "recorder",
+            "interrupts",
+            "timeouts",
+            "report",
+            "html",
+            "published_runs",
+        )
         + ("download",),
     ),
+    ("one task, anywhere", ("settings", "execute", "ray_backend")),
     ("one episode", ("runner",)),
     ("the agents", ("agents",)),
     ("the environment an agent acts in", ("environment",)),
     ("the model client", ("llm",)),
     ("the task model and scoring", ("tasks", "scoring", "edit", "trajectory")),
     ("the kernels", ("kernels",)),
-    ("foundations", ("errors", "atomic", "strictjson", "redaction", "names", "stats")),
+    ("foundations", ("errors", "atomic", "strictjson", "redaction", "names", "stats", "registry")),
 ]
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+def module_name(path: Path, root: Path = PACKAGE.parent) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -42,18 +53,34 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def imports_of(path: Path) -> set[str]:
-    """The package's modules that `path` imports (a name imported from a package is the
-    package's `__init__` unless it is a submodule)."""
+def absolute_name(path: Path, root: Path, node: ast.ImportFrom) -> str:
+    """What `from <dots><module> import ...` in `path` names, as Python resolves it: against the
+    importing module's package (the module itself for an `__init__.py`), one level up per dot
+    after the first."""
+    if node.level == 0:
+        return node.module or ""
+    module = module_name(path, root)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    bits = package.rsplit(".", node.level - 1)
+    assert len(bits) >= node.level, f"{path}: relative import beyond the top-level package"
+    return f"{bits[0]}.{node.module}" if node.module else bits[0]
+
+
+def imports_of(
+    path: Path, modules: Collection[str] = MODULES, root: Path = PACKAGE.parent
+) -> set[str]:
+    """The modules of `modules` that `path` imports (a name imported from a package is the
+    package's `__init__` unless it is a submodule; a relative import is resolved as Python does)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        if isinstance(node, ast.ImportFrom):
+            base = absolute_name(path, root, node)
             for alias in node.names:
-                target = f"{node.module}.{alias.name}"
-                found.add(target if target in MODULES else node.module)
+                target = f"{base}.{alias.name}"
+                found.add(target if target in modules else base)
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-    return {name for name in found if name in MODULES}
+    return {name for name in found if name in modules}
 
 
 GRAPH = {name: imports_of(path) for name, path in MODULES.items()}
@@ -77,15 +104,18 @@ def test_every_module_has_a_layer() -> None:
             layer_of(module)
 
 
-def test_no_module_imports_one_above_it() -> None:
-    upward = [
+def upward_imports(graph: Mapping[str, set[str]]) -> list[str]:
+    return [
         f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} ({LAYERS[layer_of(target)][0]})"
-        for module, targets in GRAPH.items()
+        for module, targets in graph.items()
         if module != "pytest_super"
         for target in sorted(targets)
         if layer_of(target) < layer_of(module)
     ]
-    assert upward == []
+
+
+def test_no_module_imports_one_above_it() -> None:
+    assert upward_imports(GRAPH) == []
 
 
 def test_no_import_cycles() -> None:
@@ -134,6 +164,43 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
         "def f():\n    from pytest_super.kernels import provision_kernel\n"
     )
     assert imports_of(source) == {"pytest_super.runner", "pytest_super.kernels"}
+
+
+def test_the_check_resolves_relative_imports(tmp_path: Path) -> None:
+    """A relative import counts as the absolute one it resolves to, an upward one included."""
+    files = {
+        "__init__.py": "",
+        "runner.py": "",
+        "kernels/__init__.py": "from .docker import backend\nfrom .. import runner\n",
+        "kernels/base.py": "",
+        "kernels/docker/__init__.py": "from . import engine\n",
+        "kernels/docker/engine.py": "from .. import base\n",
+        "kernels/docker/backend.py": (
+            "from .engine import docker_client\n"
+            "from ..base import Kernel\n"
+            "def f():\n    from ...runner import TaskResult\n"
+        ),
+    }
+    for name, text in files.items():
+        (tmp_path / "pytest_super" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "pytest_super" / name).write_text(text)
+    paths = {module_name(p, tmp_path): p for p in (tmp_path / "pytest_super").rglob("*.py")}
+    graph = {name: imports_of(path, paths, tmp_path) for name, path in paths.items()}
+    assert graph["pytest_super.kernels"] == {
+        "pytest_super.kernels.docker.backend",
+        "pytest_super.runner",
+    }
+    assert graph["pytest_super.kernels.docker"] == {"pytest_super.kernels.docker.engine"}
+    assert graph["pytest_super.kernels.docker.engine"] == {"pytest_super.kernels.base"}
+    assert graph["pytest_super.kernels.docker.backend"] == {
+        "pytest_super.kernels.docker.engine",
+        "pytest_super.kernels.base",
+        "pytest_super.runner",
+    }
+    assert upward_imports(graph) == [
+        "pytest_super.kernels (the kernels) imports pytest_super.runner (one episode)",
+        "pytest_super.kernels.docker.backend (the kernels) imports pytest_super.runner (one episode)",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from pytest_super.agents.base import ExitStatus
 from pytest_super.agents.replay import ReplayAgent, replayed_steps
 from pytest_super.cli import main as cli
 from pytest_super.edit import parse_edit
+from pytest_super.environment import AgentOptions
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.local import start_local_kernel
 from pytest_super.published_runs import (
@@ -383,7 +384,9 @@ def test_replay_agent_replays_an_imported_published_episode(
         landmarks=(landmark,),
         pre_executed=PREFIX if masked else (),  # the runner replays the task's own prefix
     )
-    settings = RunSettings(agent="replay", options={"replay_path": str(imported / "trajectories")})
+    settings = RunSettings(
+        agent="replay", options=AgentOptions(replay_path=str(imported / "trajectories"))
+    )
     result = run_task(task, ReplayAgent(), local_env, settings, tmp_path / "ours" / "tiny.json")
     assert result.exit_status is ExitStatus.SUBMITTED
     assert result.accuracy == 1.0 and result.submitted

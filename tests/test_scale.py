@@ -254,6 +254,46 @@ def test_a_crashed_task_keeps_its_set_agent_and_model(project_dir, engine):
     assert "| ? |" not in (run_dir / "summary.md").read_text()
 
 
+#: a plugin that runs a crashed item again, once, as pytest_handlecrashitem's documentation shows
+RERUN_CRASHED_ONCE = """
+
+def pytest_handlecrashitem(crashitem, report, sched):
+    flag = pathlib.Path(__file__).parent / ("rerun-" + crashitem.rsplit("::", 1)[-1])
+    if not flag.exists():
+        flag.write_text("")
+        sched.mark_test_pending(crashitem)
+        report.outcome = "rerun"
+"""
+
+
+def test_a_crashed_task_that_a_plugin_runs_again_is_recorded_once_by_its_rerun(project_dir, engine):
+    """xdist's pytest_handlecrashitem: a plugin may run the crashed item again (its report's
+    outcome is then "rerun"); the task is recorded by the rerun, never as worker_crashed."""
+    make_project(
+        project_dir,
+        {
+            "expert/victim": task_yaml("victim", sleep_then_answer(15)),
+            "expert/ok": task_yaml("ok", PASS),
+        },
+    )
+    with (project_dir / "conftest.py").open("a") as conftest:
+        conftest.write(RERUN_CRASHED_ONCE)
+    run = PytestRun(project_dir, "tasks", "--super-agent=gold", "-n", "2")
+    try:
+        box = wait_for_container(engine, project_dir, "victim")
+        os.kill(pid_of(project_dir, box.labels[LABEL_WORKER]), signal.SIGKILL)
+        code = run.wait(180)
+    finally:
+        run.kill_group()
+    out = run.output()
+    assert (project_dir / "rerun-victim").exists(), out  # the crash reached the hook
+    assert code == 0, out
+    run_dir = only_run_dir(project_dir)
+    assert outcomes(run_dir) == {"victim": "passed", "ok": "passed"}, out
+    assert all(r["exit_status"] == "submitted" for r in results(run_dir))
+    assert containers(engine, run_id=run_dir.name) == []
+
+
 # -- 5. kill -9 of the controller ------------------------------------------------------------------
 LONG_PAIR = {
     "expert/long0": task_yaml("long0", sleep_then_answer(120)),

@@ -16,7 +16,6 @@ from pytest_super.scoring import (
     Comparison,
     ExecutedCell,
     compare_answer,
-    mean_or_none,
     missed_landmarks,
     parse_submission,
     score_accuracy,
@@ -376,16 +375,6 @@ def test_script_executed_needs_one_good_cell_among_many():
 @pytest.mark.parametrize("entrypoint", [None, "", "config.yaml", "train.ipynb", "Makefile"])
 def test_script_executed_is_none_without_a_script_entrypoint(entrypoint):
     assert score_script_executed(entrypoint, [cell(f"!python {entrypoint}")]) is None
-
-
-# --- aggregates ---------------------------------------------------------------------------------
-
-
-def test_mean_or_none():
-    assert mean_or_none([1.0, None, 0.0, 0.5]) == 0.5
-    assert mean_or_none([None, None]) is None
-    assert mean_or_none([]) is None
-    assert mean_or_none(iter([0.0])) == 0.0
 
 
 def test_the_landmark_time_bound_is_per_regex_and_a_sane_regex_still_matches_late():

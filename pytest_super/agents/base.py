@@ -1,8 +1,9 @@
 """The agent interface: anything with `name` and `run(env) -> AgentResult`.
 
 The environment an agent acts in, its result and its limits are in `environment.py`, the exit
-statuses and the `EpisodeEnd` exceptions that end an episode early in `errors.py`; they are
-named here too, where agents have always imported them from.
+statuses and the `EpisodeEnd` exceptions that end an episode early in `errors.py`, the names of
+the actions a step records (`Action`) in `trajectory.py`; they are named here too, where agents
+have always imported them from.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from pytest_super.errors import (
     FormatErrorsExceeded,
     StepLimitReached,
 )
+from pytest_super.trajectory import Action
 
 __all__ = [
+    "Action",
     "Agent",
     "AgentResult",
     "BudgetExceeded",

@@ -11,7 +11,7 @@ import json
 
 from pytest_super.environment import AgentResult, Environment, run_task_cell
 from pytest_super.errors import ExitStatus
-from pytest_super.trajectory import Step
+from pytest_super.trajectory import Action, Step
 
 GOLD_THOUGHT = "[gold solution cell {n}]"
 
@@ -25,7 +25,9 @@ class GoldAgent:
         solution = env.task.solution
         if not solution:
             env.record(
-                Step(thought="", action="submit", content="", observation="task has no solution")
+                Step(
+                    thought="", action=Action.SUBMIT, content="", observation="task has no solution"
+                )
             )
             return AgentResult(ExitStatus.NO_SUBMISSION)
         last_output = ""
@@ -39,14 +41,18 @@ class GoldAgent:
             env.record(
                 Step(
                     thought="",
-                    action="submit",
+                    action=Action.SUBMIT,
                     content="",
                     observation="the last solution cell printed no JSON value",
                 )
             )
             return AgentResult(ExitStatus.NO_SUBMISSION)
         env.record(
-            Step(thought="submit what the last cell printed", action="submit", content=submission)
+            Step(
+                thought="submit what the last cell printed",
+                action=Action.SUBMIT,
+                content=submission,
+            )
         )
         return AgentResult(ExitStatus.SUBMITTED, submission)
 

@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pytest_super.agents.cleaning import clean_observation
-from pytest_super.environment import WAIT_ACTION, Environment
+from pytest_super.environment import Environment
 from pytest_super.errors import BudgetExceeded, EpisodeEnd, FormatErrorsExceeded
 from pytest_super.kernels.base import CellResult
 from pytest_super.llm import Completion, LLMClient
-from pytest_super.trajectory import Step
+from pytest_super.trajectory import Action, Step
 
 #: the reference's markers: an earlier observation cut to its last 500 characters starts with
 #: the first, the latest cut to its last 50,000 with the second
@@ -31,11 +31,6 @@ TRUNCATED = "(truncated) ... "
 TRUNCATED_LATEST = "... (truncated) ..."
 EARLIER_CHARS = 500
 LATEST_CHARS = 50_000
-INTERRUPT_ACTION = "interrupt"
-#: the step that records why the episode ended before a model call (the reference's
-#: `exception` step): the token budget or the compute limit was already exceeded
-BUDGET_ACTION = "budget_exceeded"
-COMPUTE_ACTION = "compute_limit"
 AUTO_INTERRUPT_THOUGHT = "[the running cell was interrupted before the next action]"
 
 
@@ -71,7 +66,7 @@ def cell_observation(
     elif result.status == "timeout" and result.still_running:
         note = (
             f"[The cell is still running after {result.duration_s:.0f} s. Answer with the action "
-            f"`{WAIT_ACTION}` to wait up to {cell_timeout_s:.0f} s more, or `{INTERRUPT_ACTION}` "
+            f"`{Action.WAIT}` to wait up to {cell_timeout_s:.0f} s more, or `{Action.INTERRUPT}` "
             "to stop it (variables are kept). Any other action interrupts it first.]"
         )
     elif result.status == "timeout":
@@ -89,7 +84,7 @@ def cell_observation(
 
 def step_for_cell(
     thought: str,
-    action: str,
+    action: Action | str,
     content: str,
     code: str | None,
     result: CellResult,
@@ -147,17 +142,17 @@ class RunningCell:
         self.code = None
         return result
 
-    def interrupt_before(self, env: Environment, action: str) -> Step | None:
+    def interrupt_before(self, env: Environment, action: Action | str) -> Step | None:
         """Before any action but `continue_wait`/`interrupt`, stop a running cell; returns its step.
 
         The step (action `interrupt`, recorded by the caller) keeps the cell's last output for
         landmarks and tells the model what happened.
         """
-        if not self.running or action in (WAIT_ACTION, INTERRUPT_ACTION):
+        if not self.running or action in (Action.WAIT, Action.INTERRUPT):
             return None
         result = self.interrupt(env)
         return step_for_cell(
-            AUTO_INTERRUPT_THOUGHT, INTERRUPT_ACTION, "", None, result, env, interrupted=True
+            AUTO_INTERRUPT_THOUGHT, Action.INTERRUPT, "", None, result, env, interrupted=True
         )
 
 
@@ -216,8 +211,8 @@ def ask_model(
     try:
         env.check_compute()
         env.check_budget(budget)
-    except EpisodeEnd as end:
-        action = BUDGET_ACTION if isinstance(end, BudgetExceeded) else COMPUTE_ACTION
+    except EpisodeEnd as end:  # recorded as the reference's `exception` step
+        action = Action.BUDGET if isinstance(end, BudgetExceeded) else Action.COMPUTE
         env.record(Step(thought="", action=action, content="", observation=str(end)))
         raise
     completion = llm.complete(messages, stop=stop)
@@ -228,9 +223,6 @@ def ask_model(
         completion.cached_prompt_tokens,
     )
     return completion
-
-
-FORMAT_ERROR_ACTION = "format_error"  # recorded for replies that were not in the format
 
 
 def record_with_usage(env: Environment, step: Step, completion: Completion | None) -> None:
@@ -247,4 +239,4 @@ def format_error_step(reply: str, note: str) -> Step:
     """The step recorded for a malformed reply: the reply is kept in the trajectory, the model is
     shown `note` as the step's observation from then on (the published episodes keep such steps
     in the history, with an empty thought and action)."""
-    return Step(thought="", action=FORMAT_ERROR_ACTION, content=reply, observation=note)
+    return Step(thought="", action=Action.FORMAT_ERROR, content=reply, observation=note)

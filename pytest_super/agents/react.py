@@ -22,9 +22,6 @@ from dataclasses import dataclass
 
 from pytest_super.agents.base import AgentResult, Environment, ExitStatus, StepLimitReached
 from pytest_super.agents.history import (
-    FORMAT_ERROR_ACTION,
-    INTERRUPT_ACTION,
-    WAIT_ACTION,
     FormatError,
     FormatErrors,
     RunningCell,
@@ -40,7 +37,7 @@ from pytest_super.edit import edit_action
 from pytest_super.environment import PRE_EXECUTED_THOUGHT
 from pytest_super.llm import Completion
 from pytest_super.scoring import parse_submission
-from pytest_super.trajectory import Step
+from pytest_super.trajectory import Action, Step
 
 STOP = ["</content>", "Observation:"]
 
@@ -55,11 +52,11 @@ class Reply:
     """One parsed model reply."""
 
     thought: str
-    action: str
+    action: Action
     content: str
 
 
-def parse_reply(text: str, actions: Sequence[str]) -> Reply:
+def parse_reply(text: str, actions: Sequence[Action]) -> Reply:
     """Parse a reply in the ReAct format; `FormatError` says what is wrong.
 
     The closing `</content>` is optional (it is a stop string); anything after it, or after an
@@ -76,30 +73,31 @@ def parse_reply(text: str, actions: Sequence[str]) -> Reply:
     if thought_match is None:
         raise FormatError("the reply has no `Thought:` before the action")
     thought = thought_part[thought_match.end() :].strip().lstrip("*").strip()
-    action = match.group(1).lower()
-    if action not in actions:
+    name = match.group(1).lower()
+    if name not in actions:
         allowed = ", ".join(f"`{a}`" for a in actions)
-        shown = action or match.group(2).strip()[:40]
+        shown = name or match.group(2).strip()[:40]
         raise FormatError(f"unknown action {shown!r}; the actions you can use now are {allowed}")
+    action = Action(name)
     rest = text[match.start(2) :]
     start = rest.find("<content>")
     if start < 0:
-        if action in (WAIT_ACTION, INTERRUPT_ACTION):
+        if action in (Action.WAIT, Action.INTERRUPT):
             return Reply(thought, action, "")
         raise FormatError(f"the `{action}` action has no `<content>` tag")
     content = rest[start + len("<content>") :].removeprefix("\n").rstrip("\n")
-    if action == "submit":
+    if action == Action.SUBMIT:
         content = content.strip()
         try:
             parse_submission(content)
         except ValueError as exc:
             raise FormatError(str(exc)) from None
-    elif action in ("execute", "edit") and not content.strip():
+    elif action in (Action.EXECUTE, Action.EDIT) and not content.strip():
         raise FormatError(f"the `{action}` action has empty content")
     return Reply(thought, action, content)
 
 
-def correction_message(problem: str, actions: Sequence[str]) -> str:
+def correction_message(problem: str, actions: Sequence[Action]) -> str:
     """The observation of a malformed reply: what was wrong and the format to use."""
     names = " | ".join(actions)
     return (
@@ -136,7 +134,7 @@ def system_prompt(*, with_edit: bool, cell_timeout_s: float) -> str:
 @dataclass
 class HistoryEntry:
     thought: str
-    action: str
+    action: Action | str  # "" for a malformed reply
     content: str
     observation: str
 
@@ -155,7 +153,7 @@ def history_entries(env: Environment, steps: Sequence[Step]) -> list[HistoryEntr
     ]
     entries += [
         HistoryEntry("", "", "", s.observation)
-        if s.action == FORMAT_ERROR_ACTION
+        if s.action == Action.FORMAT_ERROR
         else HistoryEntry(s.thought, s.action, s.content, s.observation)
         for s in steps
     ]
@@ -208,23 +206,23 @@ class ReActAgent:
             interrupted = cell.interrupt_before(env, reply.action)
             if interrupted is not None:
                 self._record(env, steps, interrupted, None)
-            if reply.action == "submit":
-                step = Step(thought=reply.thought, action="submit", content=reply.content)
+            if reply.action == Action.SUBMIT:
+                step = Step(thought=reply.thought, action=Action.SUBMIT, content=reply.content)
                 self._record(env, steps, step, completion)
                 return AgentResult(ExitStatus.SUBMITTED, reply.content)
             self._record(env, steps, self.act(env, reply, cell), completion)
 
-    def actions(self, running: bool) -> list[str]:
-        names = ["execute", "edit", "submit"] if self.with_edit else ["execute", "submit"]
-        return names + [WAIT_ACTION, INTERRUPT_ACTION] if running else names
+    def actions(self, running: bool) -> list[Action]:
+        names = [Action.EXECUTE, *([Action.EDIT] if self.with_edit else []), Action.SUBMIT]
+        return names + [Action.WAIT, Action.INTERRUPT] if running else names
 
     def act(self, env: Environment, reply: Reply, cell: RunningCell) -> Step:
         """Carry out one action (not submit) and return its step."""
-        if reply.action == "edit":
+        if reply.action == Action.EDIT:
             return self._edit(env, reply)
-        if reply.action == WAIT_ACTION:
+        if reply.action == Action.WAIT:
             result, code = cell.wait(env), None
-        elif reply.action == INTERRUPT_ACTION:
+        elif reply.action == Action.INTERRUPT:
             result, code = cell.interrupt(env), None
         else:
             result, code = cell.run(env, reply.content), reply.content
@@ -235,14 +233,14 @@ class ReActAgent:
             code,
             result,
             env,
-            interrupted=reply.action == INTERRUPT_ACTION,
+            interrupted=reply.action == Action.INTERRUPT,
         )
 
     def _edit(self, env: Environment, reply: Reply) -> Step:
         outcome = edit_action(env.kernel, reply.content)
         return Step(
             thought=reply.thought,
-            action="edit",
+            action=Action.EDIT,
             content=reply.content,
             observation=outcome.message,
             cell_status="ok" if outcome.ok else "error",

@@ -22,9 +22,8 @@ from pytest_super.agents.base import (
 )
 from pytest_super.agents.history import ask_model
 from pytest_super.agents.react import ReActSuperAgent, history_entries, render_history
-from pytest_super.trajectory import Step
+from pytest_super.trajectory import Action, Step
 
-REFLECTION_ACTION = "reflection"
 DEFAULT_ATTEMPTS = 3
 
 REFLECTION_PROMPT = """You will see the record of an earlier try at a task in a Jupyter notebook. \
@@ -45,7 +44,7 @@ def parse_plan(text: str) -> str:
 
 
 class ReflexionAgent:
-    """k attempts of ReAct-SUPER (env.options["attempts"], default 3), reflecting in between."""
+    """k attempts of ReAct-SUPER (env.options.attempts, default 3), reflecting in between."""
 
     name = "reflexion"
 
@@ -93,7 +92,7 @@ class ReflexionAgent:
         env.record(
             Step(
                 thought="",
-                action=REFLECTION_ACTION,
+                action=Action.REFLECTION,
                 content=plan,
                 prompt_tokens=completion.prompt_tokens,
                 cached_prompt_tokens=completion.cached_prompt_tokens,
@@ -105,7 +104,7 @@ class ReflexionAgent:
 
 
 def _attempts(env: Environment) -> int:
-    value = env.options.get("attempts", DEFAULT_ATTEMPTS)
+    value = env.options.attempts
     try:
         attempts = int(value)
     except (TypeError, ValueError):

@@ -1,6 +1,6 @@
 """The replay agent ("replay"): re-runs the actions of a saved trajectory, for debugging and re-scoring.
 
-`env.options["replay_path"]` names a trajectory JSON file, or a directory holding
+`env.options.replay_path` names a trajectory JSON file, or a directory holding
 `<task_id>.json`. The agent's own actions (not the pre-executed ones, which the runner replays) of
 the trajectory's last attempt are run again in order: execute, edit, continue_wait, interrupt,
 submit. A SWE-agent trajectory (ours or a published one, imported by `pytest-super
@@ -14,13 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_super.agents.base import AgentResult, Environment, ExitStatus
-from pytest_super.agents.history import (
-    AUTO_INTERRUPT_THOUGHT,
-    INTERRUPT_ACTION,
-    WAIT_ACTION,
-    RunningCell,
-    step_for_cell,
-)
+from pytest_super.agents.history import AUTO_INTERRUPT_THOUGHT, RunningCell, step_for_cell
 from pytest_super.agents.swe_commands import (
     SPECIAL_COMMANDS,
     CommandFormatError,
@@ -29,9 +23,9 @@ from pytest_super.agents.swe_commands import (
 )
 from pytest_super.edit import edit_action
 from pytest_super.names import file_stem
-from pytest_super.trajectory import Step, Trajectory, load_trajectory
+from pytest_super.trajectory import Action, Step, Trajectory, load_trajectory
 
-REPLAYED = ("execute", "edit", WAIT_ACTION, INTERRUPT_ACTION, "submit")
+REPLAYED = (Action.EXECUTE, Action.EDIT, Action.WAIT, Action.INTERRUPT, Action.SUBMIT)
 
 
 def find_trajectory(path: str | Path, task_id: str) -> Path:
@@ -73,7 +67,7 @@ class ReplayAgent:
     needs_llm = False
 
     def run(self, env: Environment) -> AgentResult:
-        source = env.options.get("replay_path")
+        source = env.options.replay_path
         if not source:
             raise ValueError("the replay agent needs a trajectory: give --super-replay PATH")
         path = find_trajectory(source, env.task.id)
@@ -89,18 +83,20 @@ class ReplayAgent:
             if interrupted is not None:
                 env.record(interrupted)
             thought = old.thought
-            if old.action == "submit":
-                env.record(Step(thought=thought, action="submit", content=old.content))
+            if old.action == Action.SUBMIT:
+                env.record(Step(thought=thought, action=Action.SUBMIT, content=old.content))
                 return AgentResult(ExitStatus.SUBMITTED, old.content)
             if viewer is not None and old.action in SPECIAL_COMMANDS:
                 env.record(self._viewer(viewer, old))
-            elif old.action == "edit":
+            elif old.action == Action.EDIT:
                 env.record(self._edit(env, old))
-            elif old.action == "execute":
+            elif old.action == Action.EXECUTE:
                 result = cell.run(env, old.content)
-                env.record(step_for_cell(thought, "execute", old.content, old.content, result, env))
+                env.record(
+                    step_for_cell(thought, Action.EXECUTE, old.content, old.content, result, env)
+                )
             elif cell.running:  # continue_wait or interrupt of a cell that still runs
-                waiting = old.action == WAIT_ACTION
+                waiting = old.action == Action.WAIT
                 result = cell.wait(env) if waiting else cell.interrupt(env)
                 env.record(
                     step_for_cell(
@@ -121,7 +117,7 @@ class ReplayAgent:
             env.record(
                 step_for_cell(
                     AUTO_INTERRUPT_THOUGHT,
-                    INTERRUPT_ACTION,
+                    Action.INTERRUPT,
                     "",
                     None,
                     result,
@@ -147,7 +143,7 @@ class ReplayAgent:
         outcome = edit_action(env.kernel, old.content)
         return Step(
             thought=old.thought,
-            action="edit",
+            action=Action.EDIT,
             content=old.content,
             observation=outcome.message,
             cell_status="ok" if outcome.ok else "error",

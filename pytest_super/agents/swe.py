@@ -26,8 +26,6 @@ from dataclasses import dataclass
 
 from pytest_super.agents.base import AgentResult, Environment, ExitStatus, StepLimitReached
 from pytest_super.agents.history import (
-    INTERRUPT_ACTION,
-    WAIT_ACTION,
     FormatErrors,
     RunningCell,
     ask_model,
@@ -49,7 +47,7 @@ from pytest_super.agents.swe_commands import (
     parse_command,
 )
 from pytest_super.edit import EditFormatError, parse_edit
-from pytest_super.trajectory import Step
+from pytest_super.trajectory import Action, Step
 
 #: a model that starts writing the next state prompt itself has finished its reply
 STOP_STRINGS = ["\n(Open file:", "\n(Current directory:"]
@@ -134,8 +132,8 @@ class SWEAgent:
                 record_with_usage(env, interrupted, None)
                 notes.append(interrupted.observation)
             stray = viewer.take_stray_output()
-            if command.name == "submit":
-                step = Step(thought=thought, action="submit", content=command.body)
+            if command.name == Action.SUBMIT:
+                step = Step(thought=thought, action=Action.SUBMIT, content=command.body)
                 record_with_usage(env, _with_stray(step, stray), completion)
                 return AgentResult(ExitStatus.SUBMITTED, command.body)
             step = self._act(env, viewer, running, thought, command)
@@ -157,7 +155,7 @@ class SWEAgent:
         command: Command,
     ) -> Step:
         """Run one command (not submit) and return its step, not yet recorded."""
-        if command.name in (WAIT_ACTION, INTERRUPT_ACTION):
+        if command.name in (Action.WAIT, Action.INTERRUPT):
             if not running.running:
                 return Step(
                     thought=thought,
@@ -165,11 +163,11 @@ class SWEAgent:
                     content="",
                     observation=f"No cell is running, so there is nothing to {command.name}.",
                 )
-            result = running.wait(env) if command.name == WAIT_ACTION else running.interrupt(env)
+            result = running.wait(env) if command.name == Action.WAIT else running.interrupt(env)
             return step_for_cell(thought, command.name, "", None, result, env)
-        if command.name == "execute":
+        if command.name == Action.EXECUTE:
             result = running.run(env, command.body)
-            return step_for_cell(thought, "execute", command.body, command.body, result, env)
+            return step_for_cell(thought, Action.EXECUTE, command.body, command.body, result, env)
         # Viewer commands are not notebook cells: their text (file contents, search hits) is the
         # observation only, so reading a file never counts as reaching a landmark.
         return Step(
@@ -186,8 +184,8 @@ class SWEAgent:
         instance = INSTANCE_PROMPT.format(
             query=env.task.query.strip(),
             cell_timeout=f"{env.limits.cell_timeout_s:.0f}",
-            interrupt=INTERRUPT_ACTION,
-            wait=WAIT_ACTION,
+            interrupt=Action.INTERRUPT,
+            wait=Action.WAIT,
         )
         if reflections:
             plans = "\n\n".join(f"Attempt {i}:\n{r}" for i, r in enumerate(reflections, start=1))
@@ -251,9 +249,9 @@ def _prefix_turn(step: Step) -> _Turn:
     """A pre-executed step as history: a cell as the user's own reply, an edit or the wait after
     a cell that ran out of time as a note."""
     observation = clean_observation(step.observation)
-    if step.action == WAIT_ACTION:
+    if step.action == Action.WAIT:
         return _Turn("", f"{step.thought}\n{observation}", "")
-    if step.action == "edit":
+    if step.action == Action.EDIT:
         try:
             request = parse_edit(step.content)
             what = (

@@ -5,7 +5,7 @@ Owns the commands `open`, `goto`, `scroll_up`, `scroll_down`, `create`, `edit <s
 `Kernel` and no model:
 
 - `parse_command(text)` turns the text of a reply's command block into a `Command` (anything that is
-  not a special command is a notebook cell, action "execute"), or raises `CommandFormatError`;
+  not a special command is a notebook cell, action `execute`), or raises `CommandFormatError`;
 - `FileViewer` keeps the open file and the window shown (100 lines) and runs the commands in the
   kernel. Files are read and written with the kernel's `read_file` / `write_file`; the current
   directory, file lookups and searches run as small snippets in the kernel (in a throwaway
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_super.agents.swe_lint import LintError, lint_errors, new_errors
 from pytest_super.kernels.inside import kernel_module
 from pytest_super.kernels.inside.swe_kernel_tools import MARKER
+from pytest_super.trajectory import Action
 
 if TYPE_CHECKING:
     from pytest_super.kernels.base import CellResult, Kernel
@@ -49,8 +50,8 @@ END_OF_EDIT = "end_of_edit"
 
 #: command name -> (signature, what it does, its arguments as (name, type, required, meaning));
 #: the system prompt lists them in this order, in the published SWE-agent episodes' layout
-COMMAND_DOCS: dict[str, tuple[str, str, tuple[tuple[str, str, bool, str], ...]]] = {
-    "open": (
+COMMAND_DOCS: dict[Action, tuple[str, str, tuple[tuple[str, str, bool, str], ...]]] = {
+    Action.OPEN: (
         "open <path> [<line_number>]",
         "opens the file at path in the viewer; with line_number, the window moves to show that line",
         (
@@ -63,24 +64,28 @@ COMMAND_DOCS: dict[str, tuple[str, str, tuple[tuple[str, str, bool, str], ...]]]
             ),
         ),
     ),
-    "create": (
+    Action.CREATE: (
         "create <filename>",
         "creates a new, empty file with the given name and opens it",
         (("filename", "string", True, "the name of the file to create"),),
     ),
-    "goto": (
+    Action.GOTO: (
         "goto <line_number>",
         "moves the window so that it shows <line_number>",
         (("line_number", "integer", True, "the line to move the window to"),),
     ),
-    "scroll_down": ("scroll_down", f"moves the window down {WINDOW - SCROLL_OVERLAP} lines", ()),
-    "scroll_up": ("scroll_up", f"moves the window up {WINDOW - SCROLL_OVERLAP} lines", ()),
-    "submit": (
+    Action.SCROLL_DOWN: (
+        "scroll_down",
+        f"moves the window down {WINDOW - SCROLL_OVERLAP} lines",
+        (),
+    ),
+    Action.SCROLL_UP: ("scroll_up", f"moves the window up {WINDOW - SCROLL_OVERLAP} lines", ()),
+    Action.SUBMIT: (
         "submit <answer>",
         "submits your final answer (JSON, as the task asks); this ends the task",
         (("answer", "string", True, "the answer to submit"),),
     ),
-    "search_dir": (
+    Action.SEARCH_DIR: (
         "search_dir <search_term> [<dir_path>]",
         "searches for search_term in all files under dir_path (default: the current directory)",
         (
@@ -88,7 +93,7 @@ COMMAND_DOCS: dict[str, tuple[str, str, tuple[tuple[str, str, bool, str], ...]]]
             ("dir_path", "string", False, "the directory to search in (default: current)"),
         ),
     ),
-    "search_file": (
+    Action.SEARCH_FILE: (
         "search_file <search_term> [<file>]",
         "searches for search_term in file (default: the open file)",
         (
@@ -96,7 +101,7 @@ COMMAND_DOCS: dict[str, tuple[str, str, tuple[tuple[str, str, bool, str], ...]]]
             ("file", "string", False, "the file to search in (default: the open file)"),
         ),
     ),
-    "find_file": (
+    Action.FIND_FILE: (
         "find_file <file_name> [<dir_path>]",
         "finds the files called file_name (wildcards allowed) under dir_path (default: the "
         "current directory)",
@@ -105,7 +110,7 @@ COMMAND_DOCS: dict[str, tuple[str, str, tuple[tuple[str, str, bool, str], ...]]]
             ("dir_path", "string", False, "the directory to search in (default: current)"),
         ),
     ),
-    "edit": (
+    Action.EDIT: (
         f"edit <start_line>:<end_line>\n<replacement_text>\n{END_OF_EDIT}",
         "replaces lines <start_line> to <end_line> (inclusive) of the open file with the text "
         f"that follows, up to a line holding only {END_OF_EDIT}. All of the replacement text is "
@@ -120,8 +125,8 @@ COMMAND_DOCS: dict[str, tuple[str, str, tuple[tuple[str, str, bool, str], ...]]]
     ),
 }
 SPECIAL_COMMANDS = frozenset(COMMAND_DOCS)
-#: the words that start a command rather than a cell (the timeout answers come from `history`)
-_CONTROL_WORDS = SPECIAL_COMMANDS | {"continue_wait", "interrupt"}
+#: the words that start a command rather than a cell (with the timeout protocol's answers)
+_CONTROL_WORDS = SPECIAL_COMMANDS | {Action.WAIT, Action.INTERRUPT}
 
 
 class CommandFormatError(ValueError):
@@ -130,13 +135,13 @@ class CommandFormatError(ValueError):
 
 @dataclass(frozen=True)
 class Command:
-    """One parsed command. `name` is a special command or "execute" (a notebook cell).
+    """One parsed command. `name` is a special command or `execute` (a notebook cell).
 
     `args` are the words after the name (shell-style quoting); `body` is what follows the first
     line: the replacement lines of an edit, the JSON of a submit, the code of a cell.
     """
 
-    name: str
+    name: Action
     args: tuple[str, ...]
     body: str
     text: str  # the whole command as the model wrote it
@@ -151,19 +156,19 @@ def parse_command(text: str) -> Command:
     word, _, arg_text = first.strip().partition(" ")
     # `open = ...` or `interrupt (x)` is Python that happens to start with a command's name
     if word not in _CONTROL_WORDS or arg_text.lstrip().startswith(("=", "(")):
-        return Command("execute", (), text, text)
-    if word in ("continue_wait", "interrupt"):
+        return Command(Action.EXECUTE, (), text, text)
+    if word in (Action.WAIT, Action.INTERRUPT):
         if arg_text.strip() or rest.strip():
             raise CommandFormatError(f"`{word}` takes no arguments and must stand alone.")
-        return Command(word, (), "", text)
-    if word == "submit":
+        return Command(Action(word), (), "", text)
+    if word == Action.SUBMIT:
         # any text is taken, as by the paper's SWE-agent: text that is not JSON scores 0
         payload = (arg_text + "\n" + rest).strip()
         if not payload:
             raise CommandFormatError('`submit` needs the answer as JSON, e.g. submit {"f1": 0.5}')
-        return Command("submit", (), payload, text)
+        return Command(Action.SUBMIT, (), payload, text)
     args = _split_args(arg_text)
-    if word == "edit":
+    if word == Action.EDIT:
         lines = rest.split("\n") if rest else []
         ends = [i for i, line in enumerate(lines) if line.strip() == END_OF_EDIT]
         if not ends:
@@ -177,13 +182,13 @@ def parse_command(text: str) -> Command:
                 f"there is text after `{END_OF_EDIT}`. Send one command per reply; the edit must be "
                 "the last thing in its block."
             )
-        return Command("edit", args, "\n".join(lines[: ends[0]]), text)
+        return Command(Action.EDIT, args, "\n".join(lines[: ends[0]]), text)
     if rest.strip():
         raise CommandFormatError(
             f"`{word}` takes one line, but the block has more lines. Send exactly one command per "
             "reply and wait for its output before the next one."
         )
-    return Command(word, args, "", text)
+    return Command(Action(word), args, "", text)
 
 
 def _split_args(arg_text: str) -> tuple[str, ...]:
@@ -232,7 +237,7 @@ class FileViewer:
         """Run one special command (not submit, not a cell) and return what the model is shown."""
         handler = getattr(self, f"_cmd_{command.name}", None)
         if handler is None:
-            raise ValueError(f"{command.name!r} is not a file viewer command")
+            raise ValueError(f"{str(command.name)!r} is not a file viewer command")
         try:
             return handler(command)
         except KernelSnippetError as exc:
@@ -242,50 +247,50 @@ class FileViewer:
 
     def _cmd_open(self, command: Command) -> str:
         if not command.args or len(command.args) > 2:
-            return _usage("open")
+            return _usage(Action.OPEN)
         line = None
         if len(command.args) == 2:
             line = _parse_int(command.args[1])
             if line is None:
                 return f"Error: <line_number> must be a number, not {command.args[1]!r}\n" + _usage(
-                    "open"
+                    Action.OPEN
                 )
         return self.open(command.args[0], line)
 
     def _cmd_goto(self, command: Command) -> str:
         line = _parse_int(command.args[0]) if len(command.args) == 1 else None
-        return _usage("goto") if line is None else self.goto(line)
+        return _usage(Action.GOTO) if line is None else self.goto(line)
 
     def _cmd_scroll_up(self, command: Command) -> str:
-        return self.scroll(-1) if not command.args else _usage("scroll_up")
+        return self.scroll(-1) if not command.args else _usage(Action.SCROLL_UP)
 
     def _cmd_scroll_down(self, command: Command) -> str:
-        return self.scroll(+1) if not command.args else _usage("scroll_down")
+        return self.scroll(+1) if not command.args else _usage(Action.SCROLL_DOWN)
 
     def _cmd_create(self, command: Command) -> str:
-        return self.create(command.args[0]) if len(command.args) == 1 else _usage("create")
+        return self.create(command.args[0]) if len(command.args) == 1 else _usage(Action.CREATE)
 
     def _cmd_edit(self, command: Command) -> str:
         match = re.fullmatch(r"(\d+):(\d+)", command.args[0]) if len(command.args) == 1 else None
         if match is None:
-            return "Error: the line range must look like 12:15\n" + _usage("edit")
+            return "Error: the line range must look like 12:15\n" + _usage(Action.EDIT)
         body = command.body
         replacement = body.split("\n") if body else []
         return self.edit(int(match[1]), int(match[2]), replacement)
 
     def _cmd_search_dir(self, command: Command) -> str:
         if not 1 <= len(command.args) <= 2:
-            return _usage("search_dir")
+            return _usage(Action.SEARCH_DIR)
         return self.search_dir(*command.args)
 
     def _cmd_search_file(self, command: Command) -> str:
         if not 1 <= len(command.args) <= 2:
-            return _usage("search_file")
+            return _usage(Action.SEARCH_FILE)
         return self.search_file(*command.args)
 
     def _cmd_find_file(self, command: Command) -> str:
         if not 1 <= len(command.args) <= 2:
-            return _usage("find_file")
+            return _usage(Action.FIND_FILE)
         return self.find_file(*command.args)
 
     # -- the viewer --------------------------------------------------------------------------
@@ -534,7 +539,7 @@ def command_docs() -> str:
     return "\n\n".join(blocks)
 
 
-def _usage(name: str) -> str:
+def _usage(name: Action) -> str:
     return f"Usage: {COMMAND_DOCS[name][0]}"
 
 

@@ -1,15 +1,18 @@
 """Kernel backends by name, and the one entry point that starts a kernel with the configured one.
 
-A backend (`base.KernelBackend`) owns a kernel's whole lifecycle: `provision` a kernel for a task,
-`cleanup_run` what a run left behind, `cleanup_dead_runs` what runs whose controller died left
-behind. `docker` (`docker.py`) and `local` (`local.py`) are the two; `kernel_backend` picks one by
-`KernelSettings.backend`, and `provision_kernel` starts a kernel with it. The engine connection and
-labels (`engine.py`) and the cleanup of leftovers (`cleanup.py`) are named here too.
+A backend (`base.KernelBackend`, whose docstring is the lifecycle contract) owns a kernel's whole
+lifecycle: `provision` a kernel for a task, `cleanup_run` what a run left behind,
+`cleanup_dead_runs` what runs whose controller died left behind. `docker` (`docker/backend.py`) and
+`local` (`local.py`) are built in; others come from the entry-point group `pytest_super.backends`
+or as `package.module:Class` (`registry.Registry`, as agents do). `kernel_backend` gives the one
+`KernelSettings.backend` names, and `provision_kernel` starts a kernel with it. The Docker engine's
+connection and labels (`docker/engine.py`) and the cleanup of leftovers (`docker/cleanup.py`) are
+named here too.
 """
 
 from __future__ import annotations
 
-import importlib
+import threading
 
 from pytest_super.kernels.base import Kernel, KernelBackend, KernelSettings
 from pytest_super.kernels.docker.cleanup import (
@@ -32,24 +35,57 @@ from pytest_super.kernels.docker.engine import (
     engine_address,
     forget_docker_client,
 )
+from pytest_super.registry import Registry, qualified_name
 
-#: the backends by name; each module is imported when its backend is first asked for (the docker
-#: backend brings the Docker SDK, which a local run never needs)
+#: the entry-point group third-party backends register under
+ENTRY_POINT_GROUP = "pytest_super.backends"
+
+#: the built-in backends by name; each module is imported when its backend is first asked for (the
+#: docker backend brings the Docker SDK, which a local run never needs)
 BACKENDS: dict[str, str] = {
     "docker": "pytest_super.kernels.docker.backend:DockerBackend",
     "local": "pytest_super.kernels.local:LocalBackend",
 }
 
+_REGISTRY = Registry(
+    kind="kernel backend", plural="kernel backends", group=ENTRY_POINT_GROUP, builtins=BACKENDS
+)
+
+#: what a backend class needs, for the error that says it lacks it
+_NEEDS = "the methods `provision`, `cleanup_run` and `cleanup_dead_runs` (see KernelBackend)"
+
+#: this process's backends: one instance per name, made on first use (KernelBackend's contract)
+_instances: dict[str, KernelBackend] = {}
+_instances_lock = threading.Lock()
+
+
+def known_backend_names() -> list[str]:
+    """Built-in names, then the names registered under the `pytest_super.backends` entry points."""
+    return _REGISTRY.known_names()
+
+
+def kernel_backend_class(spec: str) -> type:
+    """The class a backend spec names (built-in name, entry point name, or `package.module:Class`),
+    imported but not instantiated; ValueError if it names none (the message lists the known
+    names) or names something that is not a `KernelBackend` class."""
+    cls = _REGISTRY.find(spec)
+    if not (isinstance(cls, type) and issubclass(cls, KernelBackend)):
+        raise ValueError(
+            f"kernel backend {spec!r} ({qualified_name(cls)}) is not a kernel backend: it "
+            f"needs {_NEEDS}"
+        )
+    return cls
+
 
 def kernel_backend(settings: KernelSettings) -> KernelBackend:
-    """The backend `settings.backend` names."""
-    target = BACKENDS.get(settings.backend)
-    if target is None:
-        raise ValueError(
-            f"unknown kernel backend {settings.backend!r}; use {' or '.join(map(repr, BACKENDS))}"
-        )
-    module, _, name = target.partition(":")
-    backend: KernelBackend = getattr(importlib.import_module(module), name)()
+    """The backend `settings.backend` names: this process's instance, made on first use (without
+    arguments). ValueError if the name is unknown or names no `KernelBackend`."""
+    spec = settings.backend
+    with _instances_lock:
+        backend = _instances.get(spec)
+        if backend is None:
+            backend = kernel_backend_class(spec)()
+            _instances[spec] = backend
     return backend
 
 
@@ -60,6 +96,7 @@ def provision_kernel(settings: KernelSettings, *, task_id: str) -> Kernel:
 
 __all__ = [
     "BACKENDS",
+    "ENTRY_POINT_GROUP",
     "HOST_FOLDER_PREFIX",
     "KEPT_SUFFIX",
     "LABEL",
@@ -77,5 +114,7 @@ __all__ = [
     "forget_docker_client",
     "host_folder_root",
     "kernel_backend",
+    "kernel_backend_class",
+    "known_backend_names",
     "provision_kernel",
 ]

@@ -1,9 +1,10 @@
 """The kernel interface: one Jupyter kernel that runs notebook cells for one task.
 
-A backend (`KernelBackend`: docker, local) provisions a kernel and returns an object that
-satisfies `Kernel`, and removes what runs left behind.
-Provisioning (starting a box) and running cells in it are different jobs: see `docker.py` and
-`local.py` for the former, `runtime.py` for the latter.
+A backend (`KernelBackend`: docker, local, or a third party's) provisions a kernel and returns an
+object that satisfies `Kernel`, and removes what runs left behind; its docstring is the lifecycle
+contract. Provisioning (starting a box) and running cells in it are different jobs: see
+`docker/backend.py` and `local.py` for the former, `jupyter/runtime.py` for the latter (a backend
+whose box runs ipykernel can hand its box to `runtime.JupyterKernel` and get a `Kernel`).
 """
 
 from __future__ import annotations
@@ -36,9 +37,15 @@ class CellResult:
 
 @dataclass
 class KernelSettings:
-    """How to provision kernels; built once per run from the pytest options."""
+    """How to provision kernels; built once per run from the pytest options.
 
-    backend: Literal["docker", "local"] = "docker"
+    `backend` names the backend (`kernels.kernel_backend`): a built-in name (docker, local), the
+    name of an entry point of the group `pytest_super.backends`, or `package.module:Class`. The
+    other fields are what a backend is told; each reads those that apply to it (the docker backend
+    all of them, the local one `git_mirrors`, `output_cap_bytes` and `startup_timeout_s`).
+    """
+
+    backend: str = "docker"
     image: str | None = None  # None: the default image of `pytest-super image build`
     docker_host: str | None = None  # None: DOCKER_HOST or the local socket
     mem: str = "4g"
@@ -122,27 +129,83 @@ class Kernel(Protocol):
         ...
 
     def close(self) -> None:
-        """Shut the kernel down and remove its box. Safe to call twice."""
+        """Shut the kernel down and remove its box.
+
+        When it returns, the box is gone (the pool frees the kernel's `--super-max-containers`
+        slot then). Safe to call twice, and after `detach` (then it does nothing). It may be called
+        on a thread other than the one that made the kernel (the pool's reaper), after any
+        failure of the kernel (a dead process, a cell left running). If the box cannot be removed,
+        it raises (`InfrastructureError`); the box must then still be one that `cleanup_run` of
+        its run finds, which the controller calls at the end.
+        """
         ...
 
 
 @runtime_checkable
 class KernelBackend(Protocol):
     """One way of running kernels, with its whole lifecycle (as inspect_ai's sandbox providers):
-    provisioning a kernel for a task, and removing what runs left behind."""
+    provisioning a kernel for a task, and removing what runs left behind.
+
+    **Finding one.** `--super-backend` (`KernelSettings.backend`) names it: `docker` or `local`,
+    the name of an entry point of the group `pytest_super.backends`, or `package.module:Class`.
+    The class is imported and checked when the options are read. Each process (the controller,
+    each xdist worker; the one process without xdist) makes one instance, without arguments, the
+    first time it needs one, and keeps it for the process's life: the constructor must be cheap
+    and reach nothing (no engine connection); what the process's kernels share may live on it.
+    What a backend is told comes in `KernelSettings`, passed to every call.
+
+    **What is called, when, by which process.**
+
+    - Per run, on the controller (the process that is not an xdist worker):
+      `cleanup_dead_runs(settings)` when the session starts, before any task runs;
+      `cleanup_run(settings, settings.run_id)` when it ends, after every worker finished and the
+      workers' kernels were closed (skipped under `--super-keep`).
+    - Per task, on the process that runs it (an xdist worker under `-n`): `provision(settings,
+      task_id=...)`, then the kernel's methods (`Kernel`), then `Kernel.close()`, or
+      `Kernel.detach()` under `--super-keep` when the task failed. One task may provision
+      several kernels: each Reflexion attempt, a retry (`--super-retries`), a kernel replaced
+      after it broke; the one before is closed first.
+    - At clean-up: whatever ended the session (Ctrl-C, a failure), each process closes the kernels
+      it made before the controller's `cleanup_run`. Kernels of a process killed with SIGKILL are
+      never closed: `cleanup_run` at the controller's end removes them; if the controller itself
+      was killed, the next run's `cleanup_dead_runs` does.
+
+    **Threads and processes.** Several processes provision at once (the workers of one run, other
+    runs). `provision` may run on a background thread (the kernel pool makes the next task's
+    kernel while the current task uses its own) and a kernel may be closed on a thread other than
+    the one that made it (the pool's reaper): the backend's methods must be thread-safe. One
+    kernel's other methods are called by one thread at a time.
+
+    **Errors** (`pytest_super.errors`). `InfrastructureError` when the backend cannot do its job:
+    the task is a pytest error, retried under `--super-retries` when the error is `retryable`. Its
+    subclasses say more: `EngineUnavailable` (nothing answers at the backend's address),
+    `ImageMissing` (the kernel image does not exist; not retried), `KernelStartError` (the kernel
+    started but never became ready). Any other exception is a bug: the task errors, not retried.
+    The controller goes on when `cleanup_dead_runs` raises `InfrastructureError` (each task then
+    meets the fault itself) and when `cleanup_run` raises `EngineUnavailable`; any other
+    `InfrastructureError` of `cleanup_run` becomes a warning (the run's reports are written).
+    """
 
     def provision(self, settings: KernelSettings, *, task_id: str) -> Kernel:
-        """Start a fresh kernel for one task; it is ready to execute."""
+        """Start a fresh kernel for one task (`task_id`: the item's name); it is ready to execute.
+
+        Its box must be found by `cleanup_run(settings.run_id)` from the moment it exists (mark it
+        with the run id, e.g. a label) until it is closed, and, once its controller is dead, by
+        `cleanup_dead_runs`. If provisioning fails, or is interrupted (Ctrl-C, pytest-timeout),
+        it removes what it made before raising. Raises `InfrastructureError` (and its
+        subclasses, above)."""
         ...
 
     def cleanup_run(self, settings: KernelSettings, run_id: str) -> list[str]:
-        """Remove what run `run_id` left behind (e.g. the boxes of killed workers); return their
-        names. Raises `InfrastructureError` if the backend cannot be reached."""
+        """Remove what run `run_id` left behind (the boxes of killed workers, a warm kernel no
+        task took); return their names. A box `Kernel.detach` kept is not removed. Raises
+        `EngineUnavailable` if nothing answers, `InfrastructureError` if removing failed."""
         ...
 
     def cleanup_dead_runs(self, settings: KernelSettings) -> list[str]:
-        """Remove what runs whose controller died left behind; return the names removed.
-        Raises `InfrastructureError` if the backend cannot be reached."""
+        """Remove what runs whose controller died left behind (never a live run's, of this host or
+        another, nor a kept box); return the names removed. Raises `InfrastructureError` if the
+        backend cannot be reached. A backend whose boxes die with their process returns []."""
         ...
 
 

@@ -24,10 +24,10 @@ dead leases (a killed controller's), `pytest-super cleanup --run <id>`.
 Slots (`--super-max-containers`): every container holds a slot from before it is created until its
 removal has finished, warm ones too. A warm kernel takes only a slot that is free and that no task
 waits for (`slots.take_slot(wait=False)`): a task of another worker waiting for a slot must not
-lose it to a kernel that is only wanted later. Starts hold the run's start lock, as before.
+lose it to a kernel that is only wanted later. Warm starts hold the run's start lock too.
 
 The docker backend only: the plugin turns the pool off for `--super-backend=local` (a subprocess
-per kernel, no container to make ahead or to remove; its kernels start and stop as before).
+per kernel, no container to make ahead or to remove; its kernels start when a task asks for one).
 """
 
 from __future__ import annotations

@@ -72,7 +72,6 @@ from pytest_super.kernels.docker.cleanup import (
     remove_host_folder,
 )
 from pytest_super.kernels.docker.diskwatch import UNKNOWN, disk_watch
-from pytest_super.kernels.docker.hostguard import guard_host
 from pytest_super.kernels.docker.engine import (
     LABEL,
     LABEL_HOST,
@@ -84,6 +83,7 @@ from pytest_super.kernels.docker.engine import (
     engine_address,
     engine_identity,
 )
+from pytest_super.kernels.docker.hostguard import guard_host
 from pytest_super.kernels.docker.image import build_hint, default_image_tag
 from pytest_super.kernels.docker.lease import LABEL_LEASE, lease_for
 from pytest_super.kernels.docker.relay import RELAY_IN_CONTAINER, EngineRelay, relay_source
@@ -281,12 +281,6 @@ class DockerBox:
             )
         with contextlib.suppress(docker.errors.APIError, requests.exceptions.ConnectionError):
             self.api.kill(self.container_id)
-
-    def _log_tail(self, lines: int = 20) -> str:
-        try:
-            return self.api.logs(self.container_id, tail=lines).decode(errors="replace").strip()
-        except docker.errors.APIError:
-            return "(no logs)"
 
     def death_reason(self) -> str:
         try:

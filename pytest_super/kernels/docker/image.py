@@ -29,13 +29,11 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import docker
 import docker.errors
@@ -83,7 +81,7 @@ class BuildInputs:
 
     def digest(self) -> str:
         h = hashlib.sha256()
-        more: list[bytes] = []  # empty for the default profile, so its tag stays what it was
+        more: list[bytes] = []  # empty for the default profile: its digest is of the parts below
         for name, text in self.files:
             more += [b"file", name.encode(), text.encode()]
         if self.parent is not None:
@@ -485,73 +483,3 @@ def lock_colab(out: Path | None = None, *, log: Callable[[str], None] = print) -
             f"resolving the colab lock failed (exit {done.returncode}):\n{done.stderr[-3000:]}"
         )
     return target
-
-
-def image_labels(client: docker.DockerClient, tag: str) -> dict[str, Any]:
-    """The labels of an image (empty when it has none)."""
-    config = client.api.inspect_image(tag).get("Config") or {}
-    return dict(config.get("Labels") or {})
-
-
-def add_build_arguments(parser: Any) -> None:
-    """The options of `pytest-super image build` (for cli.py's subparser)."""
-    parser.add_argument("--profile", choices=PROFILES, default="default", help="package set")
-    parser.add_argument("--base", default=None, help=f"base image (default {DEFAULT_BASE})")
-    parser.add_argument("--tag", default=None, help="image tag (default: from the build inputs)")
-    parser.add_argument(
-        "--requirements", type=Path, default=None, help="extra pip requirements file"
-    )
-    parser.add_argument(
-        "--offline",
-        action="store_true",
-        help="no registry: bootstrap the base from Debian's archive with debootstrap",
-    )
-    parser.add_argument("--docker-host", default=None, help="engine address (default DOCKER_HOST)")
-    parser.add_argument(
-        "--print-tag", action="store_true", help="print the default tag and exit (no engine needed)"
-    )
-
-
-def run_build_command(args: Any) -> int:
-    """Run `pytest-super image build` with parsed `args`; returns the exit status."""
-    from pytest_super.errors import SuperError
-
-    if args.print_tag:
-        print(
-            build_inputs(profile=args.profile, requirements=args.requirements, base=args.base).tag()
-        )
-        return 0
-    try:
-        tag = build_image(
-            base=args.base,
-            tag=args.tag,
-            requirements=args.requirements,
-            offline=args.offline,
-            profile=args.profile,
-            docker_host=args.docker_host,
-        )
-    except SuperError as exc:
-        print(f"pytest-super image build: {exc}", file=sys.stderr)
-        return 1
-    print(tag)
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m pytest_super.kernels.docker.image build ...` (the same as `pytest-super image build`),
-    or `... lock` (colab.lock again, from requirements-colab*.txt; needs uv)."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="pytest-super image")
-    commands = parser.add_subparsers(dest="command", required=True)
-    add_build_arguments(commands.add_parser("build", help="build the kernel image"))
-    commands.add_parser("lock", help=f"resolve the colab profile again into {COLAB_LOCK}")
-    args = parser.parse_args(argv)
-    if args.command == "lock":
-        print(lock_colab())
-        return 0
-    return run_build_command(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,9 +1,9 @@
 """Leases: how a process that starts task containers tells every engine client it is alive.
 
-Start-up cleanup used to judge a run dead by its controller's pid on the same host name; a run in
-another PID namespace (a CI container sharing the engine) had its live containers deleted. A pid
-means something only inside its own namespace, so liveness now lives on the engine itself, where
-every client sees it:
+Start-up cleanup cannot judge a run dead by its controller's pid on the same host name: a pid
+means something only inside its own PID namespace, and a run in another one (a CI container
+sharing the engine) would have its live containers deleted. So liveness lives on the engine
+itself, where every client sees it:
 
 - A process holds one lease per engine: a container that never runs (`pytest-super-lease-<id>`,
   labelled `pytest-super.lease-holder=<id>`, from the kernel image, no process, no network),

@@ -4,7 +4,7 @@ IPython runs `!cmd` through pexpect in a pseudo-terminal, so a command that read
 x`, `!python -c "input()"`, a tool asking "continue? [y/N]") waited for the whole cell timeout
 (300 s by default) for an answer nobody gives. `install` makes the shell of every such command
 take its stdin from /dev/null first (`exec 0</dev/null`): the command sees end-of-file at once,
-and its output still goes to the terminal as before (progress bars unchanged). Python's own
+and its output still goes to the terminal (progress bars draw as usual). Python's own
 subprocesses already read /dev/null (the kernel's stdin), and `input()` fails at once in a kernel
 without a frontend's stdin channel. Standard library only; shipped as source (`kernels.inside`).
 """

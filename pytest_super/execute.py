@@ -1,0 +1,141 @@
+"""One call runs one task, with or without pytest: `run_one_task`.
+
+Given a task and the run's settings (`SuperRun`), it loads the agent, opens the model client,
+gets a fresh kernel for each attempt, runs the episode with `--super-retries` attempts after a
+retryable infrastructure error (waiting 2 s, 4 s, 8 s, ... between them), scores it, and returns the
+`TaskResult` with its trajectory written. Every exit path closes the model client and the kernel
+(`runner.run_task` closes or keeps the kernel; a fault propagates after the trajectory is saved).
+
+The pytest fixture `super_result` calls it and adds only pytest's concerns (skips, JUnit
+properties, live output, the pool that makes the next task's kernel ahead); a Ray node calls it for
+the tasks it is given; a script may call it directly:
+
+    from pytest_super import SuperRun, run_one_task
+    from pytest_super.tasks import load_yaml_task
+
+    result = run_one_task(load_yaml_task(Path("tasks/x.yaml")), SuperRun(agent="gold"))
+    print(result.exit_status, result.accuracy, result.trajectory)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pytest_super import redaction
+from pytest_super.errors import InfrastructureError
+from pytest_super.kernels.base import Kernel, KernelSettings
+from pytest_super.names import file_stem
+from pytest_super.runner import TaskResult, run_task
+from pytest_super.settings import SuperRun
+from pytest_super.tasks import Task
+from pytest_super.trajectory import Step
+
+#: --super-retries waits 2 s, 4 s, 8 s, ... (at most 60 s) before each new attempt: an engine
+#: restarting (`systemctl restart docker`, measured 2-5 s here) or a registry hiccup gets time to
+#: pass, where three attempts at once against a missing engine took 1 s and all failed.
+RETRY_BACKOFF_BASE_S = 2.0
+RETRY_BACKOFF_CAP_S = 60.0
+
+#: where a task's kernel comes from: (kernel settings, task id) -> a fresh kernel
+KernelSource = Callable[[KernelSettings, str], Kernel]
+
+
+def retried_of(exc: BaseException) -> list[str]:
+    """Why each attempt before the one that raised `exc` failed (empty: it was the first)."""
+    return list(getattr(exc, "retried", []))
+
+
+def retry_backoff_s(attempt: int) -> float:
+    """Seconds to wait before attempt `attempt + 2` (attempt counts from 0)."""
+    return min(RETRY_BACKOFF_CAP_S, RETRY_BACKOFF_BASE_S * 2**attempt)
+
+
+def kernel_settings_for(run: SuperRun, task: Task) -> KernelSettings:
+    """The kernel settings of one task: the run's, with the image of the task's profile (or the
+    run's --super-image)."""
+    if run.kernel.backend == "local":  # a subprocess of this machine's Python: no image
+        return dataclasses.replace(run.kernel, image="(local kernel)")
+    from pytest_super.kernels.docker.image import image_for_task
+
+    return dataclasses.replace(run.kernel, image=image_for_task(task.image, run.kernel.image))
+
+
+def trajectory_path(run: SuperRun, name: str) -> Path:
+    """Where the trajectory of the item or task `name` is written in the run's folder."""
+    return run.run_dir / "trajectories" / f"{file_stem(name)}.json"
+
+
+def _provision(settings: KernelSettings, task_id: str) -> Kernel:
+    from pytest_super.kernels import provision_kernel
+
+    return provision_kernel(settings, task_id=task_id)
+
+
+def run_one_task(
+    task: Task,
+    run: SuperRun,
+    *,
+    name: str | None = None,
+    kernels: KernelSource | None = None,
+    on_step: Callable[[Step], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> TaskResult:
+    """Run `task` once as `run` says, with its retries, and return its scored result.
+
+    `name` is the item's name (the task id, or `<id>[repeatN]`): it names the trajectory file and
+    the kernel's container. `kernels` gives each attempt its kernel (default: a fresh one from the
+    run's backend). `on_step` sees each step as it is recorded.
+
+    Raises `InfrastructureError` (the engine, the kernel, the endpoint failed on the last attempt
+    or in a way not worth retrying), `TaskSetupError` (the task itself is broken) or `HarnessError`
+    (a bug of ours); the attempts before it are in the error's `retried` list. The trajectory is
+    saved on every path.
+    """
+    from pytest_super.agents import load_agent
+    from pytest_super.llm import LLMClient
+
+    if not run.agent:
+        raise ValueError("run_one_task needs an agent: SuperRun(agent='gold', ...)")
+    name = name or task.id
+    agent = load_agent(run.agent)
+    settings = kernel_settings_for(run, task)
+    provision = kernels or _provision
+    llm = None
+    if run.llm_settings is not None:
+        redaction.register(run.llm_settings.api_key)
+        llm = LLMClient(run.llm_settings)
+    retried: list[str] = []  # why each earlier attempt failed
+    try:
+        for attempt in range(run.retries + 1):
+            try:
+                result = run_task(
+                    task,
+                    agent,
+                    lambda: provision(settings, name),
+                    run.settings,
+                    trajectory_path(run, name),
+                    llm=llm,
+                    on_step=on_step,
+                )
+            except InfrastructureError as exc:
+                if not exc.retryable or attempt == run.retries:
+                    raise
+                wait = retry_backoff_s(attempt)
+                retried.append(
+                    f"attempt {attempt + 1}: {type(exc).__name__}: {exc}"[:500]
+                    + f" (retried after {wait:g} s)"
+                )
+                sleep(wait)
+            else:
+                result.retried = retried
+                return result
+    except BaseException as exc:  # pytest-timeout's failure and Ctrl-C carry the attempts too
+        exc.retried = retried  # type: ignore[attr-defined]
+        raise
+    finally:
+        if llm is not None:
+            llm.close()
+    raise AssertionError("unreachable: the last attempt returns or raises")

@@ -1,0 +1,493 @@
+"""Tasks run whole on the nodes of a Ray cluster (`--super-backend=ray`).
+
+One Ray task per pytest item: on a node with free resources (the task's `--super-cpus` and
+`--super-mem` as Ray resources) a Ray worker calls `execute.run_one_task` with a fresh docker
+kernel on that node's own engine (the node's DOCKER_HOST), so the agent loop, the model calls and
+the kernel are all on the node and the kernel never talks across machines. What comes back is one
+`NodeOutcome`: the scored `TaskResult` or the error that ended the task, the trajectory file and
+its notebook, and the node that ran it. The controller (the one pytest process) writes them into
+the run's folder, and the reports are made from them exactly as for a local run.
+
+`RayDispatcher` keeps at most K tasks in flight (`--super-ray-concurrency`, default what the
+cluster can place) and hands each outcome to the item that waits for it. A task whose node died
+is an infrastructure error, run again (on a node that is alive) while `--super-retries` allows.
+At the end of a run, and after Ctrl-C or SIGTERM, in-flight tasks are cancelled and each live node
+removes the run's containers from its engine (`cleanup_on_nodes`); a node that was away runs
+`cleanup_dead_runs` at the start of the next run (`RayDispatcher.start`), as a local engine does.
+
+The model API key travels as a Ray object (`ray.put`), never as part of a task's arguments, its
+runtime environment or its name, so Ray's task listings, dashboard and logs never hold it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import platform
+import shutil
+import signal
+import socket
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_super.errors import InfrastructureError, SuperError
+from pytest_super.execute import run_one_task, trajectory_path
+from pytest_super.runner import TaskResult
+from pytest_super.settings import SuperRun
+from pytest_super.tasks import Task
+from pytest_super.trajectory import Step
+
+INSTALL_HINT = 'pip install "pytest-super[ray]"'
+#: seconds to wait for a cluster at start-up before saying it cannot be reached
+CONNECT_TIMEOUT_S = 10.0
+#: Ray's label for the tasks we submit (shown by `ray list tasks`): no secret, only the item
+TASK_NAME_PREFIX = "pytest-super"
+
+
+class RayUnavailable(SuperError):
+    """Ray is not installed, or the cluster cannot be reached: said before any task runs."""
+
+
+class TaskDeadline(BaseException):  # noqa: N818 - like KeyboardInterrupt, it is not an error
+    """The task's deadline (pytest-timeout's, enforced on the node) passed. A BaseException, so
+    nothing in the episode mistakes it for the agent's or the harness's error on its way out."""
+
+
+def import_ray() -> Any:
+    """The `ray` module, or `RayUnavailable` saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise RayUnavailable(
+            f"--super-backend=ray needs Ray on this machine and on every node: {INSTALL_HINT}"
+        ) from None
+    return ray
+
+
+# -- on a node -----------------------------------------------------------------------------------
+@dataclass
+class NodeOutcome:
+    """What a node sends back for one task."""
+
+    name: str
+    node: str  # the node's host name and Ray node id
+    result: TaskResult | None = None
+    #: the error that ended the task: (type name, message, exit status, retryable)
+    error: tuple[str, str, str, bool] | None = None
+    retried: list[str] = field(default_factory=list)
+    trajectory: bytes = b""
+    notebook: bytes = b""
+    timed_out_after_s: float | None = None
+
+
+def _node_name() -> str:
+    node_id = ""
+    with contextlib.suppress(Exception):
+        import ray
+
+        node_id = ray.get_runtime_context().get_node_id()[:12]
+    return f"{platform.node()}/{node_id}" if node_id else platform.node()
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float | None) -> Iterator[None]:
+    """Raise `TaskDeadline` in this (the Ray worker's main) thread after `seconds`."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TaskDeadline(seconds)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _ensure_image(run: SuperRun, task: Task) -> None:
+    """Build the task's default kernel image on this node's engine when it lacks it: concurrent
+    tasks on the node wait for one build (the build lock). A named image must be there already."""
+    from pytest_super.execute import kernel_settings_for
+    from pytest_super.kernels.docker.engine import docker_client_for
+    from pytest_super.kernels.docker.image import build_image, default_image_tag, image_exists
+
+    image = kernel_settings_for(run, task).image or ""
+    if run.kernel.image or image_exists(docker_client_for(None), image):
+        return
+    if image != default_image_tag(task.image):  # only our own images are made here
+        return
+    build_image(profile=task.image, tag=image, log=lambda line: None)
+
+
+def run_on_node(
+    task: Task,
+    run: SuperRun,
+    name: str,
+    deadline_s: float | None,
+    secrets: list[Any],
+    steps: Any,
+) -> NodeOutcome:
+    """One task on this node (the body of the Ray task): the kernel on this node's engine, the
+    trajectory in a folder of this node's own, returned with the result."""
+    from pytest_super import redaction
+
+    if secrets and run.llm_settings is not None:
+        import ray
+
+        key = ray.get(secrets[0])
+        redaction.register(key)
+        run = dataclasses.replace(
+            run, llm_settings=dataclasses.replace(run.llm_settings, api_key=key)
+        )
+    folder = Path(tempfile.mkdtemp(prefix="pytest-super-node-"))
+    run = dataclasses.replace(
+        run,
+        report_dir=folder,
+        kernel=dataclasses.replace(run.kernel, docker_host=None, worker=f"ray-{os.getpid()}"),
+    )
+    outcome = NodeOutcome(name=name, node=_node_name())
+    on_step = None
+    if steps is not None:
+
+        def on_step(step: Step) -> None:
+            with contextlib.suppress(Exception):  # the live view must never end a task
+                steps.put_nowait((name, dataclasses.asdict(step)))
+
+    try:
+        with _deadline(deadline_s):
+            _ensure_image(run, task)
+            outcome.result = run_one_task(task, run, name=name, on_step=on_step)
+        outcome.retried = outcome.result.retried
+    except TaskDeadline:
+        outcome.timed_out_after_s = deadline_s
+    except SuperError as exc:
+        from pytest_super.runner import exit_status_of
+
+        retryable = bool(getattr(exc, "retryable", False))
+        text = redaction.redact(str(exc))
+        outcome.error = (type(exc).__name__, text, exit_status_of(exc).value, retryable)
+        outcome.retried = list(getattr(exc, "retried", []))
+    finally:
+        path = trajectory_path(run, name)
+        with contextlib.suppress(OSError):
+            outcome.trajectory = path.read_bytes()
+        with contextlib.suppress(OSError):
+            outcome.notebook = path.with_suffix(".ipynb").read_bytes()
+        shutil.rmtree(folder, ignore_errors=True)
+    return outcome
+
+
+def cleanup_on_node(run: SuperRun, run_id: str | None) -> tuple[str, list[str]]:
+    """Remove the run's containers from this node's engine (`run_id` None: what runs whose
+    controller died left behind). Returns (the node, the names removed)."""
+    from pytest_super.kernels import kernel_backend
+
+    settings = dataclasses.replace(run.kernel, docker_host=None)
+    backend = kernel_backend(settings)
+    removed = (
+        backend.cleanup_run(settings, run_id) if run_id else backend.cleanup_dead_runs(settings)
+    )
+    return _node_name(), removed
+
+
+# -- on the controller ---------------------------------------------------------------------------
+@dataclass
+class _Pending:
+    name: str
+    task: Task
+    deadline_s: float | None
+    attempts_left: int
+    retried: list[str] = field(default_factory=list)
+
+
+class RayDispatcher:
+    """The controller's side: connects, submits, waits, cancels, cleans the nodes up."""
+
+    def __init__(self, run: SuperRun, *, live: bool = False) -> None:
+        self.run = run
+        self.ray = import_ray()
+        self._live = live
+        self._queue: deque[_Pending] = deque()
+        self._in_flight: dict[Any, _Pending] = {}  # Ray object ref -> the task it runs
+        self._done: dict[str, NodeOutcome] = {}
+        self._steps: Any = None
+        self._secrets: list[Any] = []
+        self.concurrency = 1
+        self._remote: Any = None
+        self._cleanup: Any = None
+
+    # -- connection -------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Connect to the cluster (a clear error when it cannot be reached or has no node that
+        can run a task), put the key in the object store, and clear what dead runs left."""
+        ray = self.ray
+        address = self.run.ray_address or "auto"
+        _check_reachable(address)
+        try:
+            ray.init(
+                address=address,
+                log_to_driver=False,
+                configure_logging=False,
+                namespace=f"pytest-super-{self.run.run_id}",
+            )
+        except Exception as exc:  # ConnectionError, ValueError ("no running cluster"), timeouts
+            raise RayUnavailable(
+                f"--super-ray-address {address}: cannot reach a Ray cluster there "
+                f"({type(exc).__name__}: {exc}); start one with `ray start --head` or name its "
+                "address (RAY_ADDRESS, --super-ray-address HOST:PORT)"
+            ) from None
+        slots = self._slots()
+        if slots < 1:
+            self.stop()
+            raise RayUnavailable(
+                f"the Ray cluster at {address} has no node with {self.run.kernel.cpus:g} CPUs and "
+                f"{self.run.kernel.mem} of memory free for a task (--super-cpus, --super-mem)"
+            )
+        self.concurrency = self.run.ray_concurrency or slots
+        options: dict[str, Any] = {"num_cpus": self.run.kernel.cpus, "max_retries": 0}
+        memory = _bytes(self.run.kernel.mem)
+        if memory:
+            options["memory"] = memory
+        self._remote = ray.remote(run_on_node).options(**options)
+        self._cleanup = ray.remote(cleanup_on_node).options(num_cpus=0, max_retries=0)
+        if self.run.llm_settings is not None and self.run.llm_settings.api_key:
+            self._secrets = [ray.put(self.run.llm_settings.api_key)]
+        if self._live:
+            from ray.util.queue import Queue
+
+            self._steps = Queue(actor_options={"num_cpus": 0})
+        self.cleanup_on_nodes(None)  # what runs whose controller died left on the nodes
+
+    def _slots(self) -> int:
+        """How many tasks the cluster's live nodes can hold at once."""
+        memory = _bytes(self.run.kernel.mem) or 0
+        total = 0
+        for node in self.ray.nodes():
+            if not node.get("Alive"):
+                continue
+            resources = node.get("Resources", {})
+            by_cpu = int(resources.get("CPU", 0) // max(self.run.kernel.cpus, 1e-9))
+            by_mem = int(resources.get("memory", 0) // memory) if memory else by_cpu
+            total += min(by_cpu, by_mem)
+        return total
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.ray.shutdown()
+
+    # -- tasks ----------------------------------------------------------------------------------
+    def submit(self, name: str, task: Task, deadline_s: float | None) -> None:
+        """Queue one task; it starts when a slot of the K is free."""
+        self._queue.append(_Pending(name, task, deadline_s, attempts_left=self.run.retries))
+        self._fill()
+
+    def _fill(self) -> None:
+        while self._queue and len(self._in_flight) < self.concurrency:
+            pending = self._queue.popleft()
+            self._launch(pending)
+
+    def _launch(self, pending: _Pending) -> None:
+        run = self._payload_run()
+        ref = self._remote.options(name=f"{TASK_NAME_PREFIX} {pending.name}"[:200]).remote(
+            pending.task, run, pending.name, pending.deadline_s, self._secrets, self._steps
+        )
+        self._in_flight[ref] = pending
+
+    def _payload_run(self) -> SuperRun:
+        """The run's settings as a node needs them: no key (it travels as an object), no
+        controller's engine address."""
+        llm = self.run.llm_settings
+        if llm is not None:
+            llm = dataclasses.replace(llm, api_key=None)
+        return dataclasses.replace(self.run, llm_settings=llm, sources={})
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._queue or self._in_flight)
+
+    def wait(self, timeout_s: float = 0.2) -> list[str]:
+        """Names of the tasks that finished within `timeout_s` (their outcomes are ready)."""
+        if not self._in_flight:
+            return []
+        ready, _ = self.ray.wait(list(self._in_flight), num_returns=1, timeout=timeout_s)
+        finished = []
+        for ref in ready:
+            pending = self._in_flight.pop(ref)
+            outcome = self._collect(ref, pending)
+            if outcome is not None:
+                self._done[pending.name] = outcome
+                finished.append(pending.name)
+        self._fill()
+        return finished
+
+    def _collect(self, ref: Any, pending: _Pending) -> NodeOutcome | None:
+        """The outcome of a finished Ray task; a node or worker that died mid-task is an
+        infrastructure error, run again while retries are left (None: it was resubmitted)."""
+        ray = self.ray
+        try:
+            outcome: NodeOutcome = ray.get(ref)
+        except (ray.exceptions.TaskCancelledError, KeyboardInterrupt):
+            raise
+        except ray.exceptions.RayError as exc:
+            why = f"{type(exc).__name__}: {_first_line(exc)}"
+            if pending.attempts_left > 0:
+                pending.attempts_left -= 1
+                pending.retried.append(f"attempt {len(pending.retried) + 1}: {why}"[:500])
+                self._queue.appendleft(pending)
+                return None
+            outcome = NodeOutcome(
+                name=pending.name,
+                node="(lost)",
+                error=(
+                    "NodeLost",
+                    f"the Ray node running the task was lost ({why})",
+                    "kernel_error",
+                    True,
+                ),
+            )
+        outcome.retried = pending.retried + outcome.retried
+        return outcome
+
+    def outcome(self, name: str) -> NodeOutcome:
+        return self._done.pop(name)
+
+    def drain_steps(self) -> list[tuple[str, dict[str, Any]]]:
+        """The live steps the nodes have sent since the last call."""
+        if self._steps is None:
+            return []
+        steps = []
+        with contextlib.suppress(Exception):
+            while not self._steps.empty():
+                steps.append(self._steps.get_nowait())
+        return steps
+
+    def cancel(self) -> None:
+        """Cancel every queued and in-flight task (their workers end; their containers are
+        removed by `cleanup_on_nodes`)."""
+        self._queue.clear()
+        for ref in list(self._in_flight):
+            with contextlib.suppress(Exception):
+                self.ray.cancel(ref, force=True)
+        self._in_flight.clear()
+
+    def cleanup_on_nodes(self, run_id: str | None, *, timeout_s: float = 120.0) -> list[str]:
+        """Remove the run's containers (`run_id` None: dead runs') on every live node that has
+        an engine; returns "node: name" for each container removed."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        refs = []
+        for node in self.ray.nodes():
+            if not node.get("Alive") or not node.get("Resources", {}).get("CPU"):
+                continue
+            strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+            refs.append(
+                self._cleanup.options(scheduling_strategy=strategy).remote(self.run, run_id)
+            )
+        removed: list[str] = []
+        if not refs:
+            return removed
+        ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        for ref in ready:
+            with contextlib.suppress(Exception):  # a node without an engine has nothing of ours
+                node, names = self.ray.get(ref)
+                removed += [f"{node}: {n}" for n in names]
+        return removed
+
+
+def write_outcome(run: SuperRun, outcome: NodeOutcome) -> TaskResult | None:
+    """Put a node's trajectory files into the run's folder; return its result with the local
+    path (None when the task ended in an error)."""
+    path = trajectory_path(run, outcome.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if outcome.trajectory:
+        path.write_bytes(outcome.trajectory)
+    if outcome.notebook:
+        path.with_suffix(".ipynb").write_bytes(outcome.notebook)
+    if outcome.result is None:
+        return None
+    result = outcome.result
+    result.trajectory = str(path.with_suffix(".ipynb") if outcome.notebook else path)
+    result.retried = outcome.retried
+    return result
+
+
+def raise_error(outcome: NodeOutcome) -> None:
+    """The error a node reported, raised here as the same kind of error (an infrastructure error,
+    a task error or a bug of ours), carrying the attempts before it."""
+    from pytest_super import errors
+
+    assert outcome.error is not None
+    kind, message, status, retryable = outcome.error
+    cls = getattr(errors, kind, None)
+    if not (isinstance(cls, type) and issubclass(cls, SuperError)) or kind == "TaskFileError":
+        cls = InfrastructureError
+    try:
+        exc = cls(f"on node {outcome.node}: {message}")
+    except TypeError:  # an error type with more arguments: its text is what matters here
+        exc = InfrastructureError(f"on node {outcome.node}: {kind}: {message}")
+    exc.retried = outcome.retried  # type: ignore[attr-defined]
+    raise exc
+
+
+def _check_reachable(address: str) -> None:
+    """A HOST:PORT that does not answer is said at once (Ray itself retries for two minutes)."""
+    if address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection(
+            (host or "127.0.0.1", int(port)), timeout=CONNECT_TIMEOUT_S
+        ).close()
+    except (OSError, ValueError) as exc:
+        raise RayUnavailable(
+            f"--super-ray-address {address}: no Ray cluster answers there ({exc}); start one with "
+            "`ray start --head` or name its address (RAY_ADDRESS, --super-ray-address HOST:PORT)"
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else ""
+
+
+def _bytes(size: str) -> int | None:
+    """Docker's memory size ("4g", "512m") in bytes, for Ray's `memory` resource."""
+    text = size.strip().lower().removesuffix("b")
+    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+    try:
+        if text and text[-1] in units:
+            return int(float(text[:-1]) * units[text[-1]])
+        return int(text)
+    except ValueError:
+        return None
+
+
+def wait_for(
+    dispatcher: RayDispatcher,
+    names: set[str],
+    *,
+    on_steps: Callable[[list], None],
+    should_stop: Callable[[], bool],
+) -> Iterator[str]:
+    """Yield each of `names` as its task finishes, showing live steps in between."""
+    left = set(names)
+    while left and not should_stop():
+        finished = dispatcher.wait(0.2)
+        steps = dispatcher.drain_steps()
+        if steps:
+            on_steps(steps)
+        for name in finished:
+            left.discard(name)
+            yield name
+        if not dispatcher.busy and left:  # nothing runs that could still finish them
+            return

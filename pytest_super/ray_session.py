@@ -1,0 +1,144 @@
+"""The pytest side of `--super-backend=ray`: one pytest process keeps many tasks in flight on a Ray
+cluster (ray_backend.py) and reports each task's item as its outcome comes back.
+
+`RaySession` replaces pytest's run-test loop for the session: the items that are tasks to run are
+submitted first (at most K in flight, the rest queued), the other items run here as usual, then each
+task item goes through pytest's ordinary protocol (setup, call, teardown, reports, JUnit) when its
+outcome arrives, in the order they finish. `-x`/`--maxfail` stop the loop and cancel the rest;
+Ctrl-C and SIGTERM (which arrives as Ctrl-C) cancel every task in flight; either way, each live
+node then removes the run's containers, and the outcomes already reported stay in the reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from pytest_super import collect
+from pytest_super.options import run_of
+from pytest_super.ray_backend import NodeOutcome, RayDispatcher, wait_for
+from pytest_super.settings import SuperRun
+from pytest_super.trajectory import Step
+
+SESSION_KEY = pytest.StashKey["RaySession"]()
+
+
+class RaySession:
+    """Registered as a plugin on the controller of a `--super-backend=ray` run."""
+
+    def __init__(self, config: pytest.Config, run: SuperRun) -> None:
+        self.config = config
+        self.run = run
+        self.dispatcher = RayDispatcher(run, live=run.live)
+        self.dispatcher.start()
+        self._printers: dict[str, Callable[[Step], None]] = {}
+
+    def outcome(self, name: str) -> NodeOutcome:
+        """The node's outcome of the task item `name` (ready when its protocol runs)."""
+        return self.dispatcher.outcome(name)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool:
+        if session.testsfailed and not session.config.option.continue_on_collection_errors:
+            raise session.Interrupted(
+                f"{session.testsfailed} error{'s' if session.testsfailed != 1 else ''} "
+                "during collection"
+            )
+        if session.config.option.collectonly:
+            return True
+        remote = {
+            item.name: item
+            for item in session.items
+            if isinstance(item, collect.SuperTaskItem) and _runs_remotely(item)
+        }
+        for name, task_item in remote.items():
+            self.dispatcher.submit(name, task_item.task, _deadline_s(task_item))
+        try:
+            for other in session.items:  # the rest: skipped tasks, ordinary tests
+                if other.name not in remote:
+                    self._protocol(session, other)
+            for name in wait_for(
+                self.dispatcher,
+                set(remote),
+                on_steps=self._show_steps,
+                should_stop=lambda: bool(session.shouldfail or session.shouldstop),
+            ):
+                self._protocol(session, remote[name])
+        finally:
+            if self.dispatcher.busy:  # -x, --maxfail, Ctrl-C, SIGTERM: the rest is cancelled
+                self.dispatcher.cancel()
+        return True
+
+    def _protocol(self, session: pytest.Session, item: pytest.Item) -> None:
+        item.config.hook.pytest_runtest_protocol(item=item, nextitem=None)
+        if session.shouldfail:
+            raise session.Failed(session.shouldfail)
+        if session.shouldstop:
+            raise session.Interrupted(session.shouldstop)
+
+    def _show_steps(self, steps: list[tuple[str, dict[str, Any]]]) -> None:
+        from pytest_super.live import live_printer
+
+        for name, fields in steps:
+            item_task = name.split("[", 1)[0]
+            printer = self._printers.get(name)
+            if printer is None:
+                printer = self._printers[name] = live_printer(self.config, item_task)
+            printer(Step(**fields))
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Every live node removes the run's containers (also after Ctrl-C and -x)."""
+        try:
+            left = self.dispatcher.cleanup_on_nodes(self.run.run_id)
+        except Exception as exc:  # noqa: BLE001 - the reports must still be written
+            warnings.warn(
+                f"pytest-super: the Ray nodes could not all be cleaned up ({exc}); run "
+                f"`pytest-super cleanup --ray --run {self.run.run_id}`",
+                stacklevel=1,
+            )
+            left = []
+        if left:
+            reporter = session.config.pluginmanager.getplugin("terminalreporter")
+            if reporter is not None:
+                reporter.write_line(
+                    f"pytest-super: removed {len(left)} container(s) of this run left on the "
+                    "Ray nodes: " + ", ".join(left[:10])
+                )
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.dispatcher.stop()
+
+
+def _runs_remotely(item: pytest.Item) -> bool:
+    """A task item that will run (not skipped by a marker: --super-resume, -m's skips)."""
+    if not isinstance(item, collect.SuperTaskItem):
+        return False
+    return item.get_closest_marker("skip") is None and item.get_closest_marker("skipif") is None
+
+
+def _deadline_s(item: pytest.Item) -> float | None:
+    """The item's pytest-timeout deadline, enforced on the node."""
+    from pytest_super import timeouts
+
+    marker = item.get_closest_marker("timeout")
+    if marker is not None:
+        value = marker.args[0] if marker.args else marker.kwargs.get("timeout")
+        with contextlib.suppress(TypeError, ValueError):
+            return float(value) or None  # type: ignore[arg-type]
+    return timeouts.configured_timeout_s(item.config)
+
+
+def start(config: pytest.Config) -> RaySession:
+    """Connect to the cluster and take over the run-test loop (the controller only)."""
+    run = run_of(config)
+    session = config.stash[SESSION_KEY] = RaySession(config, run)
+    config.pluginmanager.register(session, "pytest-super-ray")
+    return session
+
+
+def session_of(config: pytest.Config) -> RaySession:
+    return config.stash[SESSION_KEY]

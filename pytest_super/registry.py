@@ -1,0 +1,94 @@
+"""Plug-ins found by name: a built-in one, a third-party one registered under an entry-point group,
+or `package.module:Class`. Agents (`agents/__init__.py`, group `pytest_super.agents`) and kernel
+backends (`kernels/__init__.py`, group `pytest_super.backends`) are found this way.
+
+A built-in name wins over an entry point of the same name; built-ins need no entry point (they are
+found from a source checkout that was never installed, and scanning the installed packages' metadata
+is skipped for them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import import_module
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Registry:
+    """One kind of plug-in. `kind` names one in messages ("agent"), `plural` several ("agents");
+    `builtins` maps each built-in name to its `module:Class`, imported only when asked for."""
+
+    kind: str
+    plural: str
+    group: str
+    builtins: Mapping[str, str]
+
+    def entry_points(self) -> dict[str, EntryPoint]:
+        """The entry points registered under the group, by name."""
+        return {ep.name: ep for ep in entry_points(group=self.group)}
+
+    def known_names(self) -> list[str]:
+        """Built-in names, then the entry points' names (sorted)."""
+        return list(self.builtins) + sorted(set(self.entry_points()) - set(self.builtins))
+
+    def find(self, spec: str) -> Any:
+        """What `spec` names (a built-in name, an entry point's name, or `module:Class`), imported;
+        ValueError, saying why, if it names nothing that imports."""
+        if spec in self.builtins:
+            return self._import(self.builtins[spec], spec)
+        plugins = self.entry_points()
+        if spec in plugins:
+            try:
+                return plugins[spec].load()
+            except (ImportError, AttributeError) as exc:
+                raise ValueError(
+                    f"{self.kind} {spec!r}: entry point {plugins[spec].value!r} of group "
+                    f"{self.group!r} does not load: {exc}"
+                ) from exc
+        if ":" in spec:
+            return self._import(spec, spec)
+        raise ValueError(
+            f"unknown {self.kind} {spec!r}; known {self.plural}: {', '.join(self.known_names())}, "
+            "or give `package.module:Class`"
+        )
+
+    def make(self, spec: str, protocol: type, needs: str) -> Any:
+        """An instance of what `spec` names, made without arguments; ValueError unless it
+        satisfies `protocol` (a runtime-checkable Protocol), saying what it `needs`."""
+        cls = self.find(spec)
+        made = cls()
+        if not isinstance(made, protocol):
+            article = "an" if self.kind[:1] in "aeiou" else "a"
+            raise ValueError(
+                f"{self.kind} {spec!r} ({qualified_name(cls)}) is not {article} {self.kind}: "
+                f"it needs {needs}"
+            )
+        return made
+
+    def _import(self, target: str, spec: str) -> Any:
+        module_name, _, attr = target.partition(":")
+        if not module_name or not attr:
+            raise ValueError(f"{self.kind} {spec!r}: give `package.module:Class`")
+        try:
+            module = import_module(module_name)
+        except ImportError as exc:
+            raise ValueError(
+                f"{self.kind} {spec!r}: cannot import module {module_name!r}: {exc}"
+            ) from exc
+        try:
+            return getattr(module, attr)
+        except AttributeError:
+            raise ValueError(
+                f"{self.kind} {spec!r}: module {module_name!r} has no {attr!r}"
+            ) from None
+
+
+def qualified_name(obj: Any) -> str:
+    """`module.QualName` of a class or function (of an object's type otherwise), for messages."""
+    module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not (isinstance(module, str) and isinstance(name, str)):
+        module, name = type(obj).__module__, type(obj).__qualname__
+    return f"{module}.{name}"
