@@ -13,6 +13,7 @@ pytest-super cleanup [--run RUN_ID | --all]
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -100,6 +101,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--print-tag", action="store_true", help="print the default tag and exit (no engine needed)"
     )
+    p.add_argument(
+        "--ray",
+        action="store_true",
+        help="build it on every live node of a Ray cluster, each on its own engine",
+    )
+    p.add_argument(
+        "--ray-address", default=None, help="the Ray cluster (default RAY_ADDRESS, else auto)"
+    )
     p.set_defaults(func=_image_build)
     p = image.add_parser(
         "lock",
@@ -150,6 +159,16 @@ def _image_build(args: argparse.Namespace) -> int:
         print(
             build_inputs(profile=args.profile, requirements=args.requirements, base=args.base).tag()
         )
+        return 0
+    if args.ray:
+        from pytest_super.ray_backend import build_on_nodes
+
+        address = args.ray_address or os.environ.get("RAY_ADDRESS") or "auto"
+        built = build_on_nodes(
+            address, profile=args.profile, base=args.base, offline=args.offline, tag=args.tag
+        )
+        for node, tag in built:
+            print(f"{node}: {tag}")
         return 0
     try:
         tag = build_image(

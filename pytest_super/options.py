@@ -340,7 +340,8 @@ def _resolve(
         try:
             return read(raw), source
         except ValueError as exc:
-            raise pytest.UsageError(f"{source} {raw}: {exc}") from None
+            shown = raw if raw.strip().lstrip("-").replace(".", "", 1).isdigit() else repr(raw)
+            raise pytest.UsageError(f"{source} {shown}: {exc}") from None
     return (read(default) if isinstance(default, str) else default), "default"
 
 

@@ -81,6 +81,10 @@ def _start_ray_session(config: pytest.Config) -> None:
         ray_session.start(config)
     except RayUnavailable as exc:
         raise pytest.UsageError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - the session must end with a sentence, not a trace
+        raise pytest.UsageError(
+            f"--super-backend=ray: could not start on the cluster ({type(exc).__name__}: {exc})"
+        ) from exc
 
 
 def check_llm_endpoint(settings: Any) -> None:

@@ -225,11 +225,11 @@ class RayDispatcher:
         self.concurrency = 1
         self._remote: Any = None
         self._cleanup: Any = None
+        self._task_options: dict[str, Any] = {}
 
     # -- connection -------------------------------------------------------------------------------
-    def start(self) -> None:
-        """Connect to the cluster (a clear error when it cannot be reached or has no node that
-        can run a task), put the key in the object store, and clear what dead runs left."""
+    def connect(self) -> None:
+        """Join the cluster as a driver; `RayUnavailable` when nothing answers at the address."""
         ray = self.ray
         address = self.run.ray_address or "auto"
         _check_reachable(address)
@@ -246,6 +246,13 @@ class RayDispatcher:
                 f"({type(exc).__name__}: {exc}); start one with `ray start --head` or name its "
                 "address (RAY_ADDRESS, --super-ray-address HOST:PORT)"
             ) from None
+
+    def start(self) -> None:
+        """Connect to the cluster (a clear error when it cannot be reached or has no node that
+        can run a task), put the key in the object store, and clear what dead runs left."""
+        self.connect()
+        ray = self.ray
+        address = self.run.ray_address or "auto"
         slots = self._slots()
         if slots < 1:
             self.stop()
@@ -258,8 +265,9 @@ class RayDispatcher:
         memory = _bytes(self.run.kernel.mem)
         if memory:
             options["memory"] = memory
-        self._remote = ray.remote(run_on_node).options(**options)
-        self._cleanup = ray.remote(cleanup_on_node).options(num_cpus=0, max_retries=0)
+        self._task_options = options
+        self._remote = ray.remote(run_on_node)
+        self._cleanup = ray.remote(cleanup_on_node)
         if self.run.llm_settings is not None and self.run.llm_settings.api_key:
             self._secrets = [ray.put(self.run.llm_settings.api_key)]
         if self._live:
@@ -298,7 +306,8 @@ class RayDispatcher:
 
     def _launch(self, pending: _Pending) -> None:
         run = self._payload_run()
-        ref = self._remote.options(name=f"{TASK_NAME_PREFIX} {pending.name}"[:200]).remote(
+        name = f"{TASK_NAME_PREFIX} {pending.name}"[:200]
+        ref = self._remote.options(name=name, **self._task_options).remote(
             pending.task, run, pending.name, pending.deadline_s, self._secrets, self._steps
         )
         self._in_flight[ref] = pending
@@ -391,7 +400,12 @@ class RayDispatcher:
                 continue
             strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
             refs.append(
-                self._cleanup.options(scheduling_strategy=strategy).remote(self.run, run_id)
+                self._cleanup.options(
+                    num_cpus=0,
+                    max_retries=0,
+                    name=f"{TASK_NAME_PREFIX} cleanup",
+                    scheduling_strategy=strategy,
+                ).remote(self._payload_run(), run_id)
             )
         removed: list[str] = []
         if not refs:
@@ -402,6 +416,46 @@ class RayDispatcher:
                 node, names = self.ray.get(ref)
                 removed += [f"{node}: {n}" for n in names]
         return removed
+
+
+def _build_here(profile: str, base: str | None, offline: bool, tag: str | None) -> tuple[str, str]:
+    from pytest_super.kernels.docker.image import build_image
+
+    return _node_name(), build_image(
+        profile=profile, base=base, offline=offline, tag=tag, log=lambda line: None
+    )
+
+
+def build_on_nodes(
+    address: str,
+    *,
+    profile: str = "default",
+    base: str | None = None,
+    offline: bool = False,
+    tag: str | None = None,
+) -> list[tuple[str, str]]:
+    """`pytest-super image build --ray`: the kernel image built (or found up to date) on the
+    engine of every live node that can run tasks; returns (node, tag) for each."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    dispatcher = RayDispatcher(SuperRun(ray_address=address, backend="ray"))
+    dispatcher.connect()
+    try:
+        ray = dispatcher.ray
+        build = ray.remote(_build_here)
+        refs = [
+            build.options(
+                num_cpus=0,
+                max_retries=0,
+                name=f"{TASK_NAME_PREFIX} image build",
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
+            ).remote(profile, base, offline, tag)
+            for node in ray.nodes()
+            if node.get("Alive") and node.get("Resources", {}).get("CPU")
+        ]
+        return [ray.get(ref) for ref in refs]
+    finally:
+        dispatcher.stop()
 
 
 def write_outcome(run: SuperRun, outcome: NodeOutcome) -> TaskResult | None:
@@ -418,6 +472,8 @@ def write_outcome(run: SuperRun, outcome: NodeOutcome) -> TaskResult | None:
     result = outcome.result
     result.trajectory = str(path.with_suffix(".ipynb") if outcome.notebook else path)
     result.retried = outcome.retried
+    if result.kept:  # --super-keep: the container stays on its node's engine
+        result.kept = f"on Ray node {outcome.node} (its own Docker engine):\n{result.kept}"
     return result
 
 

@@ -91,7 +91,10 @@ class RaySession:
             printer(Step(**fields))
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Every live node removes the run's containers (also after Ctrl-C and -x)."""
+        """Every live node removes the run's containers (also after Ctrl-C and -x), unless
+        --super-keep keeps failing tasks' containers (as a local run does)."""
+        if self.run.settings.keep_failed:
+            return
         try:
             left = self.dispatcher.cleanup_on_nodes(self.run.run_id)
         except Exception as exc:  # noqa: BLE001 - the reports must still be written

@@ -47,7 +47,10 @@ class RunRecorder:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # what runs whose controller died (kill -9) left behind goes when the next run starts; with
-        # no engine each task will report the engine as an error of its own
+        # no engine each task will report the engine as an error of its own. On a Ray cluster
+        # each node does this for its own engine (ray_backend.py).
+        if self.run.remote:
+            return
         with contextlib.suppress(InfrastructureError):
             kernel_backend(self.run.kernel).cleanup_dead_runs(self.run.kernel)
 
@@ -175,7 +178,7 @@ class RunRecorder:
         except OSError as exc:
             if self.write_failure is None:
                 self._stop_writing(exc)
-        if not self.run.settings.keep_failed:  # what killed workers left behind
+        if not self.run.settings.keep_failed and not self.run.remote:  # killed workers' leftovers
             try:
                 kernel_backend(self.run.kernel).cleanup_run(self.run.kernel, self.run.run_id)
             except EngineUnavailable:

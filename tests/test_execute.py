@@ -5,6 +5,7 @@ pytest run of the same task gets."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,8 +55,11 @@ def _steps(trajectory_json: Path) -> list[tuple]:
     ]
 
 
+GIT_PROGRESS = re.compile(r"^(remote: |Receiving objects|Resolving deltas|Unpacking objects)")
+
+
 def _without_progress(output: str) -> list[str]:
-    return [line for line in output.splitlines() if "\r" not in line and "/s" not in line]
+    return [line for line in output.splitlines() if not GIT_PROGRESS.match(line)]
 
 
 @pytest.mark.docker

@@ -1,0 +1,123 @@
+"""One pytest process driving a 2-node Ray cluster against local pytest-xdist, same tasks.
+
+    .venv/bin/python benchmarks/bench_cluster.py [--tasks 40] [--sleep 2] [--in-flight 8]
+
+Both runs get the same project: `--tasks` gold tasks, each one cell that sleeps `--sleep` seconds.
+
+- local: `pytest -n K` (K xdist workers, the kernel pool on), on this machine's engine;
+- cluster: `pytest --super-backend=ray --super-ray-concurrency K`, one pytest process, on a cluster
+  of this machine (tests/support/ray_cluster.py: a head and two worker nodes, each with its own
+  Docker engine, in a network namespace with only loopback).
+
+Both share the same two cores here, so the ratio says what the cluster's dispatch costs, not what
+more machines would give (benchmarks/bench_cluster_sim.py plans that). Then the controller's peak
+memory (VmHWM of the pytest process) with 100 tasks queued, at K = 2 and K = 8: what one more task
+in flight costs the controller.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pytest_super.kernels.docker.image import build_image  # noqa: E402
+from tests.support.projects import make_project, sleep_then_answer, task_yaml  # noqa: E402
+from tests.support.ray_cluster import GIB, RayTestCluster  # noqa: E402
+
+#: written into the project: the controller's peak memory, read from /proc at its end
+PEAK_PLUGIN = """
+import pathlib, os
+
+def pytest_unconfigure(config):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    status = pathlib.Path("/proc/self/status").read_text()
+    peak = next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM"))
+    pathlib.Path(str(config.rootpath), "controller-peak-kb").write_text(peak)
+"""
+
+
+def project(root: Path, tasks: int, sleep: float) -> Path:
+    made = make_project(
+        root,
+        {
+            f"expert/b{i:03d}": task_yaml(f"b{i:03d}", sleep_then_answer(sleep))
+            for i in range(tasks)
+        },
+    )
+    (made / "conftest.py").write_text((made / "conftest.py").read_text() + PEAK_PLUGIN)
+    return made
+
+
+def passed(report_dir: Path) -> int:
+    (run_dir,) = [p for p in report_dir.iterdir() if p.is_dir()]
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    return sum(json.loads(line)["outcome"] == "passed" for line in lines)
+
+
+def timed(cmd: list[str], cwd: Path, run: object | None = None) -> float:
+    started = time.monotonic()
+    if run is None:
+        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
+        code, out = done.returncode, done.stdout + done.stderr
+    else:
+        done = run.run(cmd, cwd=cwd, timeout=3600)  # type: ignore[attr-defined]
+        code, out = done.returncode, done.stdout + done.stderr
+    took = time.monotonic() - started
+    if code != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({code}):\n{out[-4000:]}")
+    return took
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=40)
+    parser.add_argument("--sleep", type=float, default=2.0)
+    parser.add_argument("--in-flight", type=int, default=8)
+    parser.add_argument("--queued", type=int, default=100)
+    args = parser.parse_args()
+    image = build_image(offline=True, log=lambda line: None)
+    pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--super-agent=gold"]
+    k = args.in_flight
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
+        local_dir = project(Path(tmp, "local"), args.tasks, args.sleep)
+        local_s = timed([*pytest, "-n", str(k), "--dist", "worksteal"], local_dir)
+        assert passed(local_dir / "reports") == args.tasks
+        # nodes of 2 k CPUs: k tasks of --super-cpus 2 fit on the two nodes
+        with RayTestCluster(image, nodes=2, num_cpus=k, memory=4 * k * GIB) as cluster:
+            cluster_dir = project(Path(tmp, "cluster"), args.tasks, args.sleep)
+            ray = [*pytest, "--super-backend=ray", f"--super-ray-concurrency={k}"]
+            cluster_s = timed(ray, cluster_dir, cluster)
+            assert passed(cluster_dir / "reports") == args.tasks
+            peaks = {}
+            for in_flight in (2, k):
+                queued = project(Path(tmp, f"queued{in_flight}"), args.queued, 0)
+                timed(
+                    [*pytest, "--super-backend=ray", f"--super-ray-concurrency={in_flight}"],
+                    queued,
+                    cluster,
+                )
+                assert passed(queued / "reports") == args.queued
+                peaks[in_flight] = int((queued / "controller-peak-kb").read_text())
+    ratio = cluster_s / local_s
+    per_task = (peaks[k] - peaks[2]) / (k - 2) if k > 2 else 0.0
+    print(f"{args.tasks} tasks of one {args.sleep:g} s cell, {k} in flight, {os.cpu_count()} cores")
+    print(f"local  pytest -n {k}:                     {local_s:7.1f} s")
+    print(f"cluster (2 nodes, one pytest process):     {cluster_s:7.1f} s")
+    print(f"ratio cluster / local:                     {ratio:7.2f} (target <= 1.3)")
+    for in_flight, kb in peaks.items():
+        print(f"controller peak, {args.queued} tasks queued, K={in_flight}: {kb / 1024:7.1f} MB")
+    print(f"controller memory per task in flight:      {per_task / 1024:7.2f} MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,457 @@
+"""`--super-backend=ray` on a real Ray cluster of this machine (tests/support/ray_cluster.py): a
+head and two worker nodes, each node with a Docker engine of its own, all in a network namespace
+with only loopback. One pytest process (run inside that namespace) drives every task; each task
+runs whole on a node, its kernel in a container of that node's engine.
+
+Each test asserts that no container of its run is left on any node's engine."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from pytest_super.kernels import LABEL_RUN
+from tests.support.openai_server import FakeOpenAIServer
+from tests.support.projects import make_project, sleep_then_answer, task_yaml, wait_for
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.ray]
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "sk-ray-test-3f9c1d7e5b2a4c68"
+
+
+# -- the cluster and how a test drives it ------------------------------------------------------
+@pytest.fixture(scope="module")
+def cluster(image: str) -> Iterator[Any]:
+    from tests.support.ray_cluster import GIB, RayTestCluster
+
+    # 4 CPUs and 8 GiB of Ray's logical resources per node: two tasks of --super-cpus 2 each
+    with RayTestCluster(image, nodes=2, num_cpus=4, memory=8 * GIB) as running:
+        yield running
+
+
+class ClusterRun:
+    """One pytest process in the cluster's namespace (its own session: ours to signal)."""
+
+    def __init__(
+        self,
+        cluster: Any,
+        project: Path,
+        *args: str,
+        env: dict[str, str] | None = None,
+        logs: Path | None = None,
+    ):
+        self.project = project
+        self.log = (logs or project) / f"pytest-{time.monotonic_ns()}.log"
+        with self.log.open("wb") as out:
+            self.proc = cluster.popen(
+                [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+                cwd=project,
+                env=env or {},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def wait(self, timeout: float = 600) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            raise AssertionError(f"pytest did not end in {timeout} s:\n{self.output()}") from None
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def _records(report_dir: Path) -> list[dict[str, Any]]:
+    (run_dir,) = [p for p in report_dir.iterdir() if p.is_dir()]
+    path = run_dir / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _run_id(report_dir: Path) -> str:
+    (run_dir,) = [p for p in report_dir.iterdir() if p.is_dir()]
+    return run_dir.name
+
+
+def _containers(cluster: Any, run_id: str) -> list[str]:
+    """The run's containers on every node's engine that answers."""
+    names = []
+    for address in cluster.engines:
+        with contextlib.suppress(docker.errors.DockerException):
+            client = docker.DockerClient(base_url=address)
+            found = client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})
+            names += [c.name for c in found]
+            client.close()
+    return names
+
+
+# -- no cluster needed ---------------------------------------------------------------------------
+def test_an_address_where_no_cluster_answers_is_a_usage_error_at_once(tmp_path):
+    project = make_project(tmp_path, {"expert/a": task_yaml("a", "print('{\"x\": 1}')")})
+    started = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--super-agent=gold",
+            "--super-backend=ray",
+            "--super-ray-address=127.0.0.1:9",
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 4, done.stdout + done.stderr  # pytest's usage error
+    assert "--super-ray-address 127.0.0.1:9: no Ray cluster answers there" in done.stderr
+    assert time.monotonic() - started < 60
+    assert not (project / "reports").exists() or not any((project / "reports").iterdir())
+
+
+def test_without_ray_the_error_says_how_to_install_it(tmp_path):
+    project = make_project(tmp_path, {"expert/a": task_yaml("a", "print('{\"x\": 1}')")})
+    hide_ray = (
+        "import sys; sys.modules['ray'] = None; import pytest; "
+        "sys.exit(pytest.main(['-p', 'no:cacheprovider', '--super-agent=gold', "
+        "'--super-backend=ray']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", hide_ray],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert 'pip install "pytest-super[ray]"' in done.stdout + done.stderr
+
+
+def test_xdist_and_ray_together_are_refused(tmp_path):
+    project = make_project(tmp_path, {"expert/a": task_yaml("a", "print('{\"x\": 1}')")})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--super-agent=gold",
+            "--super-backend=ray",
+            "-n",
+            "2",
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "drop -n" in done.stderr
+
+
+# -- on the cluster ------------------------------------------------------------------------------
+def test_the_demo_benchmark_passes_on_the_cluster_on_both_nodes(cluster, tmp_path):
+    reports = tmp_path / "reports"
+    started = time.monotonic()
+    run = ClusterRun(
+        cluster,
+        ROOT,
+        "tasks",
+        "--super-agent=gold",
+        "--super-backend=ray",
+        "-q",
+        f"--super-report-dir={reports}",
+        f"--junitxml={tmp_path / 'junit.xml'}",
+        logs=tmp_path,
+    )
+    code = run.wait(900)
+    took = time.monotonic() - started
+    out = run.output()
+    assert code == 0, out[-5000:]
+    records = _records(reports)
+    tasks = sorted(p.stem for p in (ROOT / "tasks").rglob("*.yaml"))
+    assert sorted(r["task_id"] for r in records) == tasks
+    assert all(r["outcome"] == "passed" and r["accuracy"] in (1.0, "") for r in records)
+    per_node: dict[str, int] = {}
+    for record in records:
+        node = record["node"].rsplit("/", 1)[-1]
+        per_node[node] = per_node.get(node, 0) + 1
+    print(f"demo on the cluster: {len(records)} tasks in {took:.1f} s, per node {per_node}")
+    assert len(per_node) == 2, per_node  # both worker nodes ran tasks
+    run_dir = reports / _run_id(reports)
+    for record in records:  # each trajectory came back from its node into this run's folder
+        assert (ROOT / record["trajectory"]).is_file() or Path(record["trajectory"]).is_file()
+    assert (run_dir / "index.html").is_file() and (run_dir / "summary.md").is_file()
+    assert "super.node" in (tmp_path / "junit.xml").read_text()
+    assert _containers(cluster, _run_id(reports)) == []
+
+
+def _sleepers(root: Path, count: int, seconds: float) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    return make_project(
+        root,
+        {
+            f"expert/t{i:02d}": task_yaml(f"t{i:02d}", sleep_then_answer(seconds))
+            for i in range(count)
+        },
+    )
+
+
+def test_a_cluster_run_gives_the_files_a_local_run_gives(cluster, tmp_path, engine):
+    project = _sleepers(tmp_path / "p", 3, 0)
+    local = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--super-agent=gold",
+            "--super-report-dir=local",
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert local.returncode == 0, local.stdout[-3000:]
+    remote = ClusterRun(
+        cluster, project, "--super-agent=gold", "--super-backend=ray", "--super-report-dir=remote"
+    )
+    assert remote.wait(300) == 0, remote.output()[-3000:]
+    varying = {"duration_s", "trajectory", "node"}
+
+    def same(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return sorted(
+            ({k: v for k, v in r.items() if k not in varying} for r in records),
+            key=lambda r: r["task_id"],
+        )
+
+    assert same(_records(project / "local")) == same(_records(project / "remote"))
+    assert all(r.get("node") for r in _records(project / "remote"))
+    assert not any(r.get("node") for r in _records(project / "local"))
+
+
+def test_a_node_killed_mid_run_loses_no_result_and_leaves_no_container(cluster, tmp_path):
+    project = _sleepers(tmp_path, 6, 20)
+    run = ClusterRun(
+        cluster, project, "--super-agent=gold", "--super-backend=ray", "--super-retries=1", "-q"
+    )
+    victim = 1
+    client = docker.DockerClient(base_url=cluster.engines[victim])
+    wait_for(
+        lambda: client.containers.list(filters={"label": LABEL_RUN}),
+        180,
+        "a task container on the node to kill",
+    )
+    run_id = client.containers.list(filters={"label": LABEL_RUN})[0].labels[LABEL_RUN]
+    cluster.kill_node(victim)
+    code = run.wait(600)
+    out = run.output()
+    records = _records(project / "reports")
+    ids = [r["task_id"] for r in records]
+    assert sorted(ids) == [f"t{i:02d}" for i in range(6)], out[-4000:]  # each exactly once
+    assert code == 0 and all(r["outcome"] == "passed" for r in records), out[-4000:]
+    retried = [r for r in records if r.get("retried_after")]
+    assert retried, "the tasks on the killed node were run again"
+    assert all("Error" in r["retried_after"] for r in retried)
+    print(f"node kill: {len(records)} results, {len(retried)} retried on the other node")
+    # the killed node's engine still holds what its tasks made; its cleanup removes them
+    from pytest_super.kernels.base import KernelSettings
+    from pytest_super.kernels.docker.backend import DockerBackend
+
+    settings = KernelSettings(docker_host=cluster.engines[victim])
+    DockerBackend().cleanup_run(settings, run_id)
+    assert _containers(cluster, run_id) == []
+    client.close()
+    cluster.restart_node(victim)
+
+
+def test_ctrl_c_cancels_the_cluster_run_and_keeps_partial_results(cluster, tmp_path):
+    tasks = {"expert/quick": task_yaml("quick", sleep_then_answer(0))}
+    tasks.update(
+        {f"expert/slow{i}": task_yaml(f"slow{i}", sleep_then_answer(300)) for i in range(3)}
+    )
+    project = make_project(tmp_path, tasks)
+    run = ClusterRun(cluster, project, "--super-agent=gold", "--super-backend=ray", "-q")
+    wait_for(
+        lambda: any(r["task_id"] == "quick" for r in _records_or_none(project)),
+        240,
+        "the quick task's result",
+    )
+    wait_for(lambda: len(_all_containers(cluster)) >= 2, 120, "slow tasks running on the nodes")
+    started = time.monotonic()
+    os.killpg(run.proc.pid, signal.SIGINT)
+    code = run.wait(180)
+    took = time.monotonic() - started
+    out = run.output()
+    assert code == 2, out[-4000:]  # interrupted
+    records = _records(project / "reports")
+    assert [r["task_id"] for r in records if r["outcome"] == "passed"] == ["quick"]
+    assert _containers(cluster, _run_id(project / "reports")) == [], out[-3000:]
+    print(f"Ctrl-C: the cluster run ended {took:.1f} s after the interrupt")
+
+
+def _records_or_none(project: Path) -> list[dict[str, Any]]:
+    with contextlib.suppress(ValueError, FileNotFoundError, json.JSONDecodeError):
+        return _records(project / "reports")
+    return []
+
+
+def _all_containers(cluster: Any) -> list[str]:
+    names = []
+    for address in cluster.engines:
+        with contextlib.suppress(docker.errors.DockerException):
+            client = docker.DockerClient(base_url=address)
+            names += [c.name for c in client.containers.list(filters={"label": LABEL_RUN})]
+            client.close()
+    return names
+
+
+# -- a model endpoint in the cluster's namespace -----------------------------------------------
+def _in_namespace(name: str, make: Any) -> Any:
+    """`make()` called on a thread that joined the network namespace `name` (setns acts per
+    thread): a server it binds listens on that namespace's loopback, where the nodes are."""
+    made: list[Any] = []
+    failed: list[BaseException] = []
+
+    def enter() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            with open(f"/var/run/netns/{name}") as ns:
+                if libc.setns(ns.fileno(), 0x40000000) != 0:  # CLONE_NEWNET
+                    raise OSError(ctypes.get_errno(), "setns")
+            made.append(make())
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            failed.append(exc)
+
+    thread = threading.Thread(target=enter)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+    return made[0]
+
+
+SUBMIT = 'Thought: done\nAction: submit\n<content>\n{"x": 1}\n</content>'
+RUN = "Thought: look\nAction: execute\n<content>\nprint(6 * 7)\n</content>"
+
+
+def test_a_scripted_endpoint_drives_an_llm_agent_on_a_node_and_the_key_stays_secret(
+    cluster, tmp_path
+):
+    server = _in_namespace(cluster.name, FakeOpenAIServer)
+    try:
+        server.script([RUN, SUBMIT])
+        project = make_project(tmp_path, {"expert/llm": task_yaml("llm", "print(1)")})
+        run = ClusterRun(
+            cluster,
+            project,
+            "--super-agent=react",
+            "--super-model=scripted",
+            "--super-backend=ray",
+            f"--super-base-url={server.base_url}",
+            "--super-live",
+            "-q",
+            f"--junitxml={tmp_path / 'junit.xml'}",
+            env={"SUPER_API_KEY": SECRET},
+        )
+        code = run.wait(300)
+        out = run.output()
+        assert code == 0, out[-4000:]
+        (record,) = _records(project / "reports")
+        assert "[llm] execute: look" in out and "    | 42" in out  # each step shown live here
+        assert record["exit_status"] == "submitted" and record["accuracy"] == 1.0
+        assert record["steps"] == 2 and record["node"]
+        bodies = [r for r in server.requests if r.messages]
+        assert len(bodies) == 2 and "42" in bodies[1].prompt_text  # the node's kernel ran it
+        assert all(r.headers.get("authorization") == f"Bearer {SECRET}" for r in bodies)
+    finally:
+        server.stop()
+    listing = cluster.run(
+        [
+            sys.executable,
+            "-m",
+            "ray.scripts.scripts",
+            "list",
+            "tasks",
+            "--detail",
+            "--limit",
+            "1000",
+        ],
+        timeout=120,
+    )
+    assert listing.returncode == 0, listing.stderr[-2000:]
+    assert "pytest-super llm" in listing.stdout  # the listing does show our task
+    assert SECRET not in listing.stdout + listing.stderr
+    leaked = [
+        str(p)
+        for p in Path(cluster.root).rglob("*")
+        if p.is_file() and not p.is_symlink() and _holds(p, SECRET)
+    ]
+    assert leaked == [], leaked  # Ray's session folder: logs, runtime envs, metadata
+    written = [
+        str(p) for p in (project / "reports").rglob("*") if p.is_file() and _holds(p, SECRET)
+    ]
+    assert (
+        written == [] and SECRET not in out and SECRET not in (tmp_path / "junit.xml").read_text()
+    )
+
+
+def _holds(path: Path, secret: str) -> bool:
+    with contextlib.suppress(OSError):
+        if path.stat().st_size < 200 * 2**20:
+            return secret.encode() in path.read_bytes()
+    return False
+
+
+WRONG = "print('{\"x\": 2}')"
+
+
+def test_keep_leaves_a_failing_tasks_container_on_its_node_and_says_where(cluster, tmp_path):
+    project = make_project(tmp_path, {"expert/wrong": task_yaml("wrong", WRONG)})
+    run = ClusterRun(cluster, project, "--super-agent=gold", "--super-backend=ray", "--super-keep")
+    assert run.wait(300) == 1
+    out = run.output()
+    assert "on Ray node" in out and "docker exec" in out, out[-3000:]
+    run_id = _run_id(project / "reports")
+    (kept,) = _containers(cluster, run_id)
+    for address in cluster.engines:  # remove it as the hint's reader would, when done
+        client = docker.DockerClient(base_url=address)
+        for container in client.containers.list(all=True, filters={"name": kept}):
+            container.remove(force=True)
+        client.close()
+    assert _containers(cluster, run_id) == []
+
+
+def test_image_build_on_every_node_with_one_command(cluster, image):
+    done = cluster.run(
+        [sys.executable, "-m", "pytest_super.cli", "image", "build", "--ray"], timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert len(lines) == 2 and all(line.endswith(f": {image}") for line in lines), done.stdout
+    assert len({line.split(":", 1)[0] for line in lines}) == 2  # one line per node
