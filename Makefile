@@ -46,7 +46,7 @@ demo: image
 TEST_TIMEOUT := --timeout=900 --timeout-method=thread
 
 test: image chromium
-	$(BIN)/pytest tests -n $(JOBS) -q -ra -m "not colab" $(TEST_TIMEOUT)
+	$(BIN)/pytest tests -n $(JOBS) --dist loadgroup -q -ra -m "not colab" $(TEST_TIMEOUT)
 
 # The tests that need SUPER's reference image (a real training run in it): its build takes minutes
 # that grow with load and link speed (docs/environment.md), so `make test` leaves them out.

@@ -398,6 +398,11 @@ def collecting_only(config: pytest.Config) -> bool:
     return bool(config.option.collectonly)
 
 
+def continues_after_collection_errors(config: pytest.Config) -> bool:
+    """`--continue-on-collection-errors` (set for every benchmark run by `configure`)."""
+    return bool(config.option.continue_on_collection_errors)
+
+
 def make_run(config: pytest.Config, run_id: str) -> SuperRun:
     values, sources = _values(config)
     report_dir = Path(values["report_dir"])

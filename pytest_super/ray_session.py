@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pytest_super import collect
+from pytest_super import collect, options
 from pytest_super.options import run_of
 from pytest_super.ray_backend import NodeOutcome, RayDispatcher, wait_for
 from pytest_super.settings import SuperRun
@@ -43,12 +43,12 @@ class RaySession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
-        if session.testsfailed and not session.config.option.continue_on_collection_errors:
+        if session.testsfailed and not options.continues_after_collection_errors(session.config):
             raise session.Interrupted(
                 f"{session.testsfailed} error{'s' if session.testsfailed != 1 else ''} "
                 "during collection"
             )
-        if session.config.option.collectonly:
+        if options.collecting_only(session.config):
             return True
         remote = {
             item.name: item

@@ -208,3 +208,24 @@ def test_the_check_resolves_relative_imports(tmp_path: Path) -> None:
 )
 def test_each_module_imports_alone(module: str) -> None:
     subprocess.run([sys.executable, "-c", f"import {module}"], check=True, timeout=120)
+
+
+#: the first layer that runs outside pytest: a task runs on a Ray node, or from a script
+NO_PYTEST_FROM = next(i for i, (name, _) in enumerate(LAYERS) if name == "one task, anywhere")
+
+
+def test_nothing_from_one_task_down_imports_pytest() -> None:
+    """run_one_task and all below it run where pytest is not (a Ray worker, a plain script)."""
+    offenders = []
+    for name, path in MODULES.items():
+        if name == "pytest_super" or layer_of(name) < NO_PYTEST_FROM:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                roots = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                roots = [(node.module or "").split(".")[0]]
+            else:
+                continue
+            offenders += [f"{name} imports {r}" for r in roots if r in ("pytest", "_pytest")]
+    assert offenders == []

@@ -27,7 +27,8 @@ from pytest_super.kernels import LABEL_RUN
 from tests.support.openai_server import FakeOpenAIServer
 from tests.support.projects import make_project, sleep_then_answer, task_yaml, wait_for
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.ray]
+#: one xdist worker runs every cluster test (make test: --dist loadgroup), one cluster at a time
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.ray, pytest.mark.xdist_group("ray")]
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "sk-ray-test-3f9c1d7e5b2a4c68"
@@ -191,7 +192,9 @@ def test_the_demo_benchmark_passes_on_the_cluster_on_both_nodes(cluster, tmp_pat
     out = run.output()
     assert code == 0, out[-5000:]
     records = _records(reports)
-    tasks = sorted(p.stem for p in (ROOT / "tasks").rglob("*.yaml"))
+    tasks = sorted(
+        p.stem for p in (ROOT / "tasks").rglob("*.yaml") if "repos" not in p.relative_to(ROOT).parts
+    )
     assert sorted(r["task_id"] for r in records) == tasks
     assert all(r["outcome"] == "passed" and r["accuracy"] in (1.0, "") for r in records)
     per_node: dict[str, int] = {}
@@ -202,7 +205,7 @@ def test_the_demo_benchmark_passes_on_the_cluster_on_both_nodes(cluster, tmp_pat
     assert len(per_node) == 2, per_node  # both worker nodes ran tasks
     run_dir = reports / _run_id(reports)
     for record in records:  # each trajectory came back from its node into this run's folder
-        assert (ROOT / record["trajectory"]).is_file() or Path(record["trajectory"]).is_file()
+        assert (reports.parent / record["trajectory"]).is_file(), record["trajectory"]
     assert (run_dir / "index.html").is_file() and (run_dir / "summary.md").is_file()
     assert "super.node" in (tmp_path / "junit.xml").read_text()
     assert _containers(cluster, _run_id(reports)) == []
@@ -455,3 +458,42 @@ def test_image_build_on_every_node_with_one_command(cluster, image):
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     assert len(lines) == 2 and all(line.endswith(f": {image}") for line in lines), done.stdout
     assert len({line.split(":", 1)[0] for line in lines}) == 2  # one line per node
+
+
+def test_x_stops_the_cluster_run_at_the_first_failure_and_cancels_the_rest(cluster, tmp_path):
+    tasks = {"expert/wrong": task_yaml("wrong", WRONG)}
+    tasks.update(
+        {f"expert/slow{i}": task_yaml(f"slow{i}", sleep_then_answer(300)) for i in range(3)}
+    )
+    project = make_project(tmp_path, tasks)
+    started = time.monotonic()
+    run = ClusterRun(
+        cluster, project, "--super-agent=gold", "--super-backend=ray", "-x", "-k", "wrong or slow"
+    )
+    code = run.wait(240)
+    out = run.output()
+    assert code == 1, out[-3000:]
+    assert time.monotonic() - started < 120  # not the 300 s the slow tasks would take
+    records = _records(project / "reports")
+    assert [(r["task_id"], r["outcome"]) for r in records] == [("wrong", "failed")]
+    assert "stopping after 1 failures" in out
+    assert _containers(cluster, _run_id(project / "reports")) == []
+
+
+def test_the_deadline_of_pytest_timeout_holds_on_the_node(cluster, tmp_path):
+    project = make_project(
+        tmp_path,
+        {"expert/late": task_yaml("late", sleep_then_answer(120))},
+        timeouts={"late": 8},
+    )
+    started = time.monotonic()
+    run = ClusterRun(cluster, project, "--super-agent=gold", "--super-backend=ray")
+    code = run.wait(240)
+    took = time.monotonic() - started
+    out = run.output()
+    assert code == 1, out[-3000:]
+    (record,) = _records(project / "reports")
+    assert record["outcome"] == "error" and record["exit_status"] == "timeout", record
+    assert "Timeout (>8s) from pytest-timeout" in out
+    assert took < 90, took
+    assert _containers(cluster, _run_id(project / "reports")) == []
