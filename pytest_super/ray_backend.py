@@ -30,6 +30,7 @@ import signal
 import socket
 import tempfile
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from typing import Any
 
 from pytest_super.errors import InfrastructureError, SuperError
 from pytest_super.execute import run_one_task, trajectory_path
+from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.runner import TaskResult
 from pytest_super.settings import SuperRun
 from pytest_super.tasks import Task
@@ -84,6 +86,9 @@ class NodeOutcome:
     trajectory: bytes = b""
     notebook: bytes = b""
     timed_out_after_s: float | None = None
+    #: the kernel image this task built on its node first (a node without it), and how long
+    built_image: str = ""
+    build_s: float = 0.0
 
 
 def _node_name() -> str:
@@ -114,19 +119,37 @@ def _deadline(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _ensure_image(run: SuperRun, task: Task) -> None:
+def _ensure_image(run: SuperRun, task: Task) -> str:
     """Build the task's default kernel image on this node's engine when it lacks it: concurrent
-    tasks on the node wait for one build (the build lock). A named image must be there already."""
+    tasks on the node wait for one build (the build lock), the others find it made. A named image
+    must be there already. Returns the tag when this call built it."""
     from pytest_super.execute import kernel_settings_for
     from pytest_super.kernels.docker.engine import docker_client_for
     from pytest_super.kernels.docker.image import build_image, default_image_tag, image_exists
 
     image = kernel_settings_for(run, task).image or ""
     if run.kernel.image or image_exists(docker_client_for(None), image):
-        return
+        return ""
     if image != default_image_tag(task.image):  # only our own images are made here
-        return
-    build_image(profile=task.image, tag=image, log=lambda line: None)
+        return ""
+    said: list[str] = []
+    build_image(profile=task.image, tag=image, log=said.append)
+    return "" if any("nothing to build" in line for line in said) else image
+
+
+def _node_kernels(run_id: str) -> Callable[[KernelSettings, str], Kernel]:
+    """Kernels for the tasks of one run on this node: one container start at a time among them
+    (the start lock xdist workers share on one machine, here in a folder of the node's)."""
+    from pytest_super.kernels import provision_kernel
+    from pytest_super.kernels.slots import start_lock
+
+    lock_dir = Path(tempfile.gettempdir()) / f"pytest-super-ray-{run_id}" / "locks"
+
+    def provision(settings: KernelSettings, name: str) -> Kernel:
+        with start_lock(lock_dir):
+            return provision_kernel(settings, task_id=name)
+
+    return provision
 
 
 def run_on_node(
@@ -165,8 +188,12 @@ def run_on_node(
 
     try:
         with _deadline(deadline_s):
-            _ensure_image(run, task)
-            outcome.result = run_one_task(task, run, name=name, on_step=on_step)
+            started = time.monotonic()
+            outcome.built_image = _ensure_image(run, task)
+            outcome.build_s = time.monotonic() - started if outcome.built_image else 0.0
+            outcome.result = run_one_task(
+                task, run, name=name, on_step=on_step, kernels=_node_kernels(run.run_id)
+            )
         outcome.retried = outcome.result.retried
     except TaskDeadline:
         outcome.timed_out_after_s = deadline_s
@@ -197,6 +224,10 @@ def cleanup_on_node(run: SuperRun, run_id: str | None) -> tuple[str, list[str]]:
     removed = (
         backend.cleanup_run(settings, run_id) if run_id else backend.cleanup_dead_runs(settings)
     )
+    if run_id:  # the run's start lock on this node
+        shutil.rmtree(
+            Path(tempfile.gettempdir()) / f"pytest-super-ray-{run_id}", ignore_errors=True
+        )
     return _node_name(), removed
 
 
@@ -220,6 +251,8 @@ class RayDispatcher:
         self._queue: deque[_Pending] = deque()
         self._in_flight: dict[Any, _Pending] = {}  # Ray object ref -> the task it runs
         self._done: dict[str, NodeOutcome] = {}
+        #: (node, image, seconds) of each kernel image a node built for this run
+        self.built: list[tuple[str, str, float]] = []
         self._steps: Any = None
         self._secrets: list[Any] = []
         self.concurrency = 1
@@ -365,6 +398,8 @@ class RayDispatcher:
                 ),
             )
         outcome.retried = pending.retried + outcome.retried
+        if outcome.built_image:
+            self.built.append((outcome.node, outcome.built_image, outcome.build_s))
         return outcome
 
     def outcome(self, name: str) -> NodeOutcome:

@@ -112,6 +112,12 @@ class RaySession:
                     "Ray nodes: " + ", ".join(left[:10])
                 )
 
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        for node, image, seconds in self.dispatcher.built:
+            terminalreporter.write_line(
+                f"pytest-super: Ray node {node} built the kernel image {image} ({seconds:.0f} s)"
+            )
+
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.dispatcher.stop()
 

@@ -497,3 +497,27 @@ def test_the_deadline_of_pytest_timeout_holds_on_the_node(cluster, tmp_path):
     assert "Timeout (>8s) from pytest-timeout" in out
     assert took < 90, took
     assert _containers(cluster, _run_id(project / "reports")) == []
+
+
+def test_a_node_without_the_kernel_image_builds_it_once_for_concurrent_tasks(image, tmp_path):
+    """A node whose engine has only the offline Debian base (not the kernel image): the first
+    task there builds the image, the one running beside it waits for that build."""
+    from pytest_super.kernels.docker.image import OFFLINE_BASE
+    from tests.support.ray_cluster import GIB, RayTestCluster
+
+    project = make_project(
+        tmp_path, {f"expert/b{i}": task_yaml(f"b{i}", sleep_then_answer(1)) for i in range(2)}
+    )
+    with RayTestCluster(OFFLINE_BASE, nodes=1, num_cpus=4, memory=8 * GIB) as bare:
+        node = docker.DockerClient(base_url=bare.engines[0])
+        assert not node.images.list(name=image.split(":")[0])  # the kernel image is not there
+        run = ClusterRun(bare, project, "--super-agent=gold", "--super-backend=ray")
+        code = run.wait(900)
+        out = run.output()
+        assert code == 0, out[-4000:]
+        assert [r["outcome"] for r in _records(project / "reports")] == ["passed", "passed"]
+        built = [line for line in out.splitlines() if "built the kernel image" in line]
+        assert len(built) == 1 and image in built[0], out[-3000:]
+        assert node.images.get(image)  # the tag the controller named, made there
+        print(built[0])
+        node.close()
