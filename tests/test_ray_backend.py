@@ -212,7 +212,6 @@ def test_the_demo_benchmark_passes_on_the_cluster_on_both_nodes(cluster, tmp_pat
 
 
 def _sleepers(root: Path, count: int, seconds: float) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
     return make_project(
         root,
         {

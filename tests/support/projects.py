@@ -86,6 +86,7 @@ def make_project(
     root: Path, tasks: dict[str, str], *, timeouts: dict[str, float] | None = None
 ) -> Path:
     """Write tasks/<set>/<id>.yaml (keys are `<set>/<id>`), the ini and the conftest."""
+    root.mkdir(parents=True, exist_ok=True)
     (root / "pytest.ini").write_text("[pytest]\nsuper_tasks = tasks\n")
     (root / "conftest.py").write_text(PROJECT_CONFTEST)
     for key, text in tasks.items():
