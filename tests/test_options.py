@@ -1,0 +1,101 @@
+"""Settings are resolved once (options.py): each from its option, else its environment variable,
+else its ini key, else its default; a bad value names where it came from; the report header says
+what runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_super.options import SETTINGS
+
+pytest_plugins = ["pytester"]
+
+TASK = """\
+id: t
+query: 'Report x as a json structured as follows: {"x": 0}.'
+answer: {x: 1}
+solution:
+  - execute: print('{"x": 1}')
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makefile(".yaml", **{"tasks/expert/t": TASK})
+    return pytester
+
+
+def _header(result: pytest.RunResult) -> str:
+    return "\n".join(line for line in result.outlines if line.startswith("pytest-super:"))
+
+
+def test_an_ini_value_is_read_and_the_option_beats_it(project):
+    project.makefile(".ini", pytest="[pytest]\nsuper_tasks = tasks\nsuper_image = from-ini:1\n")
+    result = project.runpytest_subprocess("--collect-only", "--super-agent=gold")
+    assert "image from-ini:1" in _header(result)
+    result = project.runpytest_subprocess(
+        "--collect-only", "--super-agent=gold", "--super-image=from-option:2"
+    )
+    assert "image from-option:2" in _header(result)
+
+
+def test_the_environment_beats_the_ini_and_the_option_beats_both(project, monkeypatch):
+    project.makefile(
+        ".ini", pytest="[pytest]\nsuper_tasks = tasks\nsuper_ray_address = ini-host:1\n"
+    )
+    monkeypatch.setenv("RAY_ADDRESS", "env-host:2")
+    args = ["--collect-only", "--super-agent=gold", "--super-backend=ray"]
+    result = project.runpytest_subprocess(*args)
+    assert "backend ray at env-host:2 (environment variable RAY_ADDRESS)" in _header(result)
+    result = project.runpytest_subprocess(*args, "--super-ray-address=opt-host:3")
+    assert "backend ray at opt-host:3 (--super-ray-address)" in _header(result)
+    monkeypatch.delenv("RAY_ADDRESS")
+    result = project.runpytest_subprocess(*args)
+    assert "backend ray at ini-host:1 (ini super_ray_address (pytest.ini))" in _header(result)
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        ("option", "--super-cpus 'abc': expected a float number"),
+        ("ini", "ini super_cpus (pytest.ini) 'abc': expected a float number"),
+    ],
+)
+def test_a_bad_value_names_where_it_came_from(project, where, expected):
+    ini = "[pytest]\nsuper_tasks = tasks\n" + ("super_cpus = abc\n" if where == "ini" else "")
+    project.makefile(".ini", pytest=ini)
+    args = ["--super-agent=gold"] + (["--super-cpus=abc"] if where == "option" else [])
+    result = project.runpytest_subprocess(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{expected}*"])
+
+
+def test_an_unknown_backend_lists_the_known_ones(project):
+    project.makefile(".ini", pytest="[pytest]\nsuper_tasks = tasks\n")
+    result = project.runpytest_subprocess("--super-agent=gold", "--super-backend=nope")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--super-backend 'nope': unknown kernel backend 'nope'*docker*"])
+
+
+def test_every_valued_setting_but_the_per_invocation_ones_has_an_ini_key():
+    without = {s.name for s in SETTINGS if not s.ini}
+    assert without == {"replay"}
+    assert {
+        "model",
+        "base_url",
+        "backend",
+        "image",
+        "report_dir",
+        "steps",
+        "token_budget",
+        "compute_limit",
+        "cell_timeout",
+    } <= {s.name for s in SETTINGS if s.ini}
+
+
+def test_the_header_says_what_runs(project):
+    project.makefile(".ini", pytest="[pytest]\nsuper_tasks = tasks\n")
+    result = project.runpytest_subprocess("--collect-only", "--super-agent=gold")
+    header = _header(result)
+    assert "agent gold, model -, backend docker" in header
+    assert "pytest-super: run " in header and "reports in" in header
