@@ -103,25 +103,33 @@ def _containers(cluster: Any, run_id: str) -> list[str]:
 
 
 # -- no cluster needed ---------------------------------------------------------------------------
-def test_an_address_where_no_cluster_answers_is_a_usage_error_at_once(tmp_path):
-    project = make_project(tmp_path, {"expert/a": task_yaml("a", "print('{\"x\": 1}')")})
-    started = time.monotonic()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "--super-agent=gold",
-            "--super-backend=ray",
-            "--super-ray-address=127.0.0.1:9",
-        ],
+ONE_TASK = {"expert/a": task_yaml("a", "print('{\"x\": 1}')")}
+
+
+def _python(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """This Python in `project` (no cluster, no namespace), output captured."""
+    return subprocess.run(
+        [sys.executable, *args],
         cwd=project,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
+    )
+
+
+def test_an_address_where_no_cluster_answers_is_a_usage_error_at_once(tmp_path):
+    project = make_project(tmp_path, ONE_TASK)
+    started = time.monotonic()
+    done = _python(
+        project,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "--super-agent=gold",
+        "--super-backend=ray",
+        "--super-ray-address=127.0.0.1:9",
     )
     assert done.returncode == 4, done.stdout + done.stderr  # pytest's usage error
     assert "--super-ray-address 127.0.0.1:9: no Ray cluster answers there" in done.stderr
@@ -130,43 +138,29 @@ def test_an_address_where_no_cluster_answers_is_a_usage_error_at_once(tmp_path):
 
 
 def test_without_ray_the_error_says_how_to_install_it(tmp_path):
-    project = make_project(tmp_path, {"expert/a": task_yaml("a", "print('{\"x\": 1}')")})
+    project = make_project(tmp_path, ONE_TASK)
     hide_ray = (
         "import sys; sys.modules['ray'] = None; import pytest; "
         "sys.exit(pytest.main(['-p', 'no:cacheprovider', '--super-agent=gold', "
         "'--super-backend=ray']))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", hide_ray],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _python(project, "-c", hide_ray)
     assert done.returncode == 4, done.stdout + done.stderr
     assert 'pip install "pytest-super[ray]"' in done.stdout + done.stderr
 
 
 def test_xdist_and_ray_together_are_refused(tmp_path):
-    project = make_project(tmp_path, {"expert/a": task_yaml("a", "print('{\"x\": 1}')")})
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "--super-agent=gold",
-            "--super-backend=ray",
-            "-n",
-            "2",
-        ],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    project = make_project(tmp_path, ONE_TASK)
+    done = _python(
+        project,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "--super-agent=gold",
+        "--super-backend=ray",
+        "-n",
+        "2",
     )
     assert done.returncode == 4, done.stdout + done.stderr
     assert "drop -n" in done.stderr
@@ -521,3 +515,29 @@ def test_a_node_without_the_kernel_image_builds_it_once_for_concurrent_tasks(ima
         assert node.images.get(image)  # the tag the controller named, made there
         print(built[0])
         node.close()
+
+
+def test_resume_on_the_cluster_sends_no_task_with_a_final_result(cluster, tmp_path):
+    project = make_project(
+        tmp_path,
+        {
+            "expert/good": task_yaml("good", sleep_then_answer(0)),
+            "expert/wrong": task_yaml("wrong", WRONG),
+        },
+    )
+    first = ClusterRun(cluster, project, "--super-agent=gold", "--super-backend=ray", "-k", "good")
+    assert first.wait(300) == 0
+    second = ClusterRun(
+        cluster, project, "--super-agent=gold", "--super-backend=ray", "--super-resume", "-rs"
+    )
+    assert second.wait(300) == 1, second.output()[-3000:]
+    out = second.output()
+    runs = sorted(p for p in (project / "reports").iterdir() if p.is_dir())
+    assert len(runs) == 2
+    latest = [json.loads(line) for line in (runs[-1] / "results.jsonl").read_text().splitlines()]
+    by_id = {r["task_id"]: r for r in latest}
+    assert by_id["good"].get("resumed_from") == runs[0].name  # carried over, not sent again
+    (earlier,) = [json.loads(line) for line in (runs[0] / "results.jsonl").read_text().splitlines()]
+    assert by_id["good"]["node"] == earlier["node"]  # the node of the run it came from
+    assert by_id["wrong"]["outcome"] == "failed" and by_id["wrong"].get("node")  # ran on a node
+    assert "resumed: passed" in out
