@@ -266,6 +266,9 @@ class RayDispatcher:
         ray = self.ray
         address = self.run.ray_address or "auto"
         _check_reachable(address)
+        # Ray's driver puts its own SIGTERM handler in place (a SystemExit from inside a wait);
+        # the plugin's own (SIGTERM as Ctrl-C: cancel, clean the nodes, keep the results) stays
+        on_sigterm = signal.getsignal(signal.SIGTERM)
         try:
             ray.init(
                 address=address,
@@ -279,6 +282,9 @@ class RayDispatcher:
                 f"({type(exc).__name__}: {exc}); start one with `ray start --head` or name its "
                 "address (RAY_ADDRESS, --super-ray-address HOST:PORT)"
             ) from None
+        finally:
+            if threading.current_thread() is threading.main_thread() and on_sigterm is not None:
+                signal.signal(signal.SIGTERM, on_sigterm)
 
     def start(self) -> None:
         """Connect to the cluster (a clear error when it cannot be reached or has no node that

@@ -32,7 +32,6 @@ with the box; `cleanup_host_folders` (kernels/cleanup.py) removes the folders of
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import hashlib
 import io
@@ -45,7 +44,7 @@ import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -520,7 +519,7 @@ def task_network(client: docker.DockerClient, address: str, network: str) -> str
     """The network_mode for a box: "none", or this engine's `pytest-super-tasks` bridge."""
     if network == "none":
         return "none"
-    with _network_lock, _engine_file_lock(address, "network"):
+    with _network_lock:
         if address not in _networks:
             bridge = bridge_interface(address)
             if not client.api.networks(names=[TASK_NETWORK]):
@@ -535,27 +534,15 @@ def task_network(client: docker.DockerClient, address: str, network: str) -> str
                         },
                         labels={LABEL: "1"},
                     )
-                except docker.errors.APIError as exc:
-                    if exc.status_code != 409:
+                except docker.errors.APIError:
+                    # another process (a task beside this one on a Ray node) made it first: the
+                    # engine refuses the second with 409 or "same bridge name"; what counts is
+                    # that it exists now
+                    if not client.api.networks(names=[TASK_NETWORK]):
                         raise
             guard_host(bridge, local=not is_remote_engine(address))
             _networks[address] = TASK_NETWORK
     return _networks[address]
-
-
-@contextlib.contextmanager
-def _engine_file_lock(address: str, what: str) -> Iterator[None]:
-    """One process of this machine at a time does `what` on the engine at `address` (processes
-    that share no run folder: tasks of one Ray node; the lock dies with its holder)."""
-    digest = hashlib.sha256(address.encode()).hexdigest()[:12]
-    path = Path(tempfile.gettempdir()) / f"pytest-super-{what}-{digest}-{os.getuid()}.lock"
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
 
 
 def bridge_interface(address: str) -> str:
