@@ -100,11 +100,12 @@ def _boolean(value: str) -> bool:
 
 
 def _backend(value: str) -> str:
-    """A kernel backend's name (built-in, entry point or module:Class), or `ray`."""
-    if value == "ray":
-        return value
+    """A kernel backend's name (built-in, entry point or module:Class), or `ray`. A built-in name
+    is known without importing its backend (every pytest start reads this setting)."""
     from pytest_super import kernels
 
+    if value == "ray" or value in kernels.BACKENDS:
+        return value
     kernels.kernel_backend_class(value)  # ValueError naming the known backends
     return value
 

@@ -80,8 +80,9 @@ class NodeOutcome:
     name: str
     node: str  # the node's host name and Ray node id
     result: TaskResult | None = None
-    #: the error that ended the task: (type name, message, exit status, retryable)
-    error: tuple[str, str, str, bool] | None = None
+    #: the error that ended the task: (its type's name in errors.py, its message); the
+    #: controller raises the same type, which carries its exit status
+    error: tuple[str, str] | None = None
     retried: list[str] = field(default_factory=list)
     trajectory: bytes = b""
     notebook: bytes = b""
@@ -198,11 +199,7 @@ def run_on_node(
     except TaskDeadline:
         outcome.timed_out_after_s = deadline_s
     except SuperError as exc:
-        from pytest_super.runner import exit_status_of
-
-        retryable = bool(getattr(exc, "retryable", False))
-        text = redaction.redact(str(exc))
-        outcome.error = (type(exc).__name__, text, exit_status_of(exc).value, retryable)
+        outcome.error = (type(exc).__name__, redaction.redact(str(exc)))
         outcome.retried = list(getattr(exc, "retried", []))
     finally:
         path = trajectory_path(run, name)
@@ -396,12 +393,7 @@ class RayDispatcher:
             outcome = NodeOutcome(
                 name=pending.name,
                 node="(lost)",
-                error=(
-                    "NodeLost",
-                    f"the Ray node running the task was lost ({why})",
-                    "kernel_error",
-                    True,
-                ),
+                error=("NodeLost", f"the Ray node running the task was lost ({why})"),
             )
         outcome.retried = pending.retried + outcome.retried
         if outcome.built_image:
@@ -524,7 +516,7 @@ def raise_error(outcome: NodeOutcome) -> None:
     from pytest_super import errors
 
     assert outcome.error is not None
-    kind, message, status, retryable = outcome.error
+    kind, message = outcome.error
     cls = getattr(errors, kind, None)
     if not (isinstance(cls, type) and issubclass(cls, SuperError)) or kind == "TaskFileError":
         cls = InfrastructureError
@@ -558,14 +550,14 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _bytes(size: str) -> int | None:
-    """Docker's memory size ("4g", "512m") in bytes, for Ray's `memory` resource."""
-    text = size.strip().lower().removesuffix("b")
-    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+    """Docker's memory size ("4g", "512m") in bytes as the engine reads it, for Ray's `memory`
+    resource; None when it does not read (the engine then says so for the container)."""
+    from docker.errors import DockerException
+    from docker.utils import parse_bytes
+
     try:
-        if text and text[-1] in units:
-            return int(float(text[:-1]) * units[text[-1]])
-        return int(text)
-    except ValueError:
+        return int(parse_bytes(size))
+    except DockerException:
         return None
 
 

@@ -79,6 +79,15 @@ class ClusterRun:
         return self.log.read_text(errors="replace")
 
 
+def _clean_run(engine: str, run_id: str) -> None:
+    """What `pytest-super cleanup --run` does on a node: the run's containers and their host
+    folders (its key files, its sockets) go."""
+    from pytest_super.kernels.base import KernelSettings
+    from pytest_super.kernels.docker.backend import DockerBackend
+
+    DockerBackend().cleanup_run(KernelSettings(docker_host=engine), run_id)
+
+
 def _records(report_dir: Path) -> list[dict[str, Any]]:
     (run_dir,) = [p for p in report_dir.iterdir() if p.is_dir()]
     path = run_dir / "results.jsonl"
@@ -106,6 +115,9 @@ def _containers(cluster: Any, run_id: str) -> list[str]:
 ONE_TASK = {"expert/a": task_yaml("a", "print('{\"x\": 1}')")}
 
 
+RAY_RUN = ("-p", "no:cacheprovider", "--super-agent=gold", "--super-backend=ray")
+
+
 def _python(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """This Python in `project` (no cluster, no namespace), output captured."""
     return subprocess.run(
@@ -121,16 +133,7 @@ def _python(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_an_address_where_no_cluster_answers_is_a_usage_error_at_once(tmp_path):
     project = make_project(tmp_path, ONE_TASK)
     started = time.monotonic()
-    done = _python(
-        project,
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "--super-agent=gold",
-        "--super-backend=ray",
-        "--super-ray-address=127.0.0.1:9",
-    )
+    done = _python(project, "-m", "pytest", *RAY_RUN, "--super-ray-address=127.0.0.1:9")
     assert done.returncode == 4, done.stdout + done.stderr  # pytest's usage error
     assert "--super-ray-address 127.0.0.1:9: no Ray cluster answers there" in done.stderr
     assert time.monotonic() - started < 60
@@ -151,17 +154,7 @@ def test_without_ray_the_error_says_how_to_install_it(tmp_path):
 
 def test_xdist_and_ray_together_are_refused(tmp_path):
     project = make_project(tmp_path, ONE_TASK)
-    done = _python(
-        project,
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "--super-agent=gold",
-        "--super-backend=ray",
-        "-n",
-        "2",
-    )
+    done = _python(project, "-m", "pytest", *RAY_RUN, "-n", "2")
     assert done.returncode == 4, done.stdout + done.stderr
     assert "drop -n" in done.stderr
 
@@ -276,11 +269,7 @@ def test_a_node_killed_mid_run_loses_no_result_and_leaves_no_container(cluster, 
     assert all("Error" in r["retried_after"] for r in retried)
     print(f"node kill: {len(records)} results, {len(retried)} retried on the other node")
     # the killed node's engine still holds what its tasks made; its cleanup removes them
-    from pytest_super.kernels.base import KernelSettings
-    from pytest_super.kernels.docker.backend import DockerBackend
-
-    settings = KernelSettings(docker_host=cluster.engines[victim])
-    DockerBackend().cleanup_run(settings, run_id)
+    _clean_run(cluster.engines[victim], run_id)
     assert _containers(cluster, run_id) == []
     client.close()
     cluster.restart_node(victim)
@@ -436,11 +425,8 @@ def test_keep_leaves_a_failing_tasks_container_on_its_node_and_says_where(cluste
     assert "on Ray node" in out and "docker exec" in out, out[-3000:]
     run_id = _run_id(project / "reports")
     (kept,) = _containers(cluster, run_id)
-    for address in cluster.engines:  # remove it as the hint's reader would, when done
-        client = docker.DockerClient(base_url=address)
-        for container in client.containers.list(all=True, filters={"name": kept}):
-            container.remove(force=True)
-        client.close()
+    for address in cluster.engines:  # `pytest-super cleanup --run` on each node, when done
+        _clean_run(address, run_id)
     assert _containers(cluster, run_id) == []
 
 
