@@ -143,8 +143,9 @@ def _node_kernels(run_id: str) -> Callable[[KernelSettings, str], Kernel]:
     (the start lock xdist workers share on one machine, here in a folder of the node's)."""
     from pytest_super.kernels import provision_kernel
     from pytest_super.kernels.slots import start_lock
+    from pytest_super.locks import private_dir
 
-    lock_dir = Path(tempfile.gettempdir()) / f"pytest-super-ray-{run_id}" / "locks"
+    lock_dir = private_dir() / f"ray-{run_id}"  # ours alone: nothing planted can block it
 
     def provision(settings: KernelSettings, name: str) -> Kernel:
         with start_lock(lock_dir):
@@ -222,9 +223,9 @@ def cleanup_on_node(run: SuperRun, run_id: str | None) -> tuple[str, list[str]]:
         backend.cleanup_run(settings, run_id) if run_id else backend.cleanup_dead_runs(settings)
     )
     if run_id:  # the run's start lock on this node
-        shutil.rmtree(
-            Path(tempfile.gettempdir()) / f"pytest-super-ray-{run_id}", ignore_errors=True
-        )
+        from pytest_super.locks import private_dir
+
+        shutil.rmtree(private_dir() / f"ray-{run_id}", ignore_errors=True)
     return _node_name(), removed
 
 

@@ -5,6 +5,9 @@ Workers are separate processes, so the bounds live in lock files under the run's
 created until its removal finished (`--super-max-containers`; a task that waits for one comes
 before a kernel made ahead), and `start_lock` lets one worker at
 a time start a container, so N workers do not all start theirs in the same second.
+
+The lock folder must be ours alone and every lock file a regular file (`pytest_super.locks`): a
+FIFO or symlink planted at a lock's name is replaced, never opened through.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from pytest_super.locks import open_lock_file, secure_folder
 
 
 class Slot:
@@ -46,7 +51,7 @@ def take_slot(
     """
     if not slots:
         return Slot()
-    lock_dir.mkdir(parents=True, exist_ok=True)
+    secure_folder(lock_dir)
     if not wait and someone_waits(lock_dir):
         return None
     waiting: tuple[int, Path] | None = None
@@ -67,7 +72,8 @@ def take_slot(
 
 def _free_slot(lock_dir: Path, slots: int) -> Slot | None:
     for number in range(slots):
-        fd = os.open(lock_dir / f"slot-{number}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        fd = open_lock_file(lock_dir, f"slot-{number}.lock")
+        assert fd is not None  # made when missing
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -79,7 +85,8 @@ def _free_slot(lock_dir: Path, slots: int) -> Slot | None:
 
 def _announce_waiting(lock_dir: Path) -> tuple[int, Path]:
     path = lock_dir / f"waiting-{os.getpid()}-{threading.get_ident()}.lock"
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    fd = open_lock_file(lock_dir, path.name)
+    assert fd is not None  # made when missing
     fcntl.flock(fd, fcntl.LOCK_EX)
     return fd, path
 
@@ -88,9 +95,8 @@ def someone_waits(lock_dir: Path) -> bool:
     """Is any taker of the run waiting for a slot? (A waiting file whose lock is free is the
     leftover of a killed process: it counts for nothing.)"""
     for path in lock_dir.glob("waiting-*.lock"):
-        try:
-            fd = os.open(path, os.O_RDWR)
-        except FileNotFoundError:
+        fd = open_lock_file(lock_dir, path.name, create=False)
+        if fd is None:  # gone meanwhile, or not a lock file of ours: no one waits there
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -104,8 +110,9 @@ def someone_waits(lock_dir: Path) -> bool:
 @contextlib.contextmanager
 def start_lock(lock_dir: Path) -> Iterator[None]:
     """One container start at a time across the run's workers (the lock dies with its holder)."""
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_dir / "start.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    secure_folder(lock_dir)
+    fd = open_lock_file(lock_dir, "start.lock")
+    assert fd is not None  # made when missing
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -118,8 +119,7 @@ def cleanup_host_folders(
     removed: list[str] = []
     for path in _host_folders():
         try:
-            with open(os.path.join(path, OWNER_FILE)) as f:
-                owner = json.load(f)
+            owner = _read_owner(path)
         except FileNotFoundError:
             if not _crashed_start(path):
                 continue
@@ -186,13 +186,45 @@ def remove_host_folder(folder: str) -> None:
 
 
 def _host_folders() -> list[str]:
+    """The box folders in the temporary folders: real folders of ours only (another user's, or
+    a symlink, planted under the prefix in a shared /tmp is none of our business)."""
     found = []
     for root in dict.fromkeys([host_folder_root(), tempfile.gettempdir()]):
         with contextlib.suppress(OSError):
             found += [
                 os.path.join(root, n) for n in os.listdir(root) if n.startswith(HOST_FOLDER_PREFIX)
             ]
-    return found
+    return [path for path in found if _ours(path)]
+
+
+def _ours(path: str) -> bool:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
+
+
+#: an owner file is a line of JSON of about 120 bytes
+_OWNER_FILE_MAX = 4096
+
+
+def _read_owner(folder: str) -> dict:
+    """A box folder's owner file, opened so that a FIFO or symlink there cannot block or redirect
+    the read (`O_NOFOLLOW | O_NONBLOCK`, a regular file only, a bounded read)."""
+    fd = os.open(
+        os.path.join(folder, OWNER_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    )
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{folder}/{OWNER_FILE} is not a regular file")
+        data = f.read(_OWNER_FILE_MAX + 1)
+    if len(data) > _OWNER_FILE_MAX:
+        raise ValueError(f"{folder}/{OWNER_FILE} is larger than an owner file")
+    owner = json.loads(data)
+    if not isinstance(owner, dict):
+        raise ValueError(f"{folder}/{OWNER_FILE} does not hold an object")
+    return owner
 
 
 def _crashed_start(path: str) -> bool:

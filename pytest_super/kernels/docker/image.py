@@ -24,7 +24,6 @@ without asking the engine; a build whose tag already exists is skipped.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
@@ -40,6 +39,7 @@ import docker.errors
 
 from pytest_super.errors import InfrastructureError
 from pytest_super.kernels.docker.engine import docker_client_for
+from pytest_super.locks import held_lock, private_dir
 
 IMAGE_REPOSITORY = "pytest-super-kernel"
 DEFAULT_BASE = "python:3.10-slim"
@@ -55,6 +55,8 @@ COLAB_REQUIREMENTS = "requirements-colab.txt"
 COLAB_HARNESS = "requirements-colab-harness.txt"
 COLAB_LOCK = "colab.lock"
 COLAB_INSTALLER = "colab-installer.lock"
+#: the build lock's name in `pytest_super.locks.private_dir()`
+BUILD_LOCK = "image-build.lock"
 COLAB_CHECK = "check_colab.py"
 # Transitive pins are resolved as PyPI stood on this date: the reference set's own pins are of
 # spring 2024 (transformers 4.40.2 and tqdm 4.66.4 are of May 2024), and a later resolution pulls
@@ -234,13 +236,10 @@ def build_image(
 
 @contextlib.contextmanager
 def _build_lock() -> Iterator[None]:
-    path = Path(tempfile.gettempdir()) / f"pytest-super-image-build-{os.getuid()}.lock"
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    """One build at a time among this user's processes; the lock lives in a folder only the user
+    can write (`pytest_super.locks`), so a file planted under its name cannot block a build."""
+    with held_lock(private_dir(), BUILD_LOCK):
+        yield
 
 
 def _build(

