@@ -85,16 +85,30 @@ def _leaf_matches(gold: Any, submitted: Any, tolerance: float) -> bool:
     if isinstance(gold, bool) or isinstance(submitted, bool):
         return isinstance(gold, bool) and isinstance(submitted, bool) and gold == submitted
     if _is_number(gold):
-        if not _is_number(submitted):
-            return False
-        if math.isnan(gold) or math.isnan(submitted):
-            return False
-        return abs(submitted - gold) < tolerance
+        return _is_number(submitted) and _numbers_close(gold, submitted, tolerance)
     if isinstance(gold, str):
         return isinstance(submitted, str) and submitted.strip() == gold.strip()
     if gold is None:
         return submitted is None
     return type(gold) is type(submitted) and gold == submitted
+
+
+def _is_finite(number: int | float) -> bool:
+    """Whether a number is finite; an int always is (`math.isfinite` of a 400-digit int raises
+    OverflowError)."""
+    return isinstance(number, int) or math.isfinite(number)
+
+
+def _numbers_close(gold: int | float, submitted: int | float, tolerance: float) -> bool:
+    """`|submitted - gold| < tolerance`, for any two numbers: NaN and infinity never match, and
+    an int too large for a float (which `int - float` cannot subtract) is farther from a float
+    than any tolerance."""
+    if not (_is_finite(gold) and _is_finite(submitted)):
+        return False
+    try:
+        return abs(submitted - gold) < tolerance
+    except OverflowError:
+        return False
 
 
 def _lookup(mapping: dict, key: Any) -> Any:
@@ -137,7 +151,7 @@ def unmatchable_leaves(gold: Any, path: str = "") -> list[str]:
         return [p for k, g in gold.items() for p in unmatchable_leaves(g, _key_path(path, k))]
     if isinstance(gold, (list, tuple)):
         return [p for i, g in enumerate(gold) for p in unmatchable_leaves(g, f"{path}[{i}]")]
-    if _is_number(gold) and not math.isfinite(gold):
+    if _is_number(gold) and not _is_finite(gold):
         return [path or "(answer)"]
     return []
 
@@ -225,17 +239,60 @@ def read_submission(text: str) -> Submission:
 
 
 def parse_submission(text: str) -> Any:
-    """Parse a submitted answer (JSON). Raises ValueError naming the problem and where it is."""
+    """Parse a submitted answer (JSON). Raises ValueError naming the problem and where it is.
+
+    Any text gives a value or a ValueError: a value nested deeper than MAX_SUBMISSION_DEPTH (which
+    no gold answer is, and which the reports could not write), or a number with more digits than
+    Python converts, is refused like text that is not JSON.
+    """
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         shown = text if len(text) <= 200 else text[:200] + "..."
         raise ValueError(
             f"submission is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
             f' in {shown!r}; submit a JSON value such as {{"accuracy": 0.5}}'
         ) from None
-    except TypeError as exc:
+    except RecursionError:
+        raise ValueError(_too_deep_message(f"more than {MAX_SUBMISSION_DEPTH}")) from None
+    except (TypeError, ValueError) as exc:  # not a str; an integer of more than 4300 digits
         raise ValueError(f"submission is not valid JSON: {exc}") from None
+    depth = nesting_depth(value, MAX_SUBMISSION_DEPTH + 1)
+    if depth > MAX_SUBMISSION_DEPTH:
+        raise ValueError(_too_deep_message(f"more than {MAX_SUBMISSION_DEPTH}"))
+    return value
+
+
+#: deepest submission scored (a list or object counts one level): SUPER's answers are one or two
+#: levels deep; a deeper one cannot match and could not be written to the reports.
+MAX_SUBMISSION_DEPTH = 100
+
+
+def _too_deep_message(depth: str) -> str:
+    return (
+        f"submission is nested {depth} levels deep (lists or objects inside each other); "
+        f'submit a JSON value such as {{"accuracy": 0.5}}'
+    )
+
+
+def nesting_depth(value: Any, stop_at: int) -> int:
+    """How many lists/tuples/dicts stand inside each other in `value` (0 for a scalar), counted
+    without recursion; counting stops at `stop_at` (a value may be nested 100,000 deep)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+        if deepest >= stop_at:
+            return deepest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 # --- landmarks ----------------------------------------------------------------------------------

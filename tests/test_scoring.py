@@ -425,3 +425,103 @@ def test_unmatchable_leaves_name_nan_and_infinity():
     gold = {"a": float("nan"), "b": [1.0, float("inf")], "c": {"d": -float("inf")}, "e": 1e308}
     assert scoring.unmatchable_leaves(gold) == ["a", "b[1]", "c.d"]
     assert scoring.unmatchable_leaves(0.5) == []
+
+
+# --- any submitted value scores without raising (issue 29 cause 10) ------------------------------
+
+HUGE = 10**400  # a 401-digit integer: no float holds it
+
+
+def deep_list(depth: int) -> list:
+    """A list nested `depth` deep, built without recursion."""
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("gold", "submitted", "expected"),
+    [
+        (0.5, HUGE, 0.0),  # int - float overflowed
+        (HUGE, 0.5, 0.0),
+        (HUGE, HUGE, 1.0),  # ints subtract exactly
+        (HUGE, HUGE + 1, 0.0),
+        (HUGE, float("inf"), 0.0),
+        (float("inf"), HUGE, 0.0),
+        (-HUGE, -0.0, 0.0),
+        ({"a": 0.5, "b": 1}, {"a": HUGE, "b": 1}, 0.5),
+        ([0.5, 2], [-HUGE, 2], 0.5),
+        (1.0, float("-inf"), 0.0),
+        (float("inf"), float("inf"), 0.0),  # infinity never matches, as NaN
+    ],
+    ids=lambda value: repr(value)[:20],
+)
+def test_numbers_of_any_size_score_without_raising(gold, submitted, expected):
+    assert score_accuracy(gold, submitted) == expected
+    assert sum(c.score for c in compare_answer(gold, submitted)) >= 0  # never raises
+
+
+def test_a_huge_integer_gold_is_finite_not_unmatchable():
+    assert scoring.unmatchable_leaves({"n": HUGE, "m": -HUGE}) == []
+
+
+@pytest.mark.parametrize(
+    "submitted",
+    [
+        deep_list(100_000),
+        {"a": deep_list(100_000)},
+        b"0.5",
+        bytearray(b"x"),
+        "\udc80",  # a lone surrogate (bytes that were not UTF-8)
+        {1: 0.5, (2, 3): 1, None: "x"},  # keys JSON cannot have
+        {"a": {"b": [float("nan"), HUGE, b"x"]}},
+        object(),
+        {0.5},
+    ],
+)
+def test_any_value_shape_scores_without_raising(submitted):
+    for gold in (0.5, "x", {"a": {"b": [1, 2, 3]}}, [[1]], {"1": 0.5}, None, True):
+        assert 0.0 <= score_accuracy(gold, submitted) <= 1.0
+        assert compare_answer(gold, submitted)
+    assert scoring.is_submitted(submitted) in (True, False)
+
+
+@pytest.mark.parametrize("depth", [5_000, 100_000, 101, 900])  # the bound is 100
+def test_a_submission_nested_too_deep_is_read_and_scores_zero(depth):
+    text = "[" * depth + "]" * depth
+    read = scoring.read_submission(text)
+    assert (read.value, read.submitted) == (None, True)
+    assert f"more than {scoring.MAX_SUBMISSION_DEPTH} levels deep" in read.problem
+    with pytest.raises(ValueError, match="levels deep"):
+        parse_submission('{"a": ' + text + "}")
+
+
+def test_a_submission_at_the_depth_bound_is_scored():
+    depth = scoring.MAX_SUBMISSION_DEPTH
+    value = parse_submission('{"a": ' + "[" * (depth - 1) + "1" + "]" * (depth - 1) + "}")
+    assert scoring.nesting_depth(value, depth + 1) == depth
+    assert score_accuracy({"a": 1, "b": 2}, value) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"a": ' + "9" * 401 + "}", 0.0),  # the issue's 401-digit integer against a float
+        ('{"a": -' + "9" * 401 + "}", 0.0),
+        ('{"a": NaN}', 0.0),
+        ('{"a": Infinity}', 0.0),
+        ('{"a": 1e400}', 0.0),  # a float too large: infinity
+        ('{"a": 0.5}', 1.0),
+    ],
+)
+def test_submitted_numbers_of_any_size_are_scored(text, expected):
+    read = scoring.read_submission(text)
+    assert read.problem == ""
+    assert score_accuracy({"a": 0.5}, read.value) == expected
+
+
+def test_an_integer_too_long_to_convert_is_a_problem_not_a_crash():
+    read = scoring.read_submission('{"a": ' + "9" * 5000 + "}")  # past Python's 4300 digits
+    assert (read.value, read.submitted) == (None, True)
+    assert "not valid JSON" in read.problem and "scores 0" in read.problem
