@@ -1,5 +1,6 @@
 """`--super-live`: each step printed as it happens, past pytest's output capture, the run's secrets
-redacted (for a task run here, and for the steps a Ray node sends back)."""
+redacted (for a task run here, and for the steps a Ray node sends back), and no escape sequence or
+control character of the task's output or the model's text let through (`console_text`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from pytest_super import redaction
+from pytest_super.kernels.jupyter.output import console_text
 from pytest_super.trajectory import Action, Step
 
 
@@ -26,7 +28,7 @@ def live_printer(config: pytest.Config, task_id: str) -> Callable[[Step], None]:
         text += ["    | " + ln[:200] for ln in tail]
         if step.prompt_tokens:
             text.append(f"    ({step.prompt_tokens} prompt tokens this step)")
-        shown = redaction.redact("\n".join(text))
+        shown = console_text(redaction.redact("\n".join(text)))
         if capman is not None:
             with capman.global_and_fixture_disabled():
                 print(shown, flush=True)

@@ -17,6 +17,7 @@ from pytest_super import report as reports
 from pytest_super.errors import ExitStatus, InfrastructureError, SuperError, TaskSetupError
 from pytest_super.execute import kernel_settings_for, retried_of, run_one_task
 from pytest_super.kernels.base import KernelSettings
+from pytest_super.kernels.jupyter.output import console_text
 from pytest_super.kernels.pool import KernelPool
 from pytest_super.live import live_printer
 from pytest_super.names import file_stem
@@ -147,7 +148,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if failures:
         terminalreporter.section("pytest-super: container removals that failed", red=True)
         for line in failures:
-            terminalreporter.write_line(line)
+            terminalreporter.write_line(console_text(line))
         terminalreporter.write_line(
             "the end-of-run cleanup retried what it found; remove what is left with "
             "`pytest-super cleanup`"
@@ -239,6 +240,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         exc = call.excinfo.value
         rep.longrepr = f"{type(exc).__name__}: {exc}"
     _redact_report(rep)
+    _console_safe_report(rep)
     return rep
 
 
@@ -249,6 +251,21 @@ def _redact_report(rep: pytest.TestReport) -> None:
     rep.sections = [(name, redaction.redact(text)) for name, text in rep.sections]
     if rep.longrepr is not None and redaction.holds_secret(str(rep.longrepr)):
         rep.longrepr = redaction.redact(str(rep.longrepr))
+
+
+def _console_safe_report(rep: pytest.TestReport) -> None:
+    """No escape sequence or control character (but newline and tab) in what the console shows
+    of a report: a task's output and a model's text reach the failure text, a skip's reason and
+    the captured sections (`console_text`)."""
+    rep.sections = [(name, console_text(text)) for name, text in rep.sections]
+    longrepr = rep.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:  # a skip: (path, line, reason)
+        rep.longrepr = (longrepr[0], longrepr[1], console_text(str(longrepr[2])))
+    elif longrepr is not None:
+        text = str(longrepr)
+        safe = console_text(text)
+        if safe != text:  # a traceback keeps pytest's layout unless it holds a control
+            rep.longrepr = safe
 
 
 # -- fixtures --------------------------------------------------------------------------------------

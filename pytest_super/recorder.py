@@ -15,6 +15,7 @@ from pytest_super import collect, html, interrupts
 from pytest_super import report as reports
 from pytest_super.errors import EngineUnavailable, ExitStatus, InfrastructureError, SuperError
 from pytest_super.kernels import kernel_backend
+from pytest_super.kernels.jupyter.output import console_text
 from pytest_super.options import SuperRun
 from pytest_super.tasks import category_suffix, infer_set, load_yaml_task
 
@@ -209,10 +210,11 @@ class RunRecorder:
         if not self.records:
             return
         terminalreporter.section(f"SUPER summary (run {self.run.run_id}, agent {self.run.agent})")
-        terminalreporter.write_line(reports.format_table({self.run.agent or "run": self._rows()}))
+        table = reports.format_table({self.run.agent or "run": self._rows()})
+        terminalreporter.write_line(console_text(table))  # names read back from earlier runs
         images = reports.images_line(self.records.values())
         if images:
-            terminalreporter.write_line(images)
+            terminalreporter.write_line(console_text(images))
         terminalreporter.write_line(f"reports: {self.run.run_dir}")
         if self.html is not None:
             terminalreporter.write_line(f"HTML report: {self.html}")

@@ -101,3 +101,112 @@ def test_a_react_agent_told_its_deep_answer_is_refused_then_scored(project, open
     props = junit_properties(project)
     assert props["super.exit_status"] == "submitted" and float(props["super.accuracy"]) == 0.0
 
+
+# --- cause 6: nothing a task prints or a model says drives the user's terminal -------------------
+
+ESC, BEL, ST = "\x1b", "\x07", "\x1b\\"
+OSC52 = f"{ESC}]52;c;aGVsbG8={BEL}"  # a clipboard write
+OSC0 = f"{ESC}]0;pwned-title{BEL}"  # the window title
+#: the issue's construction: one pass removed the inner CSI and joined ESC to `]52;...`
+NESTED_OSC52 = f"{ESC}{ESC}[m]52;c;aGVsbG8={BEL}"
+C1_SEQUENCES = ["\x9d0;pwned-title\x9c", "\x9b31mred", "\x90qdcs\x9c", "\x9b2J"]
+#: every character a terminal may act on: C0 but tab and newline, DEL, C1 (carriage return too)
+CONTROLS = {chr(c) for c in [*range(0x00, 0x20), *range(0x7F, 0xA0)]} - {"\n", "\t"}
+
+#: pieces that nest into sequences when joined (openers, intermediates, finals, terminators)
+PIECES = [
+    *(ESC, BEL, ST, "\r\n", "0;", "52;c;aGk=", "8;;http://x", "31", "?25l", "(B", "#8", "text"),
+    *"[]PX^_m\\;\x9b\x9d\x90\x98\x9e\x9f\x9c\x84\x08\r\x7f\x00 \n\té━",
+]
+
+
+def nested_constructions(count: int, seed: int = 29) -> list[str]:
+    """The issue's construction, its nestings k deep, and random joins of `PIECES`."""
+    import random
+
+    rng = random.Random(seed)
+    made = [OSC52, OSC0, NESTED_OSC52, *C1_SEQUENCES]
+    for k in range(1, 12):  # ESC^k ESC[m^k ]52;...: each layer removed joins the next
+        made.append(ESC * k + f"{ESC}[m" * k + "]52;c;aGk=" + BEL)
+        made.append(f"{ESC}[{ESC}" * k + "]0;t" + BEL)
+        made.append(ESC + f"]0;{ESC}]0;" * k + "t" + ST * k)
+    for _ in range(count):
+        made.append("".join(rng.choice(PIECES) for _ in range(rng.randint(1, 40))))
+    return made
+
+
+def test_no_control_survives_cleaning_however_nested():
+    from pytest_super.kernels.jupyter.output import clean_for_model, console_text, strip_ansi
+
+    for text in nested_constructions(20_000):
+        shown = console_text(text)
+        assert not CONTROLS & set(shown), repr(text)
+        assert console_text(shown) == shown  # nothing left to remove: a fixed point
+        for cleaned in (strip_ansi(text), clean_for_model(text)):
+            assert not (CONTROLS - {"\r"}) & set(cleaned), repr(text)
+        assert not CONTROLS & set(clean_for_model(text)), repr(text)
+
+
+def test_cleaning_keeps_text_readable():
+    from pytest_super.kernels.jupyter.output import console_text
+
+    link = f"{ESC}]8;;http://example.org{ST}the link{ESC}]8;;{ST}"
+    assert console_text(f"{ESC}[1;31mred{ESC}[0m {link} {OSC0}done") == "red the link done"
+    assert console_text("épochs ━━━ 45%\ttab\r\nnext\rover") == "épochs ━━━ 45%\ttab\nnext\nover"
+    assert console_text("\x9b31mred\x9b0m \x9d0;title\x9c!") == "red !"
+    assert console_text(NESTED_OSC52) == "]52;c;aGVsbG8="  # harmless, and shows the attempt
+
+
+def test_cleaning_stays_linear_on_hostile_text():
+    import time
+
+    from pytest_super.kernels.jupyter.output import console_text
+
+    for text in ("\x9d" * 200_000, f"{ESC}]" * 200_000, "\x9b" + "0" * 400_000, ESC * 400_000):
+        started = time.perf_counter()
+        assert not CONTROLS & set(console_text(text))
+        assert time.perf_counter() - started < 2.0
+
+
+SAY = f"Thought: I print some escapes {OSC0}{NESTED_OSC52}\x9d0;model-title\x9c.\nAction: "
+PRINT_ESCAPES = (
+    "print('\\x1b]52;c;aGVsbG8=\\x07', '\\x1b]0;pwned\\x07', '\\x1b\\x1b[m]52;c;aGk=\\x07', "
+    "'\\x9d0;c1-title\\x9c', '\\x9b2J', 'bell\\x07', 'back\\x08\\x08\\x08')"
+)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("live", [False, True], ids=["failure-text", "super-live"])
+def test_a_run_whose_task_and_model_print_escapes_writes_none_to_the_console(
+    project, openai_server, live
+):
+    """A scripted ReAct-SUPER episode: the model's thoughts hold OSC 0, the issue's nested OSC 52
+    and C1 sequences; the cell it runs prints OSC 52, OSC 0, C1 CSI and OSC, BEL and backspaces;
+    it submits a wrong answer, so the failure text shows the output. The console's bytes hold no
+    ESC, no C1 character, no other control but newline and tab."""
+    import os
+    import subprocess
+    import sys
+
+    openai_server.script(
+        [
+            SAY + f"execute\n<content>\n{PRINT_ESCAPES}\n",
+            SAY + 'submit\n<content>\n{"score": 0.25}\n',
+        ]
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    env.update(PY_COLORS="0", SUPER_API_KEY=SECRET)
+    args = [
+        sys.executable, "-m", "pytest", "tasks", "--super-agent=react-super",
+        "--super-model=gpt-4o", f"--super-base-url={openai_server.base_url}", "--super-mem=1g",
+        "-p", "no:cacheprovider", "-rA", *(["--super-live"] if live else []),
+    ]  # fmt: skip
+    done = subprocess.run(args, cwd=project.path, env=env, capture_output=True, timeout=600)
+    console = done.stdout + done.stderr
+    text = console.decode("utf-8")
+    assert "1 failed" in text, text
+    assert "did not pass" in text and "bell" in text  # the failure text shows the output
+    if live:
+        assert "I print some escapes" in text
+    assert b"\x1b" not in console and b"\x07" not in console
+    assert not CONTROLS & set(text), sorted(CONTROLS & set(text))

@@ -1,20 +1,28 @@
 """Cell output text: capping what a cell prints, and cleaning it for a language model.
 
 `CappedText` keeps the head and the tail of a stream of text within a byte budget, so a cell that
-prints 50 MB cannot blow the harness's memory. `clean_for_model` strips ANSI codes and collapses
-progress bars; it is for what an agent shows its model, never for landmark matching (landmarks
-see the raw text).
+prints 50 MB cannot blow the harness's memory. `clean_for_model` strips escape sequences and
+control characters and collapses progress bars; it is for what an agent shows its model, never
+for landmark matching (landmarks see the raw text). `console_text` is the one cleaning for whatever the console prints of a task's
+output or a model's text: nothing there can drive the user's terminal.
 """
 
 from __future__ import annotations
 
 import re
 
+#: Escape sequences, in their 7-bit (ESC ...) and 8-bit (C1) forms, removed whole so that text
+#: stays readable: CSI (colours, cursor moves), the strings OSC (titles, clipboard, hyperlinks),
+#: DCS, SOS, PM and APC up to their terminator, and every other escape (ESC, intermediates, final).
+#: One pass: what the removal joins back into a sequence loses its ESC to `_CONTROLS` after.
 _ANSI = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, erase line
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC: window titles, hyperlinks
-    r"|\x1b[@-Z\\-_]"  # other two-byte escapes
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x80-\x9f]*(?:\x07|\x1b\\|\x9c)"
+    r"|\x1b[ -/]*[0-~]"
 )
+#: Every control character (C0, DEL, C1) but tab, newline and carriage return: what is left of a
+#: sequence (a lone ESC, an unterminated string's opener, BEL, backspace) can drive no terminal.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 # A line that is one frame of a progress bar: tqdm (` 45%|####  | 45/100 [...]`), Keras
 # (`12/100 [==>....] - ETA`), pip/rich (`━━━━━━━━ 1.2/3.4 MB`).
@@ -24,14 +32,29 @@ _PROGRESS_LINE = re.compile(r"\d{1,3}%\|.*\||(?<!\d)\d+/\d+ \[[=>.]*\]|━{3,}")
 
 
 def strip_ansi(text: str) -> str:
-    """Remove ANSI escape sequences (colours, cursor movement, titles)."""
-    return _ANSI.sub("", text)
+    """Remove terminal escape sequences (colours, cursor movement, titles, clipboard writes) and
+    every control character but tab, newline and carriage return.
+
+    No ESC and no C1 character is left, so no sequence can act, however it was nested or split
+    (`ESC ESC[m ]52;...BEL` loses its inner CSI, then the ESC that would have opened the OSC).
+    """
+    return _CONTROLS.sub("", _ANSI.sub("", text))
+
+
+def console_text(text: str) -> str:
+    """`text` made safe to print on the user's terminal: `strip_ansi`, and a carriage return that
+    does not end a line starts a new one (so no text hides what went before it on its line).
+
+    For everything the console shows of a task's output or a model's text: failure messages,
+    `--super-live`, the summary.
+    """
+    return strip_ansi(text).replace("\r\n", "\n").replace("\r", "\n")
 
 
 def clean_for_model(text: str) -> str:
     """Return `text` as a person would last have seen it on a terminal, minus colours.
 
-    ANSI codes are removed; a line rewritten with carriage returns keeps only its last non-empty
+    Escape sequences and control characters are removed (`strip_ansi`); a line rewritten with carriage returns keeps only its last non-empty
     segment; a run of consecutive progress-bar lines keeps only its last line.
     """
     text = strip_ansi(text).replace("\r\n", "\n")
