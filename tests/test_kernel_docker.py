@@ -23,7 +23,7 @@ from pytest_super.kernels import cleanup_containers, docker_client, provision_ke
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.docker.backend import container_name
 from pytest_super.kernels.docker.image import build_image
-from pytest_super.kernels.docker.lease import LABEL_LEASE, Holder, Lease, engine_time
+from pytest_super.kernels.docker.lease import LABEL_LEASE, TTL_S, Holder, Lease, engine_time
 
 pytestmark = pytest.mark.docker
 
@@ -296,33 +296,42 @@ def _labelled_container(client, image: str, run_id: str, lease_id: str | None):
 
 
 def test_cleanup_dead_runs_only_then_by_run_id(client, image, settings) -> None:
-    """Dead: the lease's holder is a process of this namespace that is gone. Alive: a lease this
-    process renews; a lease of another namespace renewed just now; no lease at all (made before
-    leases existed: removed only by run id)."""
+    """Dead: the lease's holder is a process of this namespace that is gone; a lease of another
+    namespace not renewed for longer than TTL_S. Alive: a lease this process renews; one of this
+    process not renewed for 10 x TTL_S (issue 29 cause 7: a stopped process is alive; red on
+    eb4ffc2, its container was removed); a lease of another namespace renewed just now; no lease
+    at all (made before leases existed: removed only by run id)."""
     gone = subprocess.Popen(["true"])
     gone.wait()
-    leases = [Lease(client, image) for _ in range(3)]
-    dead_lease, alive_lease, foreign_lease = leases
+    leases = [Lease(client, image) for _ in range(5)]
+    dead_lease, alive_lease, foreign_lease, stale_lease, stale_foreign_lease = leases
     here = Holder.of_this_process()
+    now = engine_time(client)
     dead_lease.stop_renewing()
-    dead_lease.write(engine_time(client), replace(here, pid=gone.pid))
+    dead_lease.write(now, replace(here, pid=gone.pid))
     foreign_lease.stop_renewing()
-    foreign_lease.write(engine_time(client), replace(here, pid=gone.pid, pid_ns=1))
+    foreign_lease.write(now, replace(here, pid=gone.pid, pid_ns=1))
+    stale_lease.stop_renewing()
+    stale_lease.write(now - 10 * TTL_S, here)
+    stale_foreign_lease.stop_renewing()
+    stale_foreign_lease.write(now - 10 * TTL_S, replace(here, pid_ns=1))
     try:
         dead = _labelled_container(client, image, settings.run_id, dead_lease.id)
         alive = _labelled_container(client, image, settings.run_id, alive_lease.id)
         foreign = _labelled_container(client, image, settings.run_id, foreign_lease.id)
+        stale = _labelled_container(client, image, settings.run_id, stale_lease.id)
+        stale_foreign = _labelled_container(client, image, settings.run_id, stale_foreign_lease.id)
         legacy = _labelled_container(client, image, settings.run_id, None)
 
         removed = cleanup_containers(client, dead_runs_only=True)
-        assert dead.name in removed
-        assert not {alive.name, foreign.name, legacy.name} & set(removed)
+        assert dead.name in removed and stale_foreign.name in removed
+        assert not {alive.name, foreign.name, stale.name, legacy.name} & set(removed)
         names = {c.name for c in client.containers.list(all=True, ignore_removed=True)}
-        assert dead_lease.name not in names
-        assert {alive_lease.name, foreign_lease.name} <= names
+        assert dead_lease.name not in names and stale_foreign_lease.name not in names
+        assert {alive_lease.name, foreign_lease.name, stale_lease.name} <= names
 
         removed = cleanup_containers(client, run_id=settings.run_id)
-        assert sorted(removed) == sorted([alive.name, foreign.name, legacy.name])
+        assert sorted(removed) == sorted([alive.name, foreign.name, stale.name, legacy.name])
         assert cleanup_containers(client, run_id=settings.run_id) == []
     finally:
         for lease in leases:

@@ -12,19 +12,46 @@ Each ran red on eb4ffc2 (the failures are quoted in the tests' docstrings).
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import textwrap
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import docker
+import docker.errors
 import pytest
 
-from pytest_super.kernels import slots
+from pytest_super.kernels import LABEL_TASK, cleanup_containers, slots
+from pytest_super.kernels.docker.lease import (
+    LABEL_LEASE,
+    LEASE_FILE,
+    TTL_S,
+    engine_time,
+    single_file_tar,
+)
+from tests.support.projects import (
+    PASS,
+    PytestRun,
+    make_project,
+    only_run_dir,
+    results,
+    run_dirs,
+    run_pytest,
+    task_yaml,
+    wait_for,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 #: a planted file must not hold a lock up: each of these takes well under a second here
@@ -203,3 +230,82 @@ def test_a_planted_owner_file_does_not_block_the_host_folder_cleanup(tmpdirs, en
         _env(tmpdirs),
     )
     assert foreign.is_dir(), "another user's folder was removed"
+
+
+# -- cause 7: a stopped run keeps its containers ---------------------------------------------------
+#: the task of the run that is stopped: marks that its cell runs, then works a while
+MARK_THEN_SLEEP = (
+    "open('/tmp/started', 'w').close()\nimport time\ntime.sleep(30)\nprint('{\"x\": 1}')"
+)
+
+
+def _age_lease(engine: docker.DockerClient, lease_id: str) -> None:
+    """Write the lease's renewal time back by ten times its expiry (the holder, stopped, does not
+    renew it): by the clock alone it is long dead."""
+    name = f"pytest-super-lease-{lease_id}"
+    stream, _ = engine.api.get_archive(name, f"/{LEASE_FILE}")
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        member = tar.extractfile(LEASE_FILE)
+        assert member is not None
+        data = json.loads(member.read())
+    data["renewed"] = engine_time(engine) - 10 * TTL_S
+    engine.api.put_archive(name, "/", single_file_tar(LEASE_FILE, json.dumps(data).encode()))
+
+
+def _started_box(engine: docker.DockerClient, task_id: str) -> Any:
+    """The task's container once its cell runs (it made /tmp/started)."""
+
+    def started() -> Any:
+        for box in engine.containers.list(filters={"label": f"{LABEL_TASK}={task_id}"}):
+            with contextlib.suppress(docker.errors.APIError):
+                if box.exec_run(["test", "-e", "/tmp/started"]).exit_code == 0:
+                    return box
+        return None
+
+    return wait_for(started, 180, f"the cell of {task_id} to run", poll=0.5)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("signal_name", ["SIGSTOP", "SIGKILL"])
+def test_another_runs_cleanup_spares_a_stopped_run_not_a_killed_one(
+    project_dir: Path, engine: docker.DockerClient, signal_name: str
+) -> None:
+    """A run is stopped (Ctrl-Z: SIGSTOP) while its task's cell runs, its lease written back to
+    ten times its expiry; another run starts (its start-up cleanup removes dead runs'
+    containers). Red on eb4ffc2: the stopped run's container was removed (the lease judged by the
+    clock). Now it is left, and after SIGCONT the task passes. The converse: a run killed with
+    SIGKILL has its container removed by the other run's start-up cleanup."""
+    suffix = uuid.uuid4().hex[:6]
+    held, other = f"held_{suffix}", f"other_{suffix}"
+    held_dir = make_project(
+        project_dir / "held", {f"expert/{held}": task_yaml(held, MARK_THEN_SLEEP)}
+    )
+    other_dir = make_project(project_dir / "other", {f"expert/{other}": task_yaml(other, PASS)})
+    args = ("tasks", "--super-agent=gold", "-p", "no:cacheprovider")
+    run = PytestRun(held_dir, *args)
+    try:
+        box = _started_box(engine, held)
+        os.killpg(run.pid, getattr(signal, signal_name))
+        if signal_name == "SIGSTOP":
+            _age_lease(engine, box.labels[LABEL_LEASE])
+        else:
+            run.proc.wait(timeout=30)  # reaped: its pid names nothing now
+        code, out = run_pytest(other_dir, *args, timeout=300)
+        assert code == 0, out[-3000:]
+        left = engine.containers.list(all=True, filters={"id": box.id})
+        if signal_name == "SIGKILL":
+            assert left == [], "the killed run's container was left"
+            return
+        assert [c.id for c in left] == [box.id], "the stopped run's container was removed"
+        os.killpg(run.pid, signal.SIGCONT)
+        assert run.wait(300) == 0, run.output()[-3000:]
+        [line] = results(only_run_dir(held_dir))
+        assert (line["outcome"], line["exit_status"]) == ("passed", "submitted"), line
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGCONT)
+        if run.proc.poll() is None:
+            run.kill_group()
+        for folder in (held_dir, other_dir):
+            for run_dir in run_dirs(folder):
+                cleanup_containers(engine, run_id=run_dir.name)

@@ -11,10 +11,15 @@ itself, where every client sees it:
   of its API answers, so hosts with skewed clocks agree), and who holds it.
 - A daemon thread renews it every `RENEW_S` (one `put_archive`); each task container carries the
   lease id in its `pytest-super.lease` label. A lease removed by someone is created again.
-- Another client judges the containers of a lease dead when the lease is gone (released at exit)
-  or not renewed for `TTL_S` by the engine's clock; or at once, when its holder is provably gone:
-  same kernel boot, same PID namespace (by inode), and that pid is gone or is another process
-  (start time). A holder in another namespace or on another host is judged by the clock only.
+- The lease container's labels name its holder (`Holder`: pid, the start time of that pid in
+  clock ticks after boot, field 22 of /proc/<pid>/stat, the PID namespace's inode, the boot id);
+  the lease file repeats them (leases of earlier versions have only the file).
+- Another client judges a lease by its holder where it can prove something: same kernel boot and
+  same PID namespace (by inode). Then the holder's pid alive with the same start time is alive,
+  however old the lease (a run stopped with Ctrl-Z for longer than `TTL_S` keeps its containers),
+  and a pid gone or naming another process is dead at once. Only a holder in another namespace or
+  on another host is judged by the clock: dead when its lease is gone (released at exit) or not
+  renewed for `TTL_S` by the engine's clock.
 """
 
 from __future__ import annotations
@@ -41,6 +46,11 @@ log = logging.getLogger(__name__)
 LABEL_LEASE = "pytest-super.lease"  # on task containers: the lease they live under
 LABEL_HOLDER = "pytest-super.lease-holder"  # on the lease container itself
 LABEL_LEASE_RUN = "pytest-super.lease-run"  # the run of the process holding it (informational)
+#: on the lease container: who holds it (`Holder`'s fields; empty where /proc cannot say)
+LABEL_HOLDER_PID = "pytest-super.lease-pid"
+LABEL_HOLDER_START = "pytest-super.lease-pid-start"
+LABEL_HOLDER_PID_NS = "pytest-super.lease-pid-ns"
+LABEL_HOLDER_BOOT = "pytest-super.lease-boot-id"
 LEASE_FILE = "lease.json"
 #: seconds between renewals; one renewal is one small put_archive (about 10 ms on this engine)
 RENEW_S = 10.0
@@ -63,15 +73,46 @@ class Holder:
         pid = os.getpid()
         return cls(pid, _boot_id(), _pid_namespace(), _start_ticks(pid))
 
-    def provably_gone(self) -> bool:
-        """True only when this holder shares our kernel boot and PID namespace and its process
-        is gone (or the pid now names a process started at another time)."""
+    def labels(self) -> dict[str, str]:
+        """This holder as the lease container's labels."""
+        return {
+            LABEL_HOLDER_PID: str(self.pid),
+            LABEL_HOLDER_START: "" if self.start_ticks is None else str(self.start_ticks),
+            LABEL_HOLDER_PID_NS: "" if self.pid_ns is None else str(self.pid_ns),
+            LABEL_HOLDER_BOOT: self.boot_id or "",
+        }
+
+    @classmethod
+    def from_labels(cls, labels: dict[str, str]) -> Holder | None:
+        """The holder a lease container's labels name; None without them (an earlier version's)
+        or when they are not numbers."""
+        try:
+            return cls(
+                int(labels[LABEL_HOLDER_PID]),
+                labels.get(LABEL_HOLDER_BOOT) or None,
+                int(labels[LABEL_HOLDER_PID_NS]) if labels.get(LABEL_HOLDER_PID_NS) else None,
+                int(labels[LABEL_HOLDER_START]) if labels.get(LABEL_HOLDER_START) else None,
+            )
+        except (KeyError, ValueError):
+            return None
+
+    def _comparable(self) -> bool:
+        """Does this holder share our kernel boot and PID namespace (so its pid means here what
+        it meant there)?"""
         here = Holder.of_this_process()
         if None in (self.boot_id, self.pid_ns, self.start_ticks, here.boot_id, here.pid_ns):
             return False
-        if (self.boot_id, self.pid_ns) != (here.boot_id, here.pid_ns):
-            return False
-        return _start_ticks(self.pid) != self.start_ticks
+        return (self.boot_id, self.pid_ns) == (here.boot_id, here.pid_ns)
+
+    def provably_gone(self) -> bool:
+        """True only when this holder shares our kernel boot and PID namespace and its process
+        is gone (or the pid now names a process started at another time)."""
+        return self._comparable() and _start_ticks(self.pid) != self.start_ticks
+
+    def provably_alive(self) -> bool:
+        """True only when this holder shares our kernel boot and PID namespace and its pid names
+        the same process still (same start time; stopped with SIGSTOP counts: it is alive)."""
+        return self._comparable() and _start_ticks(self.pid) == self.start_ticks
 
 
 class Lease:
@@ -99,7 +140,7 @@ class Lease:
             self.image,
             command=["true"],
             name=self.name,
-            labels={LABEL_HOLDER: self.id, LABEL_LEASE_RUN: self.run_id},
+            labels={LABEL_HOLDER: self.id, LABEL_LEASE_RUN: self.run_id, **self.holder.labels()},
             network_disabled=True,
             host_config=api.create_host_config(network_mode="none"),
         )
@@ -183,14 +224,28 @@ def live_leases(
 
 def _alive(client: docker.DockerClient, container: Any, now: float) -> bool:
     data = _read_lease(client, container)
+    holder = _holder(container, data)
+    if holder is not None and holder.provably_alive():
+        return True  # however old the lease: a stopped process renews nothing, and lives
+    if holder is not None and holder.provably_gone():
+        return False
     if data is None:  # created but not written yet (a start-up race): judge by creation time
         created = container.attrs.get("Created", "")
         return now - _parse_iso(created) <= TTL_S
-    holder = data.get("holder") or {}
-    with contextlib.suppress(TypeError):
-        if Holder(**holder).provably_gone():
-            return False
-    return now - float(data.get("renewed", 0)) <= float(data.get("ttl_s", TTL_S))
+    try:
+        return now - float(data.get("renewed", 0)) <= float(data.get("ttl_s", TTL_S))
+    except (TypeError, ValueError):  # not a lease file of ours: judged by the clock, it is dead
+        return False
+
+
+def _holder(container: Any, data: dict[str, Any] | None) -> Holder | None:
+    """Who holds a lease: as its file says, else (not written yet, or being removed) as its
+    container's labels say."""
+    fields = (data or {}).get("holder")
+    if isinstance(fields, dict):
+        with contextlib.suppress(TypeError, ValueError):
+            return Holder(**fields)
+    return Holder.from_labels(container.labels or {})
 
 
 def _read_lease(client: docker.DockerClient, container: Any) -> dict[str, Any] | None:
@@ -201,7 +256,8 @@ def _read_lease(client: docker.DockerClient, container: Any) -> dict[str, Any] |
         raw = b"".join(stream)
         with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
             member = tar.extractfile(LEASE_FILE)
-            return json.loads(member.read()) if member else None
+            data = json.loads(member.read()) if member else None
+            return data if isinstance(data, dict) else None
     except (docker.errors.APIError, tarfile.TarError, ValueError, KeyError):
         return None  # gone, or being removed right now ("RWLayer ... is unexpectedly nil")
 
