@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import ast
 import json
+import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_super import scoring
+from pytest_super import safe_read, scoring
 from pytest_super.edit import EditRequest, format_edit
 from pytest_super.environment import CONTINUED_THOUGHT
 from pytest_super.errors import ExitStatus, SuperError
@@ -65,6 +67,14 @@ class EpisodeFormatError(SuperError):
     """A published episode folder this module cannot read (names the file and what is wrong)."""
 
 
+#: metrics.json: a handful of scores
+METRICS_MAX_BYTES = 1024 * 1024
+#: history.ipynb (the published notebooks reach tens of MB: their cells hold whole pip logs)
+NOTEBOOK_MAX_BYTES = 512 * 1024 * 1024
+#: metrics.json's scores, each in [0, 1] (or null)
+METRIC_SCORES = ("output_match", "checkpoints", "entrypoint")
+
+
 @dataclass
 class PublishedEpisode:
     """One published episode: its task, the run it belongs to, its steps and its scores."""
@@ -100,7 +110,7 @@ def episode_folders(run_dir: Path) -> list[Path]:
     return sorted(
         p
         for p in Path(run_dir).iterdir()
-        if p.is_dir() and any((p / n).is_file() for n in EPISODE_FILES)
+        if p.is_dir() and any(os.path.lexists(p / n) for n in EPISODE_FILES)
     )
 
 
@@ -134,12 +144,32 @@ def read_metrics_only(folder: Path, *, model: str, agent: str, set_name: str) ->
 
 
 def _read_metrics(path: Path) -> dict[str, Any]:
+    """metrics.json, a regular file of scores: `output_match`, `checkpoints` and `entrypoint`
+    finite numbers in [0, 1] (or null), `submitted` a boolean, 0 or 1 (or null)."""
     try:
-        metrics = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise EpisodeFormatError(f"{path}: not readable JSON ({exc})") from None
+        metrics = safe_read.read_json_file(path, METRICS_MAX_BYTES)
+    except safe_read.ForeignDataError as exc:
+        raise EpisodeFormatError(str(exc)) from None
     if not isinstance(metrics, dict):
         raise EpisodeFormatError(f"{path}: not a JSON object of scores")
+    for name in METRIC_SCORES:
+        value = metrics.get(name)
+        if value is None:
+            continue
+        try:
+            if isinstance(value, str):
+                raise ValueError("not a number (a JSON string)")
+            safe_read.number(value, high=1.0)
+        except ValueError as exc:
+            raise EpisodeFormatError(
+                f"{path}: {name} {json.dumps(value)[:60]} is refused: {exc}; a score is a "
+                "number from 0 to 1"
+            ) from None
+    if metrics.get("submitted") not in (None, True, False, 0, 1):
+        raise EpisodeFormatError(
+            f"{path}: submitted {json.dumps(metrics['submitted'])[:60]} is refused: "
+            "it is true, false, 0 or 1"
+        )
     return metrics
 
 
@@ -147,12 +177,9 @@ def read_episode(folder: Path, *, model: str, agent: str, set_name: str) -> Publ
     """One published episode folder: `history.ipynb` (steps) and `metrics.json` (scores)."""
     folder = Path(folder)
     notebook = folder / "history.ipynb"
-    try:
-        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise EpisodeFormatError(f"{notebook}: not a readable notebook ({exc})") from None
+    cells = _read_cells(notebook)
     metrics_path = folder / "metrics.json"
-    metrics = _read_metrics(metrics_path) if metrics_path.exists() else {}
+    metrics = _read_metrics(metrics_path) if os.path.lexists(metrics_path) else {}
     swe = "swe" in agent
     query, raw_steps = _notebook_steps(notebook, cells)
     steps: list[Step] = []
@@ -168,6 +195,50 @@ def read_episode(folder: Path, *, model: str, agent: str, set_name: str) -> Publ
         steps=steps,
         metrics=metrics,
     )
+
+
+def _read_cells(notebook: Path) -> list[dict[str, Any]]:
+    """The cells of a regular notebook file, each checked to have the shape the steps are read
+    from (`_check_cell`)."""
+    try:
+        data = safe_read.read_json_file(notebook, NOTEBOOK_MAX_BYTES)
+    except safe_read.ForeignDataError as exc:
+        raise EpisodeFormatError(str(exc)) from None
+    cells = data.get("cells") if isinstance(data, dict) else None
+    if not isinstance(cells, list):
+        raise EpisodeFormatError(f"{notebook}: not a notebook (no list of cells)")
+    for number, cell in enumerate(cells, start=1):
+        problem = _check_cell(cell)
+        if problem:
+            raise EpisodeFormatError(f"{notebook}: cell {number}: {problem}")
+    return cells
+
+
+def _is_text(value: Any) -> bool:
+    """A notebook's text: a string, or a list of strings (its lines)."""
+    return isinstance(value, str) or (
+        isinstance(value, list) and all(isinstance(v, str) for v in value)
+    )
+
+
+def _check_cell(cell: Any) -> str | None:
+    """What is wrong with a notebook cell for reading its step (None when nothing is)."""
+    if not isinstance(cell, dict):
+        return f"a JSON {type(cell).__name__}, not an object"
+    if not _is_text(cell.get("source", "")):
+        return "its source is not text"
+    outputs = cell.get("outputs") or []
+    if not isinstance(outputs, list):
+        return "its outputs are not a list"
+    for number, output in enumerate(outputs, start=1):
+        if not isinstance(output, dict):
+            return f"output {number}: a JSON {type(output).__name__}, not an object"
+        data = output.get("data", {})
+        if not isinstance(data, dict):
+            return f"output {number}: its data is a JSON {type(data).__name__}, not an object"
+        if not _is_text(data.get("text/plain", output.get("text", ""))):
+            return f"output {number}: its text is not text"
+    return None
 
 
 def _source(cell: dict) -> str:
@@ -195,7 +266,10 @@ def _notebook_steps(notebook: Path, cells: list[dict]) -> tuple[str, list[dict[s
             elif _STEP_HEADING.match(text):
                 steps.append({"thought": "", "action": "", "content": "", "observation": ""})
             elif steps and (times := _TIMES.match(text)):
-                steps[-1]["duration_s"] = float(times.group(1))
+                duration = float(times.group(1))
+                if not math.isfinite(duration):
+                    raise EpisodeFormatError(f"{notebook}: a step's duration is {duration}")
+                steps[-1]["duration_s"] = duration
             elif steps and text.startswith(_THOUGHT):
                 steps[-1]["thought"] = text[len(_THOUGHT) :].strip()
             elif steps and (action := _ACTION.match(text)):
@@ -465,7 +539,7 @@ def import_run(run_dir: Path, out_dir: Path, *, rescore: bool = False) -> RunImp
     try:
         for folder in episode_folders(run_dir):
             try:
-                if (folder / "history.ipynb").is_file():
+                if os.path.lexists(folder / "history.ipynb"):
                     episode = read_episode(folder, model=model, agent=agent, set_name=set_name)
                 else:
                     episode = read_metrics_only(folder, model=model, agent=agent, set_name=set_name)

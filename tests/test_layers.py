@@ -39,7 +39,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("the model client", ("llm",)),
     ("the task model and scoring", ("tasks", "scoring", "edit", "trajectory")),
     ("the kernels", ("kernels",)),
-    ("foundations", ("errors", "atomic", "strictjson", "redaction", "names", "stats", "registry")),
+    (
+        "foundations",
+        ("errors", "atomic", "strictjson", "safe_read", "redaction", "names", "stats", "registry"),
+    ),
 ]
 
 
