@@ -15,11 +15,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import xml.etree.ElementTree as ET
+import warnings
 from pathlib import Path
 
 from pytest_super.errors import SuperError
 from pytest_super.kernels.docker.image import COLAB_LOCK, DEFAULT_BASE, PROFILES
+from pytest_super.safe_read import ForeignDataError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,16 +232,16 @@ def _report(args: argparse.Namespace) -> int:
     columns: dict[str, list[report.SummaryRow]] = {}
     records_of = {}
     for path in args.files:
-        if not path.exists():
+        if not os.path.lexists(path):
             print(f"pytest-super report: {path}: no such file", file=sys.stderr)
             return 2
-        if path.suffix == ".jsonl":
+        if path.suffix == ".jsonl":  # a bad line, or a file that is not regular: named, skipped
             records = report.read_results(path, on_bad_line=_warn)
         else:
             try:
-                records = report.read_junit(path)
-            except ET.ParseError as exc:
-                print(f"pytest-super report: {path}: not a JUnit XML file ({exc})", file=sys.stderr)
+                records = report.read_junit(path, on_bad_case=_warn)
+            except ForeignDataError as exc:  # not a regular file, too large, not XML
+                print(f"pytest-super report: {exc}", file=sys.stderr)
                 return 2
         if not records:
             print(f"pytest-super report: {path}: no SUPER task results in it", file=sys.stderr)
@@ -266,12 +267,17 @@ def _html(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-    if len(args.runs) == 1:
-        print(html.write_run_report(args.runs[0]))
-        return 0
-    first, last = args.runs[0].resolve(), args.runs[-1].resolve()
-    out = args.out or first.parent / f"compare-{first.name}-{last.name}"
-    print(html.write_comparison(list(args.runs), out))
+    with warnings.catch_warnings(record=True) as caught:  # foreign files named, one a line
+        warnings.simplefilter("always")
+        if len(args.runs) == 1:
+            written = html.write_run_report(args.runs[0])
+        else:
+            first, last = args.runs[0].resolve(), args.runs[-1].resolve()
+            out = args.out or first.parent / f"compare-{first.name}-{last.name}"
+            written = html.write_comparison(list(args.runs), out)
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
+    print(written)
     return 0
 
 

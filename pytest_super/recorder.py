@@ -191,20 +191,42 @@ class RunRecorder:
                     stacklevel=1,
                 )
         if self.records:
-            table = reports.format_table({self.run.agent or "run": self._rows()}, markdown=True)
-            images = reports.images_line(self.records.values())
-            try:
-                (self.run.run_dir / "summary.md").write_text(
-                    f"# pytest-super run {self.run.run_id}\n\nagent: {self.run.agent}, model: "
-                    f"{self.run.settings.model or '-'}\n\n{table}\n"
-                    + (f"\n{images}\n" if images else "")
-                )
-                self.html = html.write_run_report(self.run.run_dir)
-            except OSError as exc:  # a full disk must not cost the run its other reports
-                warnings.warn(
-                    f"pytest-super: the summary and HTML report were not written: {exc}",
-                    stacklevel=1,
-                )
+            self._write_summary_and_html()
+
+    def _write_summary_and_html(self) -> None:
+        """summary.md, then index.html. Neither may cost the run its other reports (JUnit is
+        written after this hook)."""
+        table = reports.format_table({self.run.agent or "run": self._rows()}, markdown=True)
+        images = reports.images_line(self.records.values())
+        try:
+            (self.run.run_dir / "summary.md").write_text(
+                f"# pytest-super run {self.run.run_id}\n\nagent: {self.run.agent}, model: "
+                f"{self.run.settings.model or '-'}\n\n{table}\n"
+                + (f"\n{images}\n" if images else "")
+            )
+            self.html = self._write_html()
+        except OSError as exc:  # a full disk must not cost the run its other reports
+            warnings.warn(
+                f"pytest-super: the summary and HTML report were not written: {exc}",
+                stacklevel=1,
+            )
+
+    def _write_html(self) -> Path | None:
+        """index.html and the task pages; None, with a warning, when they could not be made. The
+        report reads files this run did not write (earlier runs' results in the report folder,
+        trajectories named by the records), which are read defensively; should any still
+        break the page, the run keeps its results, summary and JUnit."""
+        try:
+            return html.write_run_report(self.run.run_dir)
+        except OSError:
+            raise
+        except Exception as exc:  # the HTML report is the last and least of the run's reports
+            warnings.warn(
+                f"pytest-super: the HTML report was not written ({type(exc).__name__}: {exc}); "
+                f"`pytest-super html {self.run.run_dir}` tries again",
+                stacklevel=1,
+            )
+            return None
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.records:

@@ -12,19 +12,19 @@ import json
 import os
 import re
 import warnings
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
+from xml.parsers import expat
 
-from pytest_super import scoring, stats, strictjson
+from pytest_super import safe_read, scoring, stats, strictjson
 from pytest_super.kernels.jupyter.output import clean_for_model
 from pytest_super.runner import TaskResult
 from pytest_super.tasks import categories_of, jsonl_lines
 
 PROPERTY_PREFIX = "super."
-OUTCOMES = ("passed", "failed", "error", "skipped")
+OUTCOMES = safe_read.OUTCOMES
 
 
 # -- one task's failure ------------------------------------------------------------------------
@@ -400,32 +400,36 @@ class ResultsWriter:
 
 
 def read_results(path: Path, on_bad_line: Callable[[str], None] | None = None) -> list[TaskRecord]:
-    """Read a results.jsonl file (for --super-resume and re-reporting).
+    """Read a results.jsonl file (for --super-resume and re-reporting), line by line.
 
-    A line that is not a task record (what a crash or a full disk leaves: a truncated line, junk)
-    is skipped; `on_bad_line` gets a message naming the file and the line (default: a warning).
+    A line that is not a task record the reports can read (what a crash or a full disk leaves: a
+    truncated line, junk; or a mistyped field, `"accuracy": "high"`) is skipped; `on_bad_line`
+    gets a message naming the file, the line and the field (default: a warning). A file that is
+    not a regular file (a FIFO, a folder) or larger than `safe_read.RESULTS_MAX_BYTES` is
+    skipped whole, with the same message.
     """
-    if not path.exists():
+    if not os.path.lexists(path):
         return []
     warn = on_bad_line or (lambda message: warnings.warn(message, stacklevel=3))
+    try:
+        data = safe_read.read_regular_file(path, safe_read.RESULTS_MAX_BYTES)
+    except safe_read.ForeignDataError as error:
+        warn(f"skipped results file {error}")
+        return []
     records = []
-    for number, line in jsonl_lines(path.read_bytes()):
+    for number, line in jsonl_lines(data):
         if isinstance(line, str) and not line.strip():
             continue
         try:
             if isinstance(line, UnicodeDecodeError):
                 raise ValueError(f"not UTF-8 ({line.reason})")
-            data = json.loads(line)
-            if not (
-                isinstance(data, dict)
-                and isinstance(data.get("task_id"), str)
-                and data.get("outcome") in OUTCOMES
-            ):
-                raise ValueError("not a task record (task_id, outcome)")
+            safe_read.check_depth(line)
+            record = json.loads(line)
+            safe_read.check_record(record)
         except (ValueError, RecursionError) as error:
-            warn(f"{path}:{number}: skipped a broken results line ({str(error)[:120]})")
+            warn(f"{path}:{number}: skipped a broken results line ({str(error)[:160]})")
             continue
-        records.append(TaskRecord.from_json(data))
+        records.append(TaskRecord.from_json(record))
     return records
 
 
@@ -450,26 +454,73 @@ def final_results(
     return found
 
 
-def read_junit(path: Path) -> list[TaskRecord]:
-    """The task records in a JUnit XML file written by pytest --junitxml with this plugin."""
-    root = ET.parse(path).getroot()
+def read_junit(path: Path, on_bad_case: Callable[[str], None] | None = None) -> list[TaskRecord]:
+    """The task records in a JUnit XML file written by pytest --junitxml with this plugin.
+
+    Only a regular file of at most `safe_read.JUNIT_MAX_BYTES` is read (else ForeignDataError);
+    a test case whose `super.` properties the reports cannot read (`super.accuracy="abc"`) is
+    skipped, and `on_bad_case` gets a message naming the file, the case's line and the field
+    (default: a warning). Raises ForeignDataError for a file that is not XML."""
+    warn = on_bad_case or (lambda message: warnings.warn(message, stacklevel=3))
+    data = safe_read.read_regular_file(path, safe_read.JUNIT_MAX_BYTES)
     records = []
-    for case in root.iter("testcase"):
-        props = [(p.get("name", ""), p.get("value")) for p in case.iter("property")]
-        stripped = strip_prefix(props)
+    for line, case in _junit_cases(path, data):
+        stripped = strip_prefix(case.properties)
         if not stripped:
             continue
         if stripped.get("resumed_outcome") in OUTCOMES:  # skipped here, its result is earlier
             outcome = stripped.pop("resumed_outcome")
-        elif case.find("skipped") is not None:
-            outcome = "skipped"
-        elif case.find("error") is not None:
-            outcome = "error"
-        elif case.find("failure") is not None:
-            outcome = "failed"
         else:
-            outcome = "passed"
-        records.append(
-            TaskRecord(task_id=case.get("name", "?"), outcome=outcome, properties=stripped)
-        )
+            outcome = case.outcome
+        record = TaskRecord(task_id=case.name, outcome=outcome, properties=stripped)
+        try:
+            safe_read.check_record(record.as_json())
+        except ValueError as error:
+            warn(f"{path}:{line}: skipped test case {case.name!r} ({str(error)[:160]})")
+            continue
+        records.append(record)
     return records
+
+
+@dataclass
+class _JunitCase:
+    name: str
+    properties: list[tuple[str, Any]] = field(default_factory=list)
+    outcome: str = "passed"
+
+
+#: a test case's child element -> the outcome it gives (the first found of these, in this order)
+_CASE_OUTCOMES = {"skipped": "skipped", "error": "error", "failure": "failed"}
+
+
+def _junit_cases(path: Path, data: bytes) -> list[tuple[int, _JunitCase]]:
+    """(line, case) for each <testcase> of a JUnit file, read by expat as a stream of events
+    (no tree: a deep or huge file costs what its test cases hold)."""
+    parser = expat.ParserCreate()
+    cases: list[tuple[int, _JunitCase]] = []
+    current: list[_JunitCase] = []  # the open test case, if any
+    found: list[str] = []  # outcome elements of the open test case
+
+    def start(tag: str, attrs: dict[str, str]) -> None:
+        if tag == "testcase":
+            current[:] = [_JunitCase(name=attrs.get("name", "?"))]
+            found.clear()
+            cases.append((parser.CurrentLineNumber, current[0]))
+        elif current and tag == "property":
+            current[0].properties.append((attrs.get("name", ""), attrs.get("value")))
+        elif current and tag in _CASE_OUTCOMES:
+            found.append(tag)
+
+    def end(tag: str) -> None:
+        if tag == "testcase" and current:
+            kinds = [k for k in _CASE_OUTCOMES if k in found]
+            current[0].outcome = _CASE_OUTCOMES[kinds[0]] if kinds else "passed"
+            current.clear()
+
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    try:
+        parser.Parse(data, True)
+    except expat.ExpatError as error:
+        raise safe_read.ForeignDataError(f"{path}: not a JUnit XML file ({error})") from None
+    return cases

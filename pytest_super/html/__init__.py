@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import difflib
 import os
+import stat
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ import markupsafe
 from pytest_super import report as reports
 from pytest_super import strictjson
 from pytest_super.edit import EditFormatError, parse_edit
+from pytest_super.errors import SuperError, SuperWarning
 from pytest_super.kernels.jupyter.output import clean_for_model
 from pytest_super.names import file_stem
 from pytest_super.trajectory import read_trajectory_data
@@ -103,7 +106,6 @@ class RunView:
         who = "/".join(x for x in (agent, model) if x and x != "None")
         return f"{who} ({self.run_id})" if who else self.run_id
 
-
 def page_name(task_id: str) -> str:
     """The file name of a task's page: safe, bounded and collision-free whatever the task id
     holds (`a/b` and `a_b` get pages of their own), as trajectories are named."""
@@ -141,21 +143,43 @@ def load_run(run_dir: Path) -> RunView:
     return run
 
 
+class ReportOutError(SuperError):
+    """The comparison page would be written over a run's own files."""
+
+
 def read_for_page(path: Path | None) -> dict[str, Any] | None:
     """A task's trajectory as its page shows it, read a step at a time: each step's output is
     cleaned and cut to what the page shows (`shown`) before the next is read, so a task that
-    printed hundreds of megabytes costs the report one step's memory. None if unreadable."""
+    printed hundreds of megabytes costs the report one step's memory. None if unreadable: a
+    file that is not regular (a FIFO would block), nested too deep, or not shaped as a
+    trajectory (a foreign or hand-edited file) is named in a warning, and its page shows the
+    rest of the task."""
     if path is None:
         return None
     try:
-        return read_trajectory_data(path, _shown_step)
-    except (OSError, ValueError, AttributeError):  # a hand-edited or foreign file: show the rest
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise ValueError("not a regular file")
+        data = read_trajectory_data(path, _shown_step)
+        if not isinstance(data.get("info", {}), dict):
+            raise ValueError("its info is not an object")
+        return data
+    except (OSError, ValueError, TypeError, AttributeError, RecursionError) as exc:
+        _warn(f"{path}: trajectory not shown ({type(exc).__name__}: {str(exc)[:160]})")
         return None
 
 
+def _warn(message: str) -> None:
+    warnings.warn(f"pytest-super html: {message}", SuperWarning, stacklevel=3)
+
+
 def _shown_step(step: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(step, dict):
+        raise ValueError(f"a step is a JSON {type(step).__name__}, not an object")
     raw = step.pop("observation", None) or step.pop("output", None) or ""
     step.pop("output", None)
+    if not isinstance(raw, str):
+        raise ValueError(f"a step's observation is a JSON {type(raw).__name__}, not text")
     text = clean_for_model(raw)
     lines = text.splitlines()
     step["shown"] = {
@@ -174,7 +198,9 @@ def _trajectory_file(run_dir: Path, record: reports.TaskRecord) -> Path | None:
         return None
     path = Path(named).with_suffix(".json")
     for candidate in (run_dir / "trajectories" / path.name, path, run_dir.parent.parent / path):
-        if candidate.is_file():
+        if os.path.lexists(
+            candidate
+        ):  # `read_for_page` says why one that is not a file is not read
             return candidate
     return None
 
@@ -350,10 +376,7 @@ def write_run_report(run_dir: Path) -> Path:
     env = _environment()
     (run_dir / "tasks").mkdir(exist_ok=True)
     for task in run.tasks:  # one trajectory in memory at a time
-        task.trajectory = read_for_page(task.trajectory_path)
-        html = env.get_template("task.html.j2").render(run=run, task=task, root="../")
-        task.trajectory = None
-        (run_dir / task.page).write_text(html, encoding="utf-8")
+        (run_dir / task.page).write_text(_task_page(env, run, task), encoding="utf-8")
     index = run_dir / "index.html"
     sets = sorted({str(t.prop("set") or "?") for t in run.tasks})
     categories = sorted({c for t in run.tasks for c in t.categories})
@@ -366,6 +389,55 @@ def write_run_report(run_dir: Path) -> Path:
         encoding="utf-8",
     )
     return index
+
+
+#: what rendering a trajectory of an unexpected shape raises (a score that is text, a step number
+#: that is a list, ...): the page is then rendered without the trajectory
+_RENDER_ERRORS = (
+    TypeError,
+    ValueError,
+    AttributeError,
+    KeyError,
+    RecursionError,
+    jinja2.TemplateError,
+)
+
+
+def _task_page(env: jinja2.Environment, run: RunView, task: TaskView) -> str:
+    """A task's page; when its trajectory cannot be rendered (foreign data of another shape), the
+    page without it, and a warning naming the file."""
+    task.trajectory = read_for_page(task.trajectory_path)
+    template = env.get_template("task.html.j2")
+    try:
+        return template.render(run=run, task=task, root="../")
+    except _RENDER_ERRORS as exc:
+        if task.trajectory is None:
+            raise
+        _warn(
+            f"{task.trajectory_path}: trajectory not shown ({type(exc).__name__}: {str(exc)[:160]})"
+        )
+        task.trajectory = None
+        return template.render(run=run, task=task, root="../")
+    finally:
+        task.trajectory = None
+
+
+def check_out_dir(run_dirs: list[Path], out_dir: Path) -> None:
+    """Refuse a comparison folder that is a run's own folder or inside one, or that holds a run
+    (its index.html would replace that run's front page)."""
+    out = out_dir.resolve()
+    for run_dir in run_dirs:
+        run = run_dir.resolve()
+        if out == run or run in out.parents:
+            raise ReportOutError(
+                f"--out {out_dir}: that is (inside) the run folder {run_dir}, whose own report "
+                "would be overwritten; give the comparison a folder of its own"
+            )
+    if os.path.lexists(out / "results.jsonl"):
+        raise ReportOutError(
+            f"--out {out_dir}: that is a run folder (it holds results.jsonl), whose own report "
+            "would be overwritten; give the comparison a folder of its own"
+        )
 
 
 @dataclass
@@ -397,7 +469,9 @@ def compare_runs(runs: list[RunView]) -> list[ComparedTask]:
 
 
 def write_comparison(run_dirs: list[Path], out_dir: Path) -> Path:
-    """Write each run's own report and `out_dir/index.html`, the runs side by side."""
+    """Write each run's own report and `out_dir/index.html`, the runs side by side (never into a
+    run's own folder: `check_out_dir`)."""
+    check_out_dir(run_dirs, out_dir)
     for run_dir in run_dirs:
         write_run_report(run_dir)
     runs = [load_run(d) for d in run_dirs]
