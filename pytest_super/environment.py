@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pytest_super.edit import EditRequest, edit_file, format_edit
 from pytest_super.errors import BudgetExceeded, ComputeLimitReached, ExitStatus
 from pytest_super.kernels.base import CellResult, Kernel
 from pytest_super.llm import LLMClient
+from pytest_super.prompts import PromptSet
+from pytest_super.prompts import ours as ours_prompts
 from pytest_super.tasks import Cell, Task
 from pytest_super.trajectory import Action, Step, Trajectory
 
@@ -51,10 +53,11 @@ class EpisodeLimits:
 @dataclass(frozen=True)
 class AgentOptions:
     """The run's options for agents that take some: Reflexion's attempts (--super-attempts), the
-    replay agent's saved trajectory (--super-replay)."""
+    replay agent's saved trajectory (--super-replay), the prompts (--super-prompts)."""
 
     attempts: int = 3
     replay_path: str | None = None
+    prompts: PromptSet = field(default_factory=ours_prompts)
 
 
 class Environment:

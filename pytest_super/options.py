@@ -21,6 +21,7 @@ import pytest
 from pytest_super.environment import AgentOptions
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.llm import LLMSettings
+from pytest_super.prompts import PromptSet, load_prompts
 from pytest_super.runner import PASS_METRICS, RunSettings
 from pytest_super.settings import SuperRun, new_run_id
 from pytest_super.tasks import SETS
@@ -112,6 +113,12 @@ def _backend(value: str) -> str:
 
 def _text(value: str) -> str:
     return value
+
+
+def _prompts(value: str) -> PromptSet:
+    """`ours`, a folder of prompt templates, or SUPER's prompt.yaml (PromptFileError, a
+    ValueError, names the file and field)."""
+    return load_prompts(value)
 
 
 @dataclass(frozen=True)
@@ -232,6 +239,14 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         "trajectory file or folder for the replay agent",
         ini=False,
+        metavar="PATH",
+    ),
+    Setting(
+        "prompts",
+        _prompts,
+        "ours",
+        "the agents' prompts: ours (default), SUPER's agent/prompt.yaml (`pytest-super download "
+        "prompts`), or a folder of prompt template files (docs/agents.md)",
         metavar="PATH",
     ),
     Setting(
@@ -447,7 +462,9 @@ def make_run(config: pytest.Config, run_id: str) -> SuperRun:
         steps=values["steps"],
         format_errors=values["format_errors"],
         keep_failed=values["keep"],
-        options=AgentOptions(attempts=values["attempts"], replay_path=values["replay"]),
+        options=AgentOptions(
+            attempts=values["attempts"], replay_path=values["replay"], prompts=values["prompts"]
+        ),
     )
     return SuperRun(
         run_id=run_id,
@@ -552,4 +569,5 @@ def report_header(run: SuperRun) -> list[str]:
         f"pytest-super: agent {run.agent}, model {run.settings.model or '-'}, backend {backend}, "
         f"image {run.kernel.image or '(the default kernel image)'}",
         f"pytest-super: run {run.run_id}, reports in {run.run_dir}",
+        f"pytest-super: prompts {run.settings.options.prompts.label}",
     ]

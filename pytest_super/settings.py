@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.llm import LLMSettings
+from pytest_super.prompts import PromptSet
 from pytest_super.runner import RunSettings
 
 
@@ -59,8 +60,17 @@ class SuperRun:
     #: where each setting's value came from ("--super-mem", "environment variable X", "ini
     #: super_mem", "default"), for the report header and error messages
     sources: dict[str, str] = field(default_factory=dict, compare=False)
+    #: --super-prompts: the agents' prompts (None: those of `settings.options`, ours by default);
+    #: given here, they are the agents' (`settings.options.prompts`)
+    prompts: PromptSet | None = None
 
     def __post_init__(self) -> None:
+        if self.prompts is None:
+            object.__setattr__(self, "prompts", self.settings.options.prompts)
+        elif self.settings.options.prompts != self.prompts:
+            options = dataclasses.replace(self.settings.options, prompts=self.prompts)
+            settings = dataclasses.replace(self.settings, options=options)
+            object.__setattr__(self, "settings", settings)
         if self.kernel.run_id == KernelSettings.run_id:  # made in Python: label with this run
             object.__setattr__(self, "kernel", dataclasses.replace(self.kernel, run_id=self.run_id))
 

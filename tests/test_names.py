@@ -30,6 +30,7 @@ from pytest_super.agents.reflexion import ReflexionAgent
 from pytest_super.agents.replay import REPLAYED
 from pytest_super.agents.swe import INSTANCE_PROMPT
 from pytest_super.agents.swe_commands import SPECIAL_COMMANDS, parse_command
+from pytest_super.environment import AgentOptions
 from pytest_super.errors import (
     BudgetExceeded,
     ComputeLimitReached,
@@ -129,6 +130,7 @@ class _ReflectingEnv:
 
     task = SimpleNamespace(query="q")
     prefix_steps: list[Step] = []
+    options = AgentOptions()
 
     def __init__(self) -> None:
         completion = SimpleNamespace(

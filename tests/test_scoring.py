@@ -525,3 +525,108 @@ def test_an_integer_too_long_to_convert_is_a_problem_not_a_crash():
     read = scoring.read_submission('{"a": ' + "9" * 5000 + "}")  # past Python's 4300 digits
     assert (read.value, read.submitted) == (None, True)
     assert "not valid JSON" in read.problem and "scores 0" in read.problem
+
+
+# --- script-executed as the paper defines it (issue 31 item 4) -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entrypoint", "code"),
+    [
+        ("train.py", "!python train.py"),
+        ("train.py", "!python3 train.py --epochs 1"),
+        ("train.py", "!python3.10 -u -W ignore train.py"),
+        ("train.py", "!/usr/bin/python3 -X dev train.py"),
+        ("src/train.py", "!python -m src.train"),
+        ("src/train.py", "!python3 -mtrain"),
+        ("run.sh", "!bash run.sh"),
+        ("run.sh", "!sh -x run.sh arg"),
+        ("run.sh", "!bash -o pipefail run.sh"),
+        ("run.sh", "!./run.sh"),
+        ("scripts/run.sh", "!scripts/run.sh --fast"),
+        ("run.sh", "!source run.sh"),
+        ("run.sh", '!bash -c "cd src && ./run.sh"'),
+        ("train.py", "!accelerate launch --num_processes 1 train.py --lr 1e-4"),
+        ("train.py", "!torchrun --nproc_per_node=1 train.py"),
+        ("train.py", "!deepspeed --num_gpus 1 train.py --deepspeed ds.json"),
+        ("train.py", "!python -m torch.distributed.launch --nproc_per_node 2 train.py"),
+        ("train.py", "%run train.py --epochs 1"),
+        ("train.py", "%run -i train.py"),
+        ("train.py", "!cd /content/repo && python train.py"),
+        ("train.py", "!(cd src; python train.py)"),
+        ("train.py", "%cd src\n!python train.py"),
+        ("train.py", "!nohup python train.py > log.txt 2>&1 &"),
+        ("train.py", "!CUDA_VISIBLE_DEVICES=-1 PYTHONPATH=.. python train.py"),
+        ("train.py", '!CUDA_VISIBLE_DEVICES="," python train.py'),
+        ("train.py", "!env WANDB_MODE=offline timeout 600 python train.py"),
+        ("train.py", "!time nice -n 10 python train.py | tee out.log"),
+        ("train.py", "!python train.py \\\n  --epochs 1 \\\n  --lr 0.1"),
+        ("train.py", "!python 'train.py' --name \"a b\""),
+        ("train.py", "%%bash\ncd src\npython train.py --epochs 1"),
+        ("train.py", "%%time\n!python train.py"),
+        ("train.py", "out = !python train.py"),
+        ("train.py", "import os\nos.system('python train.py --epochs 1')"),
+        ("train.py", 'import subprocess\nsubprocess.run(["python", "train.py"], check=True)'),
+        ("train.py", "!cat config.yaml && python train.py"),
+    ],
+)
+def test_script_executed_counts_an_interpreter_or_launcher_given_the_file(entrypoint, code):
+    assert scoring.runs_entrypoint(entrypoint, code)
+    assert score_script_executed(entrypoint, [cell(code, duration_s=11)]) == 1.0
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "!cat train.py",
+        "!head -n 50 train.py",
+        "!tail -f train.py",
+        "!less train.py",
+        "!more train.py",
+        "!grep -n 'lr' train.py",
+        "!sed -n '1,40p' train.py",
+        "!sed -i 's/cuda/cpu/' train.py",
+        "!wc -l train.py",
+        "!vim train.py",
+        "!nano train.py",
+        "!head -82 train.py | tail",
+        "!cat train.py | grep argparse",
+        "!ls -la train.py && cat train.py",
+        "# !python train.py",  # a comment runs nothing
+        "!python train.py.bak",
+        "!python train.pyc",
+        "!python train.py~",
+        "!python pretrain.py",
+        "!python -c 'import train' train.py",
+        "!python -m trainer",
+        "!python -- train.bak",
+        "%load train.py",
+        "%pycat train.py",
+        "%%writefile train.py\nprint('hi')",
+        "print(open('train.py').read())",
+        "!echo python train.py",
+        "!train.py",  # not on PATH and not a path: the shell finds no such command
+        "!accelerate config train.py",
+        "!torchrun --nproc_per_node=1 eval.py train.py",
+    ],
+)
+def test_script_executed_is_not_counted_for_readers_editors_or_other_files(code):
+    """However long the cell: 11 s and no error, only the command does not run the file."""
+    assert not scoring.runs_entrypoint("train.py", code)
+    assert score_script_executed("train.py", [cell(code, duration_s=600)]) == 0.0
+
+
+def test_script_executed_other_files_of_a_shell_entrypoint():
+    for code in ("!bash run.sh.bak", "!cat run.sh", "!./run.sh~", "!chmod +x run.sh"):
+        assert score_script_executed("run.sh", [cell(code, duration_s=60)]) == 0.0, code
+    assert (
+        score_script_executed("run.sh", [cell("!chmod +x run.sh && ./run.sh", duration_s=60)])
+        == 1.0
+    )
+
+
+def test_script_executed_reads_any_cell_without_raising():
+    odd = ["!python 'train.py", "!", "%%bash", "!bash -c", "!python -m", "!" + "(" * 10_000]
+    odd += ["!bash -c 'bash -c \"bash -c \\'bash -c python train.py\\'\"'", "!env", "!nohup"]
+    for code in odd:
+        assert score_script_executed("train.py", [cell(code, duration_s=60)]) in (0.0, 1.0)

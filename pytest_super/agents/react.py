@@ -7,11 +7,12 @@ running, `continue_wait` and `interrupt` are accepted too. Sampling stops at `</
 `Observation:`, so a reply usually lacks the closing tag.
 
 Each call sends the system prompt (`prompts/react_*.txt`: the reference's structure and its three
-demonstrations, in our words), `Query: ...` and the whole history (pre-executed steps first) as
-Thought / Action / Observation blocks, observations cleaned and cut by SUPER's rules. A malformed
-reply stays in the history as a step with an empty thought and action whose observation says what
-to fix, as in the published episodes; it counts against the step limit and, without
-`--super-format-errors`, never ends the episode by itself.
+demonstrations, in our words; or those of `--super-prompts`, `env.options.prompts`), `Query: ...`
+and the whole history (pre-executed steps first) as Thought / Action / Observation blocks,
+observations cleaned and cut by SUPER's rules. A malformed reply stays in the history as a step
+with an empty thought and action whose observation says what to fix, as in the published episodes;
+it counts against the step limit and, without `--super-format-errors`, never ends the episode by
+itself.
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ from pytest_super.agents.history import (
     step_for_cell,
     truncate_history,
 )
-from pytest_super.agents.prompts import load_prompt
 from pytest_super.edit import edit_action
 from pytest_super.environment import PRE_EXECUTED_THOUGHT
 from pytest_super.llm import Completion
+from pytest_super.prompts import PromptSet, ours
 from pytest_super.scoring import parse_submission
 from pytest_super.trajectory import Action, Step
 
@@ -107,28 +108,14 @@ def correction_message(problem: str, actions: Sequence[Action]) -> str:
     )
 
 
-def _duration(seconds: float) -> str:
-    return f"{seconds / 60:g}-minute" if seconds >= 60 else f"{seconds:g}-second"
-
-
-def system_prompt(*, with_edit: bool, cell_timeout_s: float) -> str:
-    """The system prompt of react (`with_edit=False`) and react-super: the reference's structure,
-    its demonstrations (the edit one for react-super only), the cell timeout as configured."""
-    commands = (
-        load_prompt("react_commands.txt")
-        .replace("{count}", "three" if with_edit else "two")
-        .replace("{edit}", load_prompt("react_edit_command.txt") if with_edit else "")
-        .replace("{submit_number}", "3" if with_edit else "2")
-        .rstrip("\n")
-    )
-    demonstration = load_prompt("react_edit_demonstration.txt") if with_edit else ""
-    return (
-        load_prompt("react_system.txt")
-        .replace("{commands}", commands)
-        .replace("{timeout}", f"a {_duration(cell_timeout_s)} timeout")
-        .replace("{edit_demonstration}", demonstration.rstrip("\n"))
-        .rstrip("\n")
-    )
+def system_prompt(
+    *, with_edit: bool, cell_timeout_s: float, prompts: PromptSet | None = None
+) -> str:
+    """The system prompt of react (`with_edit=False`) and react-super from `prompts` (default:
+    ours): the reference's structure, its demonstrations (the edit one for react-super only), the
+    cell timeout as configured."""
+    prompts = prompts or ours()
+    return prompts.react_system(with_edit=with_edit, cell_timeout_s=cell_timeout_s)
 
 
 @dataclass
@@ -250,7 +237,23 @@ class ReActAgent:
         self, env: Environment, steps: Sequence[Step], reflections: Sequence[str] = ()
     ) -> list[dict[str, str]]:
         """System prompt, `Query: ...` (with reflections, if any), then the history."""
-        query = f"Query: {env.task.query}"
+        messages = self.prompt_messages(
+            env.options.prompts, env.task.query, env.limits.cell_timeout_s, reflections
+        )
+        history = render_history(history_entries(env, steps))
+        if history:
+            messages.append({"role": "assistant", "content": history})
+        return messages
+
+    def prompt_messages(
+        self,
+        prompts: PromptSet,
+        query_text: str,
+        cell_timeout_s: float,
+        reflections: Sequence[str] = (),
+    ) -> list[dict[str, str]]:
+        """The messages before the history: the system prompt and the task's message."""
+        query = prompts.react_query(query_text)
         if reflections:
             plans = "\n\n".join(f"Attempt {i}:\n{r}" for i, r in enumerate(reflections, start=1))
             query += (
@@ -258,19 +261,8 @@ class ReActAgent:
                 "reset (any pre-executed steps were run again). Your plans from the earlier "
                 f"attempts:\n{plans}"
             )
-        messages = [
-            {
-                "role": "system",
-                "content": system_prompt(
-                    with_edit=self.with_edit, cell_timeout_s=env.limits.cell_timeout_s
-                ),
-            },
-            {"role": "user", "content": query},
-        ]
-        history = render_history(history_entries(env, steps))
-        if history:
-            messages.append({"role": "assistant", "content": history})
-        return messages
+        system = prompts.react_system(with_edit=self.with_edit, cell_timeout_s=cell_timeout_s)
+        return [{"role": "system", "content": system}, {"role": "user", "content": query}]
 
     @staticmethod
     def _record(

@@ -22,17 +22,13 @@ from pytest_super.agents.base import (
 )
 from pytest_super.agents.history import ask_model
 from pytest_super.agents.react import ReActSuperAgent, history_entries, render_history
+from pytest_super.prompts import ours
 from pytest_super.trajectory import Action, Step
 
 DEFAULT_ATTEMPTS = 3
 
-REFLECTION_PROMPT = """You will see the record of an earlier try at a task in a Jupyter notebook. \
-That try failed: it ended without an answer. Do not describe the environment. Think about the \
-strategy and the path taken: where it went wrong, what was missing, where time or tokens were \
-wasted. Then write a short new plan that avoids the mistake and names the concrete actions to \
-take (for example: if A and B were done but C was forgotten, how to do C here; if too long was \
-spent on A, a quicker and more direct way to A). You will use the plan when you try the same task \
-again. Write the plan after "Plan:" and end it with [END]."""
+#: our reflection prompt (prompts/reflexion_system.txt); a run takes its prompt set's
+REFLECTION_PROMPT = ours().reflection()
 
 
 def parse_plan(text: str) -> str:
@@ -80,7 +76,7 @@ class ReflexionAgent:
         record = render_history(history_entries(env, own))
         why = str(ending) if ending is not None else "it ended without a submission"
         messages = [
-            {"role": "system", "content": REFLECTION_PROMPT},
+            {"role": "system", "content": env.options.prompts.reflection()},
             {
                 "role": "user",
                 "content": f"Query: {env.task.query}\n\nThe earlier try:\n{record}\n"

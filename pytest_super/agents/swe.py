@@ -36,8 +36,8 @@ from pytest_super.agents.history import (
     step_for_cell,
     truncate_history,
 )
-from pytest_super.agents.prompts import load_prompt
 from pytest_super.agents.swe_commands import (
+    END_OF_EDIT,
     WINDOW,
     Command,
     CommandFormatError,
@@ -47,6 +47,7 @@ from pytest_super.agents.swe_commands import (
     parse_command,
 )
 from pytest_super.edit import EditFormatError, parse_edit
+from pytest_super.prompts import ours
 from pytest_super.trajectory import Action, Step
 
 #: a model that starts writing the next state prompt itself has finished its reply
@@ -58,9 +59,10 @@ _DISCUSSION = re.compile(r"^\s*DISCUSSION\s*:?\s*\n?", re.IGNORECASE)
 
 #: the published SWE-agent episodes' system prompt structure, in our words: setting, the
 #: notebook's three kinds of cells, the command list (docstring, signature, arguments), the
-#: indentation warning, the response format, one command per reply; no demonstrations
-SYSTEM_PROMPT = load_prompt("swe_system.txt")
-INSTANCE_PROMPT = load_prompt("swe_instance.txt")
+#: indentation warning, the response format, one command per reply; no demonstrations. Our
+#: templates; a run takes them from its prompt set (`env.options.prompts`, --super-prompts)
+SYSTEM_PROMPT = ours().templates["swe_system"]
+INSTANCE_PROMPT = ours().templates["swe_instance"]
 
 FORMAT_CORRECTION = """\
 Your reply could not be run: {problem}
@@ -180,8 +182,10 @@ class SWEAgent:
     def _messages(
         self, env: Environment, turns: list[_Turn], state: str, reflections: Sequence[str]
     ) -> list[dict[str, str]]:
-        system = SYSTEM_PROMPT.format(window=self.window, command_docs=command_docs())
-        instance = INSTANCE_PROMPT.format(
+        prompts = env.options.prompts
+        docs = command_docs(edit_doc=prompts.swe_edit_doc(end_of_edit=END_OF_EDIT))
+        system = prompts.swe_system(window=self.window, command_docs=docs)
+        instance = prompts.swe_instance(
             query=env.task.query.strip(),
             cell_timeout=f"{env.limits.cell_timeout_s:.0f}",
             interrupt=Action.INTERRUPT,

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_super.agents.swe_lint import LintError, lint_errors, new_errors
 from pytest_super.kernels.inside import kernel_module
 from pytest_super.kernels.inside.swe_kernel_tools import MARKER
+from pytest_super.prompts import ours as ours_prompts
 from pytest_super.trajectory import Action
 
 if TYPE_CHECKING:
@@ -112,11 +113,8 @@ COMMAND_DOCS: dict[Action, tuple[str, str, tuple[tuple[str, str, bool, str], ...
     ),
     Action.EDIT: (
         f"edit <start_line>:<end_line>\n<replacement_text>\n{END_OF_EDIT}",
-        "replaces lines <start_line> to <end_line> (inclusive) of the open file with the text "
-        f"that follows, up to a line holding only {END_OF_EDIT}. All of the replacement text is "
-        "written as given, so get its indentation right. A Python file is checked with flake8 "
-        "after the edit; if the edit introduces errors, it is not applied: read the errors and "
-        "edit again with a corrected command (the same command fails the same way).",
+        # the edit-tool description: prompts/swe_edit_command.txt (a run's own: --super-prompts)
+        ours_prompts().swe_edit_doc(end_of_edit=END_OF_EDIT),
         (
             ("start_line", "integer", True, "the first line to replace"),
             ("end_line", "integer", True, "the last line to replace (inclusive)"),
@@ -524,10 +522,13 @@ def kernel_snippet(name: str, args: dict[str, Any]) -> str:
     return f"{tools}.run({name!r}, {json.dumps(args)!r})"
 
 
-def command_docs() -> str:
-    """The command list for the system prompt: docstring, signature and arguments of each."""
+def command_docs(*, edit_doc: str | None = None) -> str:
+    """The command list for the system prompt: docstring, signature and arguments of each;
+    `edit_doc`: the edit command's docstring (the run's prompt set's edit-tool description)."""
     blocks = []
     for name, (signature, doc, arguments) in COMMAND_DOCS.items():
+        if name == Action.EDIT and edit_doc is not None:
+            doc = edit_doc
         block = [f"{name}:", f"  docstring: {doc}", f"  signature: {signature}"]
         if arguments:
             block.append("  arguments:")
