@@ -22,6 +22,7 @@ from pytest_super.llm import LLMClient
 from pytest_super.prompts import PromptSet
 from pytest_super.prompts import ours as ours_prompts
 from pytest_super.tasks import Cell, Task
+from pytest_super.timeouts import timer_seconds
 from pytest_super.trajectory import Action, Step, Trajectory
 
 #: the thought of the steps the harness takes for the user (the reference's words, as the
@@ -113,7 +114,7 @@ class Environment:
         the reference never stops)."""
         if check_limit:
             self.check_compute()
-        timeout = self.limits.cell_timeout_s if timeout_s is None else timeout_s
+        timeout = timer_seconds(self.limits.cell_timeout_s if timeout_s is None else timeout_s)
         result = self.kernel.execute(code, timeout, interrupt_on_timeout=interrupt_on_timeout)
         self.compute_used_s += result.duration_s
         return result
@@ -122,7 +123,7 @@ class Environment:
         """`continue_wait`: wait one more cell timeout for a cell left running."""
         if check_limit:
             self.check_compute()
-        result = self.kernel.wait(self.limits.cell_timeout_s)
+        result = self.kernel.wait(timer_seconds(self.limits.cell_timeout_s))
         self.compute_used_s += result.duration_s
         return result
 

@@ -10,6 +10,7 @@ one is a usage error naming where it came from. Nothing else in the package read
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from pytest_super.prompts import PromptSet, load_prompts
 from pytest_super.runner import PASS_METRICS, RunSettings
 from pytest_super.settings import SuperRun, new_run_id
 from pytest_super.tasks import SETS
+from pytest_super.tasks.model import LIMIT_RANGES, Bounds
 
 __all__ = ["RUN_KEY", "SETTINGS", "SuperRun", "add_options", "make_run", "new_run_id", "run_of"]
 
@@ -40,8 +42,20 @@ RUN_KEY = pytest.StashKey[SuperRun]()
 
 
 # -- how a text value is read ------------------------------------------------------------------
+#: the accepted range of each number a setting holds (a task's limits: tasks.model.LIMIT_RANGES)
+DISK_BOUNDS = Bounds(2**20, 2**50)  # 1m .. 1024t
+#: Docker's least memory limit is 6m; 16384g is more than any machine has
+MEMORY_BOUNDS = Bounds(6 * 2**20, 16384 * 2**30)
+CPU_BOUNDS = Bounds(0, 1024, "CPUs", above=True)
+TOLERANCE_BOUNDS = Bounds(0, 1e9)
+THRESHOLD_BOUNDS = Bounds(0, 1)
+PRICE_BOUNDS = Bounds(0, 1_000_000, "USD per million tokens")
+REPEAT_BOUNDS = Bounds(1, 1000, whole=True)
+_MEMORY_UNITS = {"b": 1, "k": 2**10, "m": 2**20, "g": 2**30}
+
+
 def _disk_size(value: str) -> int | None:
-    """SIZE in bytes (binary units k, m, g, t; b optional); "none": no bound."""
+    """SIZE in bytes (binary units k, m, g, t; b optional), from 1m to 1024t; "none": no bound."""
     text = value.strip().lower().removesuffix("b").removesuffix("i")
     if text == "none":
         return None
@@ -49,37 +63,65 @@ def _disk_size(value: str) -> int | None:
     try:
         size = float(number) * _UNITS[unit]
     except (ValueError, KeyError):
-        size = 0
-    if size < 2**20:
-        raise ValueError("expected a size of at least 1m such as 20g or 500m, or none for no bound")
+        size = math.nan
+    if not DISK_BOUNDS.accepts(size):
+        raise ValueError(
+            "expected a size from 1m to 1024t such as 20g or 500m, or none for no bound"
+        )
     return int(size)
 
 
-def _positive(kind: type) -> Callable[[str], Any]:
+def memory_size(value: str) -> str:
+    """--super-mem, read by the rules of the Docker SDK's `parse_bytes` (which the engine's
+    client applies to it later): units b, k, m, g (any case, a `b` after a unit allowed), no unit
+    for bytes; from 6m, Docker's least, to 16384g. The text is kept as given."""
+    text = value
+    if text[-2:-1].isalpha() and text[-1:] in ("b", "B"):
+        text = text[:-1]
+    suffix = text[-1:].lower()
+    digits, unit = (text, "b") if suffix.isdigit() else (text[:-1], suffix)
+    try:
+        size = float(digits) * _MEMORY_UNITS[unit]
+    except (ValueError, KeyError):
+        size = math.nan
+    if not MEMORY_BOUNDS.accepts(size):
+        raise ValueError(
+            "expected a memory size from 6m to 16384g in Docker's units b, k, m, g, e.g. 4g"
+        )
+    return value
+
+
+def _number(bounds: Bounds) -> Callable[[str], Any]:
+    """A reader of a number in `bounds`: an int when they are whole, else a finite float."""
+
     def read(value: str) -> Any:
         try:
-            number = kind(value)
+            number: float = int(value) if bounds.whole else float(value)
         except ValueError:
-            raise ValueError(f"expected a {kind.__name__} number") from None
-        if number < 0:
-            raise ValueError("expected a number of 0 or more")
+            number = math.nan
+        if not bounds.accepts(number):
+            raise ValueError(f"expected {bounds.text}")
         return number
 
     return read
 
 
-def _at_least_one(value: str) -> int:
-    number = _positive(int)(value)
-    if number < 1:
-        raise ValueError("expected 1 or more")
-    return number
-
-
 def _runs_per_task(value: str) -> int:
     try:
-        return _at_least_one(value)
+        return int(_number(REPEAT_BOUNDS)(value))
     except ValueError:
-        raise ValueError("give 1 or more runs per task") from None
+        raise ValueError("give 1 or more runs per task (at most 1000)") from None
+
+
+def _prices(value: str) -> tuple[float, float, float | None]:
+    """IN,OUT[,CACHED]: USD per million prompt, completion (and cached prompt) tokens."""
+    try:
+        prices = [float(part) for part in value.split(",")]
+    except ValueError:
+        prices = []
+    if len(prices) not in (2, 3) or not all(PRICE_BOUNDS.accepts(p) for p in prices):
+        raise ValueError(f"expected IN,OUT[,CACHED], each {PRICE_BOUNDS.text}, e.g. 2.5,10,1.25")
+    return prices[0], prices[1], (prices[2] if len(prices) == 3 else None)
 
 
 def _choice(*names: str) -> Callable[[str], str]:
@@ -169,15 +211,15 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "ray_concurrency",
-        _at_least_one,
+        _number(Bounds(1, 100_000, whole=True)),
         None,
         "tasks in flight on the Ray cluster at once (default: what the cluster can place)",
         metavar="K",
     ),
     Setting("image", _text, None, "kernel image (default: what `pytest-super image build` makes)"),
     Setting("docker_host", _text, None, "Docker engine address (default DOCKER_HOST)"),
-    Setting("mem", _text, "4g", "container memory limit (default 4g)"),
-    Setting("cpus", _positive(float), 2.0, "container CPUs (default 2)"),
+    Setting("mem", memory_size, "4g", "container memory limit (default 4g)"),
+    Setting("cpus", _number(CPU_BOUNDS), 2.0, "container CPUs (default 2)"),
     Setting("network", _choice("bridge", "none"), "bridge", "container network (default bridge)"),
     Setting(
         "disk",
@@ -187,10 +229,15 @@ SETTINGS: tuple[Setting, ...] = (
         "over it ends with exit status disk_limit",
         metavar="SIZE",
     ),
-    Setting("cell_timeout", _positive(float), 300.0, "seconds per cell (300)"),
+    Setting(
+        "cell_timeout",
+        _number(LIMIT_RANGES["cell_timeout_s"]),
+        300.0,
+        "seconds per cell (300)",
+    ),
     Setting(
         "compute_limit",
-        _positive(float),
+        _number(LIMIT_RANGES["compute_s"]),
         1800.0,
         "seconds of summed cell time per task, prefix cells included (1800)",
     ),
@@ -201,18 +248,18 @@ SETTINGS: tuple[Setting, ...] = (
         "docker volume shared by task containers as pip's cache (mounted only for the gold "
         "agent: see docs/security.md)",
     ),
-    Setting("tolerance", _positive(float), 0.01, "numeric tolerance (0.01)"),
+    Setting("tolerance", _number(TOLERANCE_BOUNDS), 0.01, "numeric tolerance (0.01)"),
     Setting(
         "pass_metric",
         _choice(*PASS_METRICS),
         None,
         "metric deciding pass (default accuracy; script-executed for auto)",
     ),
-    Setting("pass_threshold", _positive(float), 1.0, "pass if metric >= this (1)"),
+    Setting("pass_threshold", _number(THRESHOLD_BOUNDS), 1.0, "pass if metric >= this (1)"),
     Setting("report_dir", _text, "reports", "where runs write reports (default reports)"),
     Setting(
         "price",
-        _text,
+        _prices,
         None,
         "USD per million prompt, completion (and cached prompt) tokens",
         metavar="IN,OUT[,CACHED]",
@@ -220,15 +267,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("llm_cache", _text, None, "cache model responses on disk", metavar="DIR"),
     Setting(
         "token_budget",
-        _positive(int),
+        _number(LIMIT_RANGES["token_budget"]),
         None,
         "prompt-token budget per task (default 600k expert/auto, 400k masked)",
     ),
-    Setting("steps", _at_least_one, 100, "step limit per episode (100)"),
-    Setting("attempts", _at_least_one, 3, "reflexion attempts (3)"),
+    Setting("steps", _number(LIMIT_RANGES["steps"]), 100, "step limit per episode (100)"),
+    Setting("attempts", _number(Bounds(1, 100, whole=True)), 3, "reflexion attempts (3)"),
     Setting(
         "format_errors",
-        _at_least_one,
+        _number(Bounds(1, 10_000, whole=True)),
         None,
         "end an episode after N malformed replies in a row (default: no cap, as SUPER)",
         metavar="N",
@@ -251,13 +298,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "max_containers",
-        _at_least_one,
+        _number(Bounds(1, 10_000, whole=True)),
         None,
         "at most this many task containers at once, across all xdist workers",
     ),
     Setting(
         "retries",
-        _positive(int),
+        _number(Bounds(0, 100, whole=True)),
         0,
         "run a task again after an infrastructure error, up to N times (0)",
     ),
@@ -517,7 +564,6 @@ def _check_agent(spec: str) -> None:
 
 def _llm_settings(agent: str | None, values: dict[str, Any]) -> LLMSettings | None:
     from pytest_super.agents import needs_llm
-    from pytest_super.llm import api_key_from_env
 
     if not agent or not needs_llm(agent):
         return None
@@ -526,20 +572,9 @@ def _llm_settings(agent: str | None, values: dict[str, Any]) -> LLMSettings | No
         raise pytest.UsageError(
             f"--super-agent={agent} talks to a model: name it with --super-model"
         )
-    price_in = price_out = price_cached = None
-    if values["price"]:
-        try:
-            prices = [float(x) for x in values["price"].split(",")]
-            if len(prices) not in (2, 3):
-                raise ValueError
-        except ValueError:
-            raise pytest.UsageError(
-                "--super-price takes IN,OUT[,CACHED] in USD per million tokens, e.g. 2.5,10,1.25"
-            ) from None
-        price_in, price_out = prices[:2]
-        price_cached = prices[2] if len(prices) == 3 else None
+    price_in, price_out, price_cached = values["price"] or (None, None, None)
     base_url = values["base_url"]
-    api_key = api_key_from_env()
+    api_key = _api_key()
     if api_key is None and base_url.rstrip("/") == DEFAULT_BASE_URL:
         raise pytest.UsageError(
             f"--super-agent={agent} asks {DEFAULT_BASE_URL} but no API key is set: export "
@@ -554,6 +589,27 @@ def _llm_settings(agent: str | None, values: dict[str, Any]) -> LLMSettings | No
         price_cached=price_cached,
         cache_dir=values["llm_cache"],
     )
+
+
+#: where the API key is read, first first (llm.api_key_from_env)
+API_KEY_VARIABLES = ("SUPER_API_KEY", "OPENAI_API_KEY")
+
+
+def _api_key() -> str | None:
+    """The API key (`llm.api_key_from_env`), refused when it holds what an HTTP header cannot
+    carry (a non-ASCII letter, a newline or another control character): a usage error naming the
+    variable, never showing the key."""
+    from pytest_super.llm import api_key_from_env
+
+    variable = next((v for v in API_KEY_VARIABLES if os.environ.get(v)), None)
+    key = os.environ[variable] if variable else ""
+    if not (key.isascii() and key.isprintable()):
+        raise pytest.UsageError(
+            f"environment variable {variable} holds a character that is not printable ASCII (a "
+            "non-ASCII letter, a newline or another control character), so no request could "
+            "carry it: set the key again without it (the value is not shown here)"
+        )
+    return api_key_from_env()
 
 
 def report_header(run: SuperRun) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -28,6 +29,49 @@ class Cell:
     before: str = ""
     after: str = ""
     context: str = ""
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The accepted range of a number: finite, from `low` (above it when `above`) to `high`;
+    a whole number when `whole`. `text` says it as an error message does."""
+
+    low: float
+    high: float
+    unit: str = ""
+    above: bool = False
+    whole: bool = False
+
+    def accepts(self, value: float) -> bool:
+        if not math.isfinite(value) or value > self.high:
+            return False
+        return value > self.low if self.above else value >= self.low
+
+    @property
+    def text(self) -> str:
+        kind = "a whole number" if self.whole else "a finite number"
+        unit = f" of {self.unit}" if self.unit else ""
+        if self.above:
+            return f"{kind}{unit} above {_plain(self.low)} and at most {_plain(self.high)}"
+        return f"{kind}{unit} from {_plain(self.low)} to {_plain(self.high)}"
+
+
+def _plain(number: float) -> str:
+    """1e9 as 1000000000, 0.5 as 0.5: a bound as a user would type it."""
+    return str(int(number)) if float(number).is_integer() else str(number)
+
+
+#: the longest time limit (a cell's timeout, a task's compute): 30 days, far above SUPER's 1800 s
+#: and far below what a timer takes (timeouts.MAX_TIMER_S)
+MAX_LIMIT_S = 30 * 24 * 3600
+#: the accepted range of each task limit, and of the run's option that sets it by default
+#: (--super-compute-limit, --super-token-budget, --super-steps, --super-cell-timeout)
+LIMIT_RANGES: dict[str, Bounds] = {
+    "compute_s": Bounds(0, MAX_LIMIT_S, "seconds", above=True),
+    "token_budget": Bounds(1, 1_000_000_000, "tokens", whole=True),
+    "steps": Bounds(1, 10_000, "steps", whole=True),
+    "cell_timeout_s": Bounds(0, MAX_LIMIT_S, "seconds", above=True),
+}
 
 
 @dataclass(frozen=True)

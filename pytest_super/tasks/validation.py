@@ -26,6 +26,7 @@ from jsonschema.exceptions import ValidationError, best_match
 from pytest_super.errors import SuperWarning, TaskFileError
 from pytest_super.scoring import MAX_LANDMARK_EXPANSION, regex_expansion, unmatchable_leaves
 from pytest_super.tasks.model import (
+    LIMIT_RANGES,
     YAML_IMAGE,
     Cell,
     Limits,
@@ -143,6 +144,7 @@ def _validator() -> Draft202012Validator:
 def task_from_mapping(data: dict, origin: Origin) -> Task:
     """Validate a task mapping (our YAML format) by the schema, then by what the schema cannot
     express, and return the Task. Raises TaskFileError naming file, field, value and a fix."""
+    _check_limits(data, origin)
     violation = best_match(_validator().iter_errors(data))
     if violation is not None:
         raise _schema_error(violation, origin)
@@ -272,6 +274,29 @@ def _cell_from_mapping(item: dict) -> Cell:
     )
 
 
+def _check_limits(data: Any, origin: Origin) -> None:
+    """Every number under `limits` finite and in its range (LIMIT_RANGES). Checked before the
+    schema, whose `exclusiveMinimum` lets NaN and infinity through; what is not a number is
+    left to the schema."""
+    limits = data.get("limits") if isinstance(data, dict) else None
+    if not isinstance(limits, dict):
+        return
+    for name, value in limits.items():
+        bounds = LIMIT_RANGES.get(name)
+        if bounds is None or isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if not bounds.accepts(value):
+            where = origin.name_of(["limits", name])
+            raise TaskFileError(
+                origin.path,
+                f"{where} must be {bounds.text}",
+                field=where,
+                value=value,
+                line=origin.line_at(["limits", name], False),
+                hint=f"give {where} a value in that range, or remove it to use the run's option",
+            )
+
+
 def _check_landmarks(landmarks: tuple[str, ...], origin: Origin) -> None:
     for index, landmark in enumerate(landmarks):
         try:
@@ -358,6 +383,9 @@ def _schema_error(error: ValidationError, origin: Origin) -> TaskFileError:
         message = f"{subject} lists the same value twice"
     elif kind in ("minimum", "exclusiveMinimum"):
         bound = ">" if kind == "exclusiveMinimum" else ">="
+        message = f"{subject} must be {bound} {expected}"
+    elif kind in ("maximum", "exclusiveMaximum"):
+        bound = "<" if kind == "exclusiveMaximum" else "<="
         message = f"{subject} must be {bound} {expected}"
     else:
         message = f"{subject}: {error.message}"
