@@ -6,10 +6,19 @@ built-in price table.
 
 The API key is sent only in the `Authorization` header. It never appears in an exception message,
 a log line, a repr or a cache file: error texts that come back from the server are scrubbed of it.
+The base URL's credentials and query values are secrets too (`redaction.register_url`): the URL
+is shown masked (`redaction.masked_url`).
+
+Every request, the preflight's too, has a total deadline from connect to last byte, enforced on
+every socket operation (`_DeadlineBackend`: headers that trickle in time out as a body does), and
+a bound on the answer's decompressed size (`max_reply_bytes`). Whatever the endpoint sends that
+cannot be decoded or read (not JSON, nested too deep, a broken gzip stream) is the endpoint's
+error (`LLMError`), never the harness's.
 """
 
 from __future__ import annotations
 
+import contextvars
 import email.utils
 import hashlib
 import json
@@ -17,15 +26,17 @@ import logging
 import os
 import random
 import re
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpcore
 import httpx
 
-from pytest_super import redaction
+from pytest_super import redaction, strictjson
 from pytest_super.atomic import write_atomically
 from pytest_super.errors import LLMError, LLMRefused
 
@@ -93,6 +104,10 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 #: counted after decompression, while it is read.
 REPLY_BYTES_PER_TOKEN = 64
 REPLY_ENVELOPE_BYTES = 256 * 1024
+#: the largest cache entry read (an entry holds one reply's text and its token counts)
+MAX_CACHE_ENTRY_BYTES = 16 * 1024 * 1024
+#: where the base URL is set, for messages
+BASE_URL_SETTING = "--super-base-url (or SUPER_BASE_URL, OPENAI_BASE_URL)"
 
 
 def max_reply_bytes(settings: LLMSettings) -> int:
@@ -120,6 +135,132 @@ class LLMSettings:
     cache_dir: str | None = None  # --super-llm-cache
     max_retries: int = 6
     timeout_s: float = 300.0  # total deadline of one HTTP request, from connect to last byte
+
+    def __post_init__(self) -> None:
+        # settings that hold secrets make them the run's secrets, in every process that has them
+        redaction.register(self.api_key)
+        redaction.register_url(self.base_url)
+
+
+def chat_url(base_url: str) -> httpx.URL:
+    """The `/chat/completions` URL of a base URL: the path extended, a query string kept
+    (`https://host/v1?token=t` -> `https://host/v1/chat/completions?token=t`). httpx.InvalidURL
+    if it does not parse."""
+    url = httpx.URL(base_url.strip())
+    return url.copy_with(path=url.path.rstrip("/") + "/chat/completions")
+
+
+def base_url_problem(base_url: str) -> str | None:
+    """Why `base_url` cannot be an endpoint's URL (a usage error naming the setting and the URL,
+    its secrets masked); None when it can."""
+    why = None
+    if base_url != base_url.strip() or any(ord(c) < 32 or c == "\x7f" for c in base_url):
+        why = "it holds blanks or control characters"
+    else:
+        try:
+            url = chat_url(base_url)
+            port = url.port
+        except (httpx.InvalidURL, ValueError, TypeError) as exc:
+            why = f"it does not parse ({redaction.redact(str(exc))})"
+        else:
+            if url.scheme not in ("http", "https"):
+                why = "it must start with http:// or https://"
+            elif not url.host:
+                why = "it names no host"
+            elif port is not None and not 0 < port < 65536:
+                why = f"port {port} is not in 1-65535"
+    if why is None:
+        return None
+    return (
+        f"{BASE_URL_SETTING}: the base URL {redaction.masked_url(base_url)!r} is not a valid "
+        f"endpoint URL: {why}. Give the URL up to where `/chat/completions` is served, e.g. "
+        "https://api.openai.com/v1 or http://127.0.0.1:8000/v1"
+    )
+
+
+#: the monotonic time by which the current request must be done (None: no request under way)
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "pytest_super_llm_deadline", default=None
+)
+
+
+def _time_left(timeout: float | None, error: type[Exception]) -> float | None:
+    """`timeout` of one socket operation, cut to what is left of the request's total deadline;
+    `error` when nothing is left."""
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise error("the request's total deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every read and write ends by the request's total deadline."""
+
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _time_left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _time_left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        left = _time_left(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, left))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's own sockets, each operation bounded by the request's total deadline: httpx's
+    timeouts bound each read, and headers arriving a byte a second never time out by them."""
+
+    def __init__(self) -> None:
+        self._backend = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.NetworkStream:
+        left = _time_left(timeout, httpcore.ConnectTimeout)
+        stream = self._backend.connect_tcp(host, port, left, local_address, socket_options)
+        return _DeadlineStream(stream)
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.NetworkStream:
+        left = _time_left(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._backend.connect_unix_socket(path, left, socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+def _http_client(headers: dict[str, str], timeout: float) -> httpx.Client:
+    """An httpx client whose connections (direct or through an environment's proxy) run on
+    `_DeadlineBackend`."""
+    client = httpx.Client(headers=headers, timeout=timeout)
+    backend = _DeadlineBackend()
+    transports = [client._transport, *client._mounts.values()]
+    for transport in transports:
+        pool = getattr(transport, "_pool", None)
+        if pool is not None and hasattr(pool, "_network_backend"):
+            pool._network_backend = backend
+    return client
 
 
 def api_key_from_env() -> str | None:
@@ -183,7 +324,8 @@ def completion_cost(
 
 @dataclass(frozen=True)
 class PreflightProblem:
-    """Why the preflight request failed: refused (`reached`) or no answer at all."""
+    """Why the preflight request failed: refused, a broken answer or a base URL that is no URL
+    (`reached`: a usage error whatever the LLM cache holds), or no answer at all."""
 
     message: str
     reached: bool
@@ -206,16 +348,22 @@ class LLMClient:
     ) -> None:
         self.settings = settings
         self._sleep = sleep
-        self._url = settings.base_url.rstrip("/") + "/chat/completions"
+        redaction.register(settings.api_key)
+        redaction.register_url(settings.base_url)
+        #: why the base URL cannot be asked (every call is then refused); None when it can
+        self._url_problem = base_url_problem(settings.base_url)
+        self._url = "" if self._url_problem else str(chat_url(settings.base_url))
+        #: the URL as messages show it, its secrets masked
+        self._shown_url = redaction.masked_url(self._url or settings.base_url)
         headers = {"Content-Type": "application/json"}
         if settings.api_key:
             headers["Authorization"] = f"Bearer {settings.api_key}"
-            redaction.register(settings.api_key)
-        self._http = httpx.Client(headers=headers, timeout=settings.timeout_s)
+        self._http = _http_client(headers, settings.timeout_s)
         self._cache = Path(settings.cache_dir) if settings.cache_dir else None
 
     def __repr__(self) -> str:
-        return f"LLMClient(model={self.settings.model!r}, base_url={self.settings.base_url!r})"
+        shown = redaction.masked_url(self.settings.base_url)
+        return f"LLMClient(model={self.settings.model!r}, base_url={shown!r})"
 
     def close(self) -> None:
         self._http.close()
@@ -232,20 +380,38 @@ class LLMClient:
         the endpoint, the key and the model before any task starts.
 
         Returns None when the endpoint answered (200, or a busy or failing server that the tasks'
-        own retries deal with), else the problem: the endpoint refused the request (401, 403,
-        404 and other 4xx but 408/409/429) or could not be reached.
+        own retries deal with), else the problem: the base URL is no URL, the endpoint refused
+        the request (401, 403, 404 and other 4xx but 408/409/429), sent an answer that cannot be
+        read (larger than the reply cap, a broken encoding), or could not be reached or did not
+        answer within its total deadline (`PREFLIGHT_TIMEOUT_S`, at most `timeout_s`).
         """
+        if self._url_problem:
+            return PreflightProblem(self._url_problem, reached=True)
         s = self.settings
         body = self.request_body([{"role": "user", "content": PREFLIGHT_PROMPT}])
         body["max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"] = 1
-        where = f"{self._url} (model {s.model!r})"
+        where = self._where()
+        limit = min(PREFLIGHT_TIMEOUT_S, s.timeout_s)
         try:
-            response = self._http.post(self._url, json=body, timeout=PREFLIGHT_TIMEOUT_S)
+            response = self._post_once(body, limit)
+        except httpx.TimeoutException as exc:
+            return PreflightProblem(
+                f"LLM endpoint {where} did not answer within {limit:g} s "
+                f"({type(exc).__name__}). Check --super-base-url and the endpoint.",
+                reached=False,
+            )
         except httpx.TransportError as exc:
             return PreflightProblem(
                 f"LLM endpoint {where} cannot be reached: {type(exc).__name__}: "
                 f"{self._scrub(str(exc))}. Check --super-base-url and the network.",
                 reached=False,
+            )
+        except (httpx.RequestError, ReplyTooLarge) as exc:  # reached, but the answer is broken
+            return PreflightProblem(
+                f"LLM endpoint {where} answered a one-token request with an answer that cannot "
+                f"be read: {type(exc).__name__}: {self._scrub(str(exc))}. Check that the base "
+                "URL serves OpenAI's chat-completions protocol.",
+                reached=True,
             )
         code = response.status_code
         if code == 200 or code in _RETRY_STATUSES:
@@ -257,22 +423,24 @@ class LLMClient:
         self, messages: list[dict[str, str]], *, stop: list[str] | None = None
     ) -> Completion:
         """Ask the model for one reply to `messages` (stop strings are not part of the reply)."""
+        if self._url_problem:
+            raise LLMRefused(self._url_problem)
         body = self.request_body(messages, stop=stop)
         cache_file = self._cache_file(body)
-        if cache_file is not None and cache_file.exists():
+        data = _read_cache_entry(cache_file) if cache_file is not None else None
+        if data is not None:
             try:
-                data = json.loads(cache_file.read_text())
-            except ValueError:
+                text, prompt_tokens, completion_tokens, cached = self._read_reply(data, body)
+            except LLMError:
                 log.warning("ignoring unreadable LLM cache file %s", cache_file)
             else:
-                text, prompt_tokens, completion_tokens, cached = self._read_reply(data, body)
                 return Completion(
                     text, prompt_tokens, completion_tokens, 0.0, True, cached_prompt_tokens=cached
                 )
         data = self._post(body)
         text, prompt_tokens, completion_tokens, cached = self._read_reply(data, body)
         if cache_file is not None:
-            write_atomically(cache_file, json.dumps(data))
+            _write_cache_entry(cache_file, text, prompt_tokens, completion_tokens, cached)
         cost = completion_cost(self.settings, prompt_tokens, cached, completion_tokens)
         return Completion(text, prompt_tokens, completion_tokens, cost, cached_prompt_tokens=cached)
 
@@ -297,9 +465,12 @@ class LLMClient:
         digest = hashlib.sha256(canonical.encode()).hexdigest()
         return self._cache / digest[:2] / f"{digest}.json"
 
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _where(self) -> str:
+        return f"{self._shown_url} (model {self.settings.model!r})"
+
+    def _post(self, body: dict[str, Any]) -> Any:
         s = self.settings
-        where = f"{self._url} (model {s.model!r})"
+        where = self._where()
         failure = ""
         for attempt in range(s.max_retries + 1):
             wait: float | None = None
@@ -308,14 +479,20 @@ class LLMClient:
             except httpx.TransportError as exc:  # connection refused/reset, timeouts
                 kind = "timed out" if isinstance(exc, httpx.TimeoutException) else "failed"
                 failure = f"the request {kind}: {type(exc).__name__}: {self._scrub(str(exc))}"
+            except httpx.RequestError as exc:  # a body that does not decode (broken gzip)
+                failure = f"the answer cannot be decoded: {type(exc).__name__}: {exc}"
+                failure = self._scrub(failure)
             except ReplyTooLarge as exc:
                 failure = str(exc)
             else:
                 if response.status_code == 200:
                     try:
-                        return response.json()
-                    except ValueError:
-                        failure = f"the answer is not JSON: {self._scrub(response.text[:300])!r}"
+                        return _decode_json(response.content)
+                    except Exception as exc:  # noqa: BLE001 - whatever the endpoint sent
+                        failure = f"the answer is not JSON we can read ({type(exc).__name__}): "
+                        failure += repr(
+                            self._scrub(response.content[:300].decode("utf-8", "replace"))
+                        )
                 elif response.status_code in _RETRY_STATUSES:
                     failure = f"HTTP {response.status_code}: {self._server_message(response)}"
                     wait = _retry_after(response.headers.get("retry-after"))
@@ -339,15 +516,25 @@ class LLMClient:
             "Check that the endpoint is up and the base URL is right, or allow more retries."
         )
 
-    def _post_once(self, body: dict[str, Any]) -> httpx.Response:
-        """One POST within a total deadline of `timeout_s`, however slowly the answer trickles in.
+    def _post_once(self, body: dict[str, Any], limit: float | None = None) -> httpx.Response:
+        """One POST within a total deadline of `limit` (default `timeout_s`) from connect to
+        last byte, however slowly the headers or the body trickle in; the answer read up to
+        `max_reply_bytes` (decompressed).
 
         httpx's timeouts bound each read, not the whole answer: a server sending a byte a second
-        would never time out. The body is read chunk by chunk and the deadline checked after
-        each; a single read is bounded by the time left when the request started.
+        would never time out. Every socket operation of the request (connect, TLS, each write and
+        read, the headers' too) is bounded by the time left (`_DeadlineBackend`), and the
+        deadline is checked again after each chunk of the body.
         """
-        limit = self.settings.timeout_s
+        limit = self.settings.timeout_s if limit is None else limit
         deadline = time.monotonic() + limit
+        token = _DEADLINE.set(deadline)
+        try:
+            return self._send_bounded(body, limit, deadline)
+        finally:
+            _DEADLINE.reset(token)
+
+    def _send_bounded(self, body: dict[str, Any], limit: float, deadline: float) -> httpx.Response:
         request = self._http.build_request("POST", self._url, json=body, timeout=limit)
         response = self._http.send(request, stream=True)
         bound = max_reply_bytes(self.settings)
@@ -401,23 +588,40 @@ class LLMClient:
         return f"LLM endpoint {where}: HTTP {code}: {hint}. Server said: {detail}"
 
     def _server_message(self, response: httpx.Response) -> str:
+        """The message of an error answer: `error.message` of its JSON, else its text (the first
+        500 characters; a body nested too deep to decode or print is shown as text)."""
         try:
-            data = response.json()
+            data = _decode_json(response.content)
             error = data.get("error") if isinstance(data, dict) else None
             text = error.get("message") if isinstance(error, dict) else (error or data)
-            text = str(text)
-        except ValueError:
-            text = response.text
+            text = text if isinstance(text, str) else _shown_json(text)
+        except Exception:  # noqa: BLE001 - whatever the endpoint sent
+            text = response.content[:2000].decode("utf-8", "replace")
         return self._scrub(text.strip()[:500]) or "(no message)"
 
     def _scrub(self, text: str) -> str:
-        """Remove the API key (and anything that looks like a key) from a text."""
+        """Remove the run's secrets (the API key, the base URL's credentials and query values)
+        and anything that looks like a key from a text."""
         key = self.settings.api_key
         if key:
             text = text.replace(key, "<API key>")
-        return _KEYLIKE.sub("<API key>", text)
+        return _KEYLIKE.sub("<API key>", redaction.redact(text))
 
     def _read_reply(self, data: Any, body: dict[str, Any]) -> tuple[str, int, int, int]:
+        """(text, prompt, completion and cached prompt tokens) of a reply; `LLMError` for a reply
+        we cannot read, whatever the reason (a shape we do not know, nesting too deep to walk)."""
+        try:
+            return self._reply_parts(data, body)
+        except LLMError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the reply is the endpoint's: so is the fault
+            raise LLMError(
+                f"LLM endpoint {self._shown_url} answered with a reply that cannot be read "
+                f"({type(exc).__name__}); check that the base URL serves OpenAI's "
+                "chat-completions protocol"
+            ) from None
+
+    def _reply_parts(self, data: Any, body: dict[str, Any]) -> tuple[str, int, int, int]:
         """(text, prompt, completion and cached prompt tokens) of a reply; `LLMError` for a shape we cannot read.
 
         `content` may be a string, null (a reply of tool calls only) or a list of parts
@@ -458,8 +662,8 @@ class LLMClient:
             return None, None, 0
         if not isinstance(usage, dict):
             raise LLMError(
-                f"LLM endpoint {self._url} answered with a `usage` that is not an object: "
-                f"{self._scrub(repr(usage)[:200])}"
+                f"LLM endpoint {self._shown_url} answered with a `usage` that is not an object: "
+                f"{self._scrub(_shown_json(usage)[:200])}"
             )
         details = usage.get("prompt_tokens_details")
         counts = []
@@ -473,19 +677,78 @@ class LLMClient:
         ):
             if value is not None and (type(value) is not int or not 0 <= value <= MAX_USAGE_TOKENS):
                 raise LLMError(
-                    f"LLM endpoint {self._url} reported usage.{name} = "
-                    f"{self._scrub(repr(value)[:100])}; token counts must be whole numbers from "
+                    f"LLM endpoint {self._shown_url} reported usage.{name} = "
+                    f"{self._scrub(_shown_json(value)[:100])}; token counts must be whole numbers from "
                     f"0 to {MAX_USAGE_TOKENS:,}. Check the endpoint (or its proxy)."
                 )
             counts.append(value)
         return counts[0], counts[1], counts[2] or 0
 
     def _bad_reply(self, what: str, data: Any) -> LLMError:
-        shown = self._scrub(json.dumps(data, default=str)[:300])
+        shown = self._scrub(_shown_json(data)[:300])
         return LLMError(
-            f"LLM endpoint {self._url} {what}: {shown}; check that the base URL serves "
+            f"LLM endpoint {self._shown_url} {what}: {shown}; check that the base URL serves "
             "OpenAI's chat-completions protocol"
         )
+
+
+def _decode_json(content: bytes) -> Any:
+    """An answer's JSON; ValueError, RecursionError (nested too deep) and the like if it is none."""
+    return json.loads(content)
+
+
+def _shown_json(value: Any) -> str:
+    """`value` as JSON for a message; a value too deep to encode is named, not encoded."""
+    try:
+        return json.dumps(value, default=str)
+    except (RecursionError, ValueError, TypeError):
+        return f"(a {type(value).__name__} nested too deep to show)"
+
+
+def _read_cache_entry(path: Path) -> Any:
+    """A cache entry's JSON; None when there is none or it cannot be read (not a regular file,
+    larger than MAX_CACHE_ENTRY_BYTES, not JSON, nested too deep): the model is asked again."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_CACHE_ENTRY_BYTES:
+            raise ValueError("not a regular file of a cache entry's size")
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            return _decode_json(f.read(MAX_CACHE_ENTRY_BYTES + 1))
+    except Exception as exc:  # noqa: BLE001 - a bad entry is a cache miss
+        log.warning("ignoring unreadable LLM cache file %s (%s)", path, type(exc).__name__)
+        return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _write_cache_entry(
+    path: Path, text: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int
+) -> None:
+    """Store what a trajectory may hold of a reply (its text, redacted, and its token counts;
+    not the raw answer), owner-only: 0700 folders, a 0600 file. A cache that cannot be written
+    is warned about, not an error."""
+    entry = {
+        "choices": [{"message": {"role": "assistant", "content": text}}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached_tokens},
+        },
+    }
+    try:
+        for folder in (path.parent.parent, path.parent):
+            if not folder.is_dir():
+                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+                folder.chmod(0o700)
+        write_atomically(path, strictjson.dumps(entry), mode=0o600)
+    except OSError as exc:
+        log.warning("could not write the LLM cache file %s: %s", path, exc)
 
 
 def _content_text(content: Any) -> str | None:

@@ -264,3 +264,53 @@ def test_usage_without_details_has_no_cached_tokens(openai_server):
     openai_server.script(["plain"])
     with LLMClient(LLMSettings(model="gpt-4o", base_url=openai_server.base_url)) as c:
         assert c.complete([{"role": "user", "content": "x"}]).cached_prompt_tokens == 0
+
+
+# -- the cache holds what a trajectory may hold ----------------------------------------------------
+def test_cache_files_are_owner_only_and_hold_no_secret(openai_server, tmp_path):
+    """Red on eb4ffc2: the raw reply was written (the echoed key twice: in the text and in the
+    id), 0644 in 0755 folders."""
+    password = "cache-passw0rd-31337"
+    cache = tmp_path / "cache"
+    echoed = {
+        "id": f"chatcmpl-{KEY}",
+        "choices": [{"message": {"role": "assistant", "content": f"key {KEY}, pw {password}"}}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 3},
+    }
+    openai_server.script([Status(200, body=echoed)])
+    base_url = openai_server.base_url.replace("http://", f"http://user:{password}@")
+    settings = LLMSettings(model="gpt-4o", base_url=base_url, api_key=KEY, cache_dir=str(cache))
+    with LLMClient(settings) as llm:
+        first = llm.complete(MESSAGES)
+        again = llm.complete(MESSAGES)
+    assert first.text == "key <API key>, pw <password>"
+    assert (again.text, again.prompt_tokens, again.completion_tokens) == (first.text, 12, 3)
+    assert again.cached and len(openai_server.requests) == 1
+    (path,) = cache.rglob("*.json")
+    text = path.read_text()
+    assert KEY not in text and password not in text and "chatcmpl" not in text, text
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert [p.stat().st_mode & 0o777 for p in (cache, path.parent)] == [0o700, 0o700]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["fifo", "deep", "folder"])
+def test_a_cache_entry_that_does_not_read_is_asked_again(openai_server, tmp_path, kind):
+    """Red on eb4ffc2: a FIFO at the entry's path blocked the call forever; an entry nested
+    100,000 deep raised RecursionError (a harness error); a folder, IsADirectoryError."""
+    import os
+
+    cache = tmp_path / "cache"
+    openai_server.script(["fresh"])
+    with client(openai_server, cache_dir=str(cache)) as llm:
+        path = llm._cache_file(llm.request_body(MESSAGES))
+        assert path is not None
+        path.parent.mkdir(parents=True)
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "deep":
+            path.write_text("[" * 100_000 + "]" * 100_000)
+        else:
+            path.mkdir()
+        assert llm.complete(MESSAGES).text == "fresh"
+    assert len(openai_server.requests) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 
 import pytest
 
@@ -145,3 +146,51 @@ def test_cached_prompt_tokens_reach_steps_and_results(project, openai_server):
     (trajectory,) = project.path.glob("out/*/trajectories/adder.json")
     steps = json.loads(trajectory.read_text())["steps"]
     assert [s["cached_prompt_tokens"] for s in steps] == [600]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://[::1", "'http://[::1'"),
+        ("http://user:pa55word-secret@[::1/v1", "'http://***@[::1/v1'"),
+        ("ftp://example.com/v1", "'ftp://example.com/v1'"),
+        ("http:///v1", "'http:///v1'"),
+        ("http://example.com:99999/v1", "'http://example.com:99999/v1'"),
+        ("http://example.com/v1\n", "'http://example.com/v1\\n'"),
+    ],
+)
+def test_an_invalid_base_url_is_a_usage_error_naming_it(project, monkeypatch, url, shown):
+    """Red on eb4ffc2: `http://[::1` was an INTERNALERROR (httpx.InvalidURL); the others were
+    "cannot be reached" or no error at all, and the password was printed."""
+    monkeypatch.setenv("SUPER_BASE_URL", url)
+    result = project.runpytest_subprocess(
+        "tasks", "--super-agent=react", "--super-model=gpt-4o", "--super-backend=local"
+    )
+    printed = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, printed[-3000:]
+    assert "INTERNALERROR" not in printed
+    assert f"the base URL {shown}" in printed and "SUPER_BASE_URL" in printed, printed[-3000:]
+    assert "pa55word" not in printed and nothing_ran(project)
+
+
+SHORT_PREFLIGHT = "import pytest_super.llm\npytest_super.llm.PREFLIGHT_TIMEOUT_S = 2.0\n"
+
+
+@pytest.mark.timeout(120)
+def test_a_trickling_preflight_stops_the_session_at_its_deadline(project):
+    """Red on eb4ffc2: the preflight's timeout bounded each read: a status line and then a header
+    byte every 0.5 s kept the session waiting before any task (pytest-timeout ended it)."""
+    from tests.support.openai_server import TrickleServer
+
+    project.makeconftest(SHORT_PREFLIGHT)  # the preflight's deadline, 2 s instead of 90
+    server = TrickleServer(b"HTTP/1.1 200 OK\r\n", b"X-Slow: " + b"a" * 100_000, interval=0.5)
+    try:
+        started = time.monotonic()
+        result = run(project, server.base_url)
+        took = time.monotonic() - started
+    finally:
+        server.stop()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*did not answer within 2 s*checked before any task ran*"])
+    assert took < 30 and nothing_ran(project)

@@ -5,7 +5,7 @@ first stop string of the request as a real endpoint does, with a usage block of 
 characters a token) or a `Status` (an HTTP error with headers and body). Every request is recorded
 with its headers and JSON body. When the script runs out it answers 500 saying so. The plugin's
 preflight request (before a run) is answered with `preflight_answer` and recorded in `preflights`,
-apart from the script.
+apart from the script. `TrickleServer` answers slowly, a byte at a time, for deadline tests.
 
     server.script(["Thought: ...", Status(429, {"Retry-After": "0"}), "Thought: ..."])
     client = LLMClient(LLMSettings(model="gpt-4o", base_url=server.base_url))
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+import socket
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -80,7 +82,7 @@ class FakeOpenAIServer:
         self.requests: list[RecordedRequest] = []
         # the plugin's preflight request is answered apart from the script (and recorded apart)
         self.preflights: list[RecordedRequest] = []
-        self.preflight_answer: str | Status = "ok"
+        self.preflight_answer: str | Status | Raw = "ok"
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -103,6 +105,8 @@ class FakeOpenAIServer:
                         item = server.preflight_answer
                     if isinstance(item, Status):
                         self._send(item.code, item.body or {"error": {"message": "scripted"}})
+                    elif isinstance(item, Raw):
+                        self._send_raw(item)
                     else:
                         self._send(200, server._completion(body, item))
                     return
@@ -114,19 +118,12 @@ class FakeOpenAIServer:
                         item = routed[1]
                     else:
                         item = server._items.popleft() if server._items else None
-                if self.path.rstrip("/") != "/v1/chat/completions":
+                if self.path.split("?")[0].rstrip("/") != "/v1/chat/completions":
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                 elif item is None:
                     self._send(500, {"error": {"message": "fake server: the script ran out"}})
                 elif isinstance(item, Raw):
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(item.body)))
-                    for name, value in item.headers.items():
-                        self.send_header(name, value)
-                    self.end_headers()
-                    with contextlib.suppress(OSError):  # the client may stop reading early
-                        self.wfile.write(item.body)
+                    self._send_raw(item)
                 elif isinstance(item, Status):
                     payload = item.body
                     if payload is None:
@@ -134,6 +131,16 @@ class FakeOpenAIServer:
                     self._send(item.code, payload, item.headers)
                 else:
                     self._send(200, server._completion(body, item))
+
+            def _send_raw(self, item: Raw) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(item.body)))
+                for name, value in item.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                with contextlib.suppress(OSError):  # the client may stop reading early
+                    self.wfile.write(item.body)
 
             def _send(self, code: int, payload: Any, headers: dict[str, str] | None = None) -> None:
                 data = json.dumps(payload).encode()
@@ -204,3 +211,65 @@ class FakeOpenAIServer:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+
+
+class TrickleServer:
+    """A raw socket server on 127.0.0.1 that answers every request slowly, for deadline tests.
+
+    Each connection's request is read (headers and a Content-Length body); then `head` is sent at
+    once and `tail` one byte every `interval` seconds, until the client hangs up or `stop()` (a
+    `tail` ending in the headers makes the headers trickle; one after them, the body). `answered`
+    counts the requests read.
+
+        TrickleServer(b"HTTP/1.1 200 OK\\r\\n", b"X-Slow: " + b"a" * 10_000)  # headers trickle
+    """
+
+    def __init__(self, head: bytes, tail: bytes, *, interval: float = 1.0) -> None:
+        self.head, self.tail, self.interval = head, tail, interval
+        self.answered = 0
+        self._stopped = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.2)
+        self.port = self._listener.getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            conn.settimeout(10)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            head, _, rest = data.partition(b"\r\n\r\n")
+            match = re.search(rb"(?i)content-length:\s*(\d+)", head)
+            length = int(match.group(1)) if match else 0
+            while len(rest) < length:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                rest += chunk
+            self.answered += 1
+            conn.sendall(self.head)
+            for i in range(len(self.tail)):
+                if self._stopped.wait(self.interval):
+                    return
+                conn.sendall(self.tail[i : i + 1])
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._listener.close()
+        self._thread.join(timeout=5)
