@@ -24,6 +24,9 @@ from pytest_super.tasks import Task, infer_set, iter_jsonl_tasks, load_yaml_task
 
 TASK_SUFFIXES = (".yaml", ".yml", ".jsonl")
 SEEN_IDS = pytest.StashKey[dict]()
+NAMED_FOLDERS = pytest.StashKey[list[Path]]()
+#: the named folders whose task files were left out, each said once
+UNCOLLECTED = pytest.StashKey[set[Path]]()
 
 
 class TaskFailed(AssertionError):
@@ -219,7 +222,14 @@ def collect_task_file(file_path: Path, parent: pytest.Collector) -> pytest.File 
     named = any(_where(Path(a.split("::")[0]).absolute()) == where for a in config.args)
     roots = task_roots(config)
     if not named and not any(where == r or r in where.parents for r in roots):
-        return None
+        folder = next((f for f in named_folders(config) if f in where.parents), None)
+        if folder is None:
+            return None
+        run = options.run_of(config)
+        if not (run.agent or run.sets):
+            _say_not_collected(config, folder, file_path)
+            return None
+        named = True
     if file_path.is_symlink():
         target = file_path.resolve()
         if not is_under(target, [config.rootpath.resolve()]):
@@ -236,6 +246,44 @@ def collect_task_file(file_path: Path, parent: pytest.Collector) -> pytest.File 
     if file_path.suffix == ".jsonl":
         return JsonlTaskFile.from_parent(parent, path=file_path)
     return YamlTaskFile.from_parent(parent, path=file_path)
+
+
+def named_folders(config: pytest.Config) -> list[Path]:
+    """The folders named on the command line, resolved (once per session): their task files are
+    collected in a benchmark run wherever they stand. Not the project itself or a folder above it:
+    `pytest .` walks the project as a run without paths does, finding task files in the
+    `super_tasks` folders only (any other YAML file there is not a task)."""
+    if NAMED_FOLDERS not in config.stash:
+        folders: list[Path] = []
+        if config.args_source == pytest.Config.ArgsSource.ARGS:
+            project = config.rootpath.resolve()
+            for arg in config.args:
+                path = Path(arg.split("::")[0]).absolute().resolve()
+                if path.is_dir() and path != project and path not in project.parents:
+                    folders.append(path)
+        config.stash[NAMED_FOLDERS] = folders
+    return config.stash[NAMED_FOLDERS]
+
+
+def _say_not_collected(config: pytest.Config, folder: Path, file_path: Path) -> None:
+    """Warn once per named folder that its task files are left out, and what to do: without
+    --super-agent a task file is collected only in the `super_tasks` folders. Not for a folder of
+    the ini's `testpaths` (a test suite's own task data)."""
+    said = config.stash.setdefault(UNCOLLECTED, set())
+    testpaths = {(config.rootpath / p).resolve() for p in config.getini("testpaths")}
+    if folder in said or folder in testpaths:
+        return
+    said.add(folder)
+    roots = ", ".join(str(r) for r in task_roots(config)) or "none"
+    warnings.warn(
+        SuperWarning(
+            f"{folder}: task files (such as {file_path.name}) are not collected: they are outside "
+            f"the super_tasks folders ({roots}); run them with --super-agent=<agent> (or "
+            "--super-set), which collects the task files of a folder you name, or add the "
+            "folder to super_tasks in the ini file"
+        ),
+        stacklevel=1,
+    )
 
 
 def ignore_in_task_roots(collection_path: Path, config: pytest.Config) -> bool | None:

@@ -728,3 +728,56 @@ def test_task_to_dict_omits_empty_and_default_fields() -> None:
     }
     # categories that differ from the id's default are kept, even when empty
     assert task_to_dict(replace(task, categories=()))["categories"] == []
+
+
+# -- a folder named on the command line (issue 29, cause 11) ---------------------------------------
+NAMED_TASK = """\
+id: {id}
+set: expert
+query: 'Report x as a json structured as follows: {{"x": 0}}.'
+answer: {{x: 1}}
+"""
+
+
+@pytest.fixture
+def outside_project(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A project whose task folder is `tasks`, with task files in `some/folder` outside it."""
+    pytester.makeini("[pytest]\nsuper_tasks = tasks\n")
+    write(pytester.path, "tasks/expert/inside.yaml", NAMED_TASK.format(id="inside"))
+    write(pytester.path, "some/folder/outside.yaml", NAMED_TASK.format(id="outside"))
+    write(
+        pytester.path,
+        "some/folder/deeper/rows.jsonl",
+        json.dumps(super_row(task_id="row", set="expert")),
+    )
+    return pytester
+
+
+@pytest.mark.parametrize("selection", ["--super-agent=gold", "--super-set=expert"])
+def test_a_folder_named_on_the_command_line_is_searched_for_task_files(outside_project, selection):
+    """Red on eb4ffc2: `pytest some/folder --super-agent=gold` said only "no tests collected"."""
+    result = outside_project.runpytest_subprocess("some/folder", selection, "--collect-only", "-q")
+    result.stdout.fnmatch_lines(
+        ["some/folder/deeper/rows.jsonl::row", "some/folder/outside.yaml::outside", "*2 tests*"]
+    )
+    assert "inside" not in result.stdout.str()
+
+
+def test_the_implicit_walk_keeps_to_the_task_folders(outside_project):
+    """Without paths (and with `.`, the project itself) only super_tasks holds task files."""
+    for args in ([], ["."]):
+        result = outside_project.runpytest_subprocess(
+            *args, "--super-agent=gold", "--collect-only", "-q"
+        )
+        result.stdout.fnmatch_lines(["tasks/expert/inside.yaml::inside", "*1 test*"])
+        assert "outside" not in result.stdout.str()
+
+
+def test_a_named_folder_without_an_agent_says_why_its_task_files_are_not_collected(
+    outside_project,
+):
+    """Red on eb4ffc2: "no tests collected" and nothing else."""
+    result = outside_project.runpytest_subprocess("some/folder", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(
+        ["*some/folder: task files (such as *) are not collected*--super-agent*super_tasks*"]
+    )
