@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from pytest_super import safe_read
 from tests.support.projects import PASS, make_project, run_dirs, run_pytest, task_yaml
 
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -235,3 +237,41 @@ def test_a_run_writes_its_reports_whatever_earlier_runs_left(
     assert junit.is_file() and 'name="t1"' in junit.read_text()
     record = json.loads((ours[0] / "results.jsonl").read_text().splitlines()[0])
     assert record["task_id"] == "t1" and record["outcome"] == "passed"  # it ran: nothing resumed
+
+
+# -- the shared reader's depth bound ---------------------------------------------------------------
+def _nested(rng: random.Random, depth: int) -> object:
+    """A JSON value up to `depth` deep whose strings are made of backslashes, quotes and brackets
+    (what could fool a depth count that does not read strings as JSON does)."""
+    text = "".join(rng.choice('\\"[]{}a\n') for _ in range(rng.randrange(6)))
+    roll = rng.random()
+    if depth > 0 and roll < 0.3:
+        return [_nested(rng, depth - 1) for _ in range(rng.randrange(3))]
+    if depth > 0 and roll < 0.6:
+        return {text + str(i): _nested(rng, depth - 1) for i in range(rng.randrange(3))}
+    return text
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    return 0
+
+
+def test_the_depth_bound_counts_only_json_nesting() -> None:
+    """check_depth agrees with the parsed value's depth on 3,000 values whose strings are full
+    of escapes, quotes and brackets; and a 100,000-deep array is refused without parsing it."""
+    rng = random.Random(29)
+    for _ in range(3000):
+        value = _nested(rng, rng.randrange(12))
+        text, depth = json.dumps(value), _depth(value)
+        safe_read.check_depth(text, depth)
+        if depth:
+            with pytest.raises(ValueError, match="nested deeper"):
+                safe_read.check_depth(text, depth - 1)
+    with pytest.raises(ValueError, match="nested deeper than 64"):
+        safe_read.check_depth(DEEP)
+    with pytest.raises(safe_read.ForeignDataError, match="x.json: not readable JSON"):
+        safe_read.loads(DEEP, "x.json")
