@@ -781,3 +781,11 @@ def test_a_named_folder_without_an_agent_says_why_its_task_files_are_not_collect
     result.stdout.fnmatch_lines(
         ["*some/folder: task files (such as *) are not collected*--super-agent*super_tasks*"]
     )
+
+
+def test_a_named_folder_of_the_test_suite_is_left_out_without_a_warning(outside_project):
+    """A folder of the ini's testpaths holds a test suite's own task data: no warning for it."""
+    outside_project.makeini("[pytest]\nsuper_tasks = tasks\ntestpaths = some/folder\n")
+    result = outside_project.runpytest_subprocess("some/folder", "--collect-only", "-q")
+    assert "not collected" not in result.stdout.str()
+    assert "outside.yaml" not in result.stdout.str()

@@ -157,7 +157,7 @@ def test_good_numbers_still_read(project):
     assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
 
 
-MEMORY_SIZES = ["4g", "4G", "4gb", "512m", "6m", "1.5g", "1073741824", "7000k", " 2g"]
+MEMORY_SIZES = ["4g", "4G", "4gb", "4 gb", "512m", "6m", "1.5g", "1073741824", "7000k", " 2g"]
 
 
 @pytest.mark.parametrize("size", MEMORY_SIZES)
@@ -169,6 +169,23 @@ def test_memory_sizes_read_as_the_docker_sdk_reads_them(size):
 
     assert memory_size(size) == size
     assert parse_bytes(size) >= 6 * 2**20
+
+
+@pytest.mark.parametrize("size", [v for n, v, _ in BAD_SETTINGS if n == "mem"] + ["4t", "4tb"])
+def test_memory_sizes_refused_are_those_the_docker_sdk_cannot_use(size):
+    """What --super-mem refuses, parse_bytes refuses too (or reads as under 6m or absurd)."""
+    from docker.errors import DockerException
+    from docker.utils import parse_bytes
+
+    from pytest_super.options import MEMORY_BOUNDS, memory_size
+
+    with pytest.raises(ValueError, match="6m to 16384g"):
+        memory_size(size)
+    try:
+        size_bytes = parse_bytes(size)
+    except (DockerException, OverflowError):
+        return
+    assert not MEMORY_BOUNDS.accepts(size_bytes)
 
 
 # -- task files ----------------------------------------------------------------------------------
