@@ -309,3 +309,80 @@ def test_another_runs_cleanup_spares_a_stopped_run_not_a_killed_one(
         for folder in (held_dir, other_dir):
             for run_dir in run_dirs(folder):
                 cleanup_containers(engine, run_id=run_dir.name)
+
+
+# -- cause 5: the disk watch counts blocks and inodes ----------------------------------------------
+ANSWER = "time.sleep(8)  # the watch polls every 1-5 s\nprint('{\"x\": 1}')"
+#: what each task writes under --super-disk=64m, and whether it must be stopped
+DISK_TASKS = {
+    # 100,000 empty folders: 391 MiB of blocks, 100,000 inodes (the engine's size: 0)
+    "dirs": ("for i in range(100_000):\n    os.mkdir(f'/content/d{i}')", True),
+    # 100,000 empty files: no blocks but the folder's own, 100,000 inodes
+    "files": ("for i in range(100_000):\n    open(f'/content/f{i}', 'w').close()", True),
+    # 1 TiB of holes: no block written (the engine's size: 1 TiB)
+    "sparse": ("with open('/content/sparse', 'wb') as f:\n    f.truncate(1 << 40)", False),
+    # one byte at the end of 1 TiB: one block
+    "sparse_tail": (
+        "with open('/content/tail', 'wb') as f:\n    f.seek((1 << 40) - 1)\n    f.write(b'x')",
+        False,
+    ),
+}
+
+
+@pytest.mark.docker
+def test_the_disk_watch_counts_blocks_and_inodes_not_apparent_sizes(
+    project_dir: Path, engine: docker.DockerClient
+) -> None:
+    """Under --super-disk=64m. Red on eb4ffc2: 100,000 empty folders and 100,000 empty files
+    passed (the engine's size of the layer leaves folders out and counts no inodes), and a 1 TiB
+    sparse file holding nothing ended `disk_limit` (the engine counts apparent sizes)."""
+    tasks = {
+        f"expert/{name}": task_yaml(name, f"import os, time\n{code}\n{ANSWER}")
+        for name, (code, _) in DISK_TASKS.items()
+    }
+    make_project(project_dir, tasks)
+    args = ("tasks", "--super-agent=gold", "--super-disk=64m", "--super-mem=1g", "-n", "2")
+    code, out = run_pytest(project_dir, *args, "-p", "no:cacheprovider", timeout=600)
+    lines = {r["task_id"]: r for r in results(only_run_dir(project_dir))}
+    assert sorted(lines) == sorted(DISK_TASKS), out[-3000:]
+    for name, (_, stopped) in DISK_TASKS.items():
+        line = lines[name]
+        expected = ("failed", "disk_limit") if stopped else ("passed", "submitted")
+        assert (line["outcome"], line["exit_status"]) == expected, (name, line, out[-3000:])
+    detail = json.loads(Path(lines["files"]["trajectory"]).with_suffix(".json").read_text())
+    assert "inodes" in detail["info"]["detail"], detail["info"]
+    assert code == 1
+
+
+def test_a_folder_is_measured_by_its_blocks_and_inodes(tmp_path: Path) -> None:
+    """The walk the watch makes of a layer: folders count their blocks, a sparse file what it
+    holds, a hard link nothing more, a symlink is not followed, a path past PATH_MAX is reached."""
+    from pytest_super.kernels.docker.diskwatch import folder_use
+
+    top = tmp_path / "layer"
+    top.mkdir()
+    empty = folder_use(str(top))
+    assert empty is not None and empty.inodes == 1
+    for i in range(100):
+        (top / f"d{i}").mkdir()
+    with open(top / "sparse", "wb") as f:
+        f.truncate(1 << 40)
+    (top / "data").write_bytes(os.urandom(1 << 20))
+    os.link(top / "data", top / "data-link")
+    (top / "outside").symlink_to(REPO)
+    deep = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(20):  # 20 x 251 characters: past PATH_MAX from the top
+        os.mkdir("d" * 250, dir_fd=deep)
+        deep, parent = os.open("d" * 250, os.O_RDONLY | os.O_DIRECTORY, dir_fd=deep), deep
+        os.close(parent)
+    with open(os.open("deep.bin", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=deep), "wb") as f:
+        f.write(os.urandom(1 << 20))
+    os.close(deep)
+    use = folder_use(str(top))
+    assert use is not None
+    # the top, 100 + 20 folders, sparse, data (one inode for two names), the symlink, deep.bin
+    assert use.inodes == 1 + 120 + 1 + 1 + 1 + 1
+    folder = (top / "d0").stat().st_blocks * 512  # 4 KiB on ext4 (0 on tmpfs)
+    blocks = 2 * (1 << 20) + 120 * folder  # two files of 1 MiB (one of them linked twice)
+    assert blocks <= use.bytes < blocks + (1 << 20), use
+    assert folder_use(str(top / "outside")) is None  # a symlink is not a folder to walk

@@ -71,7 +71,13 @@ from pytest_super.kernels.docker.cleanup import (
     mount_channel_folder,
     remove_host_folder,
 )
-from pytest_super.kernels.docker.diskwatch import UNKNOWN, disk_watch
+from pytest_super.kernels.docker.diskwatch import (
+    INODE_BYTES,
+    UNKNOWN,
+    DiskLimits,
+    DiskUse,
+    disk_watch,
+)
 from pytest_super.kernels.docker.engine import (
     LABEL,
     LABEL_HOST,
@@ -266,18 +272,26 @@ class DockerBox:
         for stop in stops:
             stop()
 
-    def stop_for_disk(self, written: int, limit: int) -> None:
-        """Stop the box: it wrote `written` bytes, over its `limit` (called by the disk watch)."""
-        if written == UNKNOWN:
+    def stop_for_disk(self, use: DiskUse, limits: DiskLimits) -> None:
+        """Stop the box: it takes `use` of the disk, over its `limits` (called by the disk
+        watch)."""
+        if use.bytes == UNKNOWN:
             self.disk_exceeded = (
-                f"the disk use of {self.description} could not be measured (the engine reports "
-                f"none, as for paths past PATH_MAX); under the limit of {_size(limit)} "
-                "(--super-disk) it cannot be shown to be, so the task was stopped"
+                f"the disk use of {self.description} could not be measured (its layer is not on "
+                f"this host and the engine reports none, as for paths past PATH_MAX); under the "
+                f"limit of {_size(limits.bytes)} (--super-disk) it cannot be shown to be, so the "
+                "task was stopped"
+            )
+        elif use.bytes > limits.bytes:
+            self.disk_exceeded = (
+                f"{self.description} wrote {_size(use.bytes)} to its disk, over the limit of "
+                f"{_size(limits.bytes)} (--super-disk); the task was stopped"
             )
         else:
             self.disk_exceeded = (
-                f"{self.description} wrote {_size(written)} to its disk, over the limit of "
-                f"{_size(limit)} (--super-disk); the task was stopped"
+                f"{self.description} made {use.inodes:,} files and folders (inodes) on its "
+                f"disk, over the limit of {limits.inodes:,} (one per {INODE_BYTES // 1024} KiB "
+                f"of --super-disk={_size(limits.bytes)}); the task was stopped"
             )
         with contextlib.suppress(docker.errors.APIError, requests.exceptions.ConnectionError):
             self.api.kill(self.container_id)

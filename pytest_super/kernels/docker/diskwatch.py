@@ -1,30 +1,45 @@
 """Watching what task containers write, on engines that cannot bound it (`DiskWatch`).
 
 overlay2 on ext4 (Debian's engine, this project's CI) has no per-container size limit: a task
-wrote 5 GiB in 12 s and could fill the host's disk. So one thread per engine polls the size of
-every watched container's writable layer (one `GET /containers/json?size=1` for all of them: the
-engine walks each layer) plus the host folders the container may write to (its channel folder),
-and stops a box that goes over its limit.
+wrote 5 GiB in 12 s and could fill the host's disk. So one thread per engine polls what every
+watched container takes from the disk and stops a box that goes over its limits.
 
-Cost: the engine's walk grows with the number of files in the layers, so the interval adapts: after
-a poll that took `t` seconds the next comes `t / WATCH_BUDGET` later, within [POLL_MIN_S,
-POLL_MAX_S], so watching takes about WATCH_BUDGET of one core unless a poll takes longer than
+What is measured: the container's writable layer on the host (overlay2's
+`GraphDriver.Data.UpperDir`) plus the host folders the container may write to (its channel
+folder), walked here folder by folder through directory descriptors (so no path is ever too long,
+symlinks are not followed), counting
+
+- the blocks allocated (`st_blocks` x 512) of every file, folder, symlink and whiteout, each inode
+  once (hard links are one file): a sparse file counts what it holds, not its apparent size, and
+  a folder counts its own blocks (100,000 empty folders take 391 MiB);
+- the inodes, against a limit of their own: one per `INODE_BYTES` (4 KiB) of the disk limit
+  (16,384 under --super-disk=64m, 5.2 million under the default 20g). Any file that holds data
+  takes at least one 4 KiB block, so the byte limit binds first for those; the inode limit stops
+  what takes no blocks (empty files, symlinks, whiteouts) before it exhausts the host's inodes.
+
+The engine's own size of the layer (`SizeRw` of `GET /containers/json?size=1`) is no bound of
+either: it leaves folders out and counts apparent sizes (a 1 TiB sparse file holding nothing
+ended a task as disk_limit). It is used only where the layer is not on this host (a remote
+engine: its UpperDir is a path on another machine), with no inode count: there the watch keeps
+those two faults.
+
+Cost: a walk grows with the number of entries in the layer, so the interval adapts: after a poll
+that took `t` seconds the next comes `t / WATCH_BUDGET` later, within [POLL_MIN_S, POLL_MAX_S], so
+watching takes about WATCH_BUDGET of one core unless a poll takes longer than
 POLL_MAX_S * WATCH_BUDGET. `benchmarks/bench_disk_watch.py` measures the overhead on a task's own
 work. A filler is stopped within about one interval: it may overshoot by what it writes in that
 time (at 430 MB/s, the rate seen here, about 0.5 GB at 1 s, 2 GB at POLL_MAX_S).
 
-A size is never taken as small because it could not be read. The engine reports a layer's size as
--1 when its own walk fails (a task made 20 nested folders of 250-character names, past PATH_MAX,
-then wrote 400 MB beside them): the watch then measures the layer's folder on the host itself
-(`GraphDriver.Data.UpperDir`, walked folder by folder through directory descriptors, so no path
-is ever too long), and a size it cannot measure either stops the task (`UNKNOWN`). Host folders
-are walked the same way: a deep path there is counted, not skipped.
+A size is never taken as small because it could not be read: a layer neither walked here nor
+sized by the engine (which reports -1 when its own walk fails, e.g. past PATH_MAX) stops the task
+(`UNKNOWN`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -39,17 +54,55 @@ POLL_MIN_S = 1.0
 #: Longest time between two polls (s), however slow a poll: bounds the overshoot on a busy engine
 #: (a poll took 0.38-0.64 s here with 30,000 files in a layer at load average 15).
 POLL_MAX_S = 5.0
-#: Share of one core the watch aims to take (the engine's walk plus ours).
+#: Share of one core the watch aims to take.
 WATCH_BUDGET = 0.05
+#: Bytes of the disk limit per inode a box may use (its inode limit is disk limit / this).
+INODE_BYTES = 4096
 
-StopBox = Callable[[int, int], None]  # (bytes written or UNKNOWN, limit)
 #: the size of a container whose disk use neither the engine nor the watch could measure
 UNKNOWN = -1
 
 
+@dataclass(frozen=True)
+class DiskUse:
+    """What a box takes from the disk: bytes of allocated blocks (or UNKNOWN), inodes (None where
+    only the engine's size could be had)."""
+
+    bytes: int
+    inodes: int | None = 0
+
+    def __add__(self, other: DiskUse) -> DiskUse:
+        if UNKNOWN in (self.bytes, other.bytes):
+            return DiskUse(UNKNOWN, None)
+        if self.inodes is None or other.inodes is None:
+            return DiskUse(self.bytes + other.bytes, None)
+        return DiskUse(self.bytes + other.bytes, self.inodes + other.inodes)
+
+
+@dataclass(frozen=True)
+class DiskLimits:
+    bytes: int
+    inodes: int
+
+    def exceeded_by(self, use: DiskUse) -> bool:
+        return (
+            use.bytes == UNKNOWN
+            or use.bytes > self.bytes
+            or (use.inodes is not None and use.inodes > self.inodes)
+        )
+
+
+def inode_limit(disk_bytes: int) -> int:
+    """The inodes a box may use under a disk limit of `disk_bytes` (at least 1,024)."""
+    return max(disk_bytes // INODE_BYTES, 1024)
+
+
+StopBox = Callable[[DiskUse, DiskLimits], None]
+
+
 @dataclass
 class _Watched:
-    limit: int
+    limits: DiskLimits
     stop: StopBox
     host_dirs: tuple[str, ...] = field(default_factory=tuple)
 
@@ -60,6 +113,7 @@ class DiskWatch:
     def __init__(self, api: Any) -> None:
         self._api = api
         self._watched: dict[str, _Watched] = {}
+        self._upper: dict[str, str | None] = {}  # container id -> its UpperDir on this host
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -70,12 +124,14 @@ class DiskWatch:
     def watch(
         self, container_id: str, limit: int, stop: StopBox, *, host_dirs: Iterable[str] = ()
     ) -> Callable[[], None]:
-        """Watch a container; `stop(written, limit)` is called once if it writes over `limit`.
+        """Watch a container; `stop(use, limits)` is called once if it takes more than `limit`
+        bytes or `inode_limit(limit)` inodes.
 
         Returns the function that ends the watch (call it when the box is removed or kept).
         """
+        limits = DiskLimits(limit, inode_limit(limit))
         with self._lock:
-            self._watched[container_id] = _Watched(limit, stop, tuple(host_dirs))
+            self._watched[container_id] = _Watched(limits, stop, tuple(host_dirs))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._run, name="pytest-super-disk-watch", daemon=True
@@ -86,10 +142,11 @@ class DiskWatch:
     def unwatch(self, container_id: str) -> None:
         with self._lock:
             self._watched.pop(container_id, None)
+            self._upper.pop(container_id, None)
 
-    def poll(self, only: str | None = None) -> dict[str, int]:
+    def poll(self, only: str | None = None) -> dict[str, DiskUse]:
         """Measure every watched container once (or only the one with id `only`), stop those over
-        their limit; bytes per id."""
+        their limits; what each takes, by id."""
         with self._lock:
             watched = dict(self._watched)
         if only is not None:
@@ -97,46 +154,66 @@ class DiskWatch:
         if not watched:
             return {}
         started = time.perf_counter()
-        sizes = self._layer_sizes(list(watched))
+        uses = self._layer_uses(list(watched))
         for container_id, entry in watched.items():
-            if sizes.get(container_id) == UNKNOWN:
-                continue
-            sizes[container_id] = sizes.get(container_id, 0) + sum(
-                folder_bytes(d) for d in entry.host_dirs
-            )
+            if container_id not in uses:
+                continue  # gone from the engine: the box's own liveness check will tell
+            for folder in entry.host_dirs:  # one that cannot be opened is gone with its box
+                uses[container_id] += folder_use(folder) or DiskUse(0, 0)
         if only is None:
             self.last_poll_s = time.perf_counter() - started
             self.interval_s = min(max(POLL_MIN_S, self.last_poll_s / WATCH_BUDGET), POLL_MAX_S)
-        for container_id, entry in watched.items():
-            if sizes[container_id] == UNKNOWN or sizes[container_id] > entry.limit:
+        for container_id, use in uses.items():
+            entry = watched[container_id]
+            if entry.limits.exceeded_by(use):
                 with self._lock:  # the background poll and a box's own check may both see it
                     if self._watched.pop(container_id, None) is None:
                         continue
-                entry.stop(sizes[container_id], entry.limit)
-        return sizes
+                entry.stop(use, entry.limits)
+        return uses
 
-    def _layer_sizes(self, ids: list[str]) -> dict[str, int]:
+    def _layer_uses(self, ids: list[str]) -> dict[str, DiskUse]:
+        """Each container's writable layer: walked here, else sized by the engine."""
+        uses: dict[str, DiskUse] = {}
+        remote: list[str] = []
+        for container_id in ids:
+            upper = self._upper_dir(container_id)
+            if upper is None:
+                remote.append(container_id)
+                continue
+            use = folder_use(upper)
+            if use is None:  # gone with its container? the engine says (or says -1: UNKNOWN)
+                remote.append(container_id)
+                continue
+            uses[container_id] = use
+        if remote:
+            uses.update(self._engine_sizes(remote))
+        return uses
+
+    def _upper_dir(self, container_id: str) -> str | None:
+        """The container's writable layer on this host (overlay2's UpperDir, asked once); None
+        when the engine does not say or it is not a folder here (a remote engine's)."""
+        if container_id not in self._upper:
+            try:
+                info = self._api.inspect_container(container_id)
+            except (docker.errors.APIError, requests.exceptions.RequestException):
+                return None  # not remembered: asked again next time
+            upper = ((info.get("GraphDriver") or {}).get("Data") or {}).get("UpperDir")
+            self._upper[container_id] = upper if upper and os.path.isdir(upper) else None
+        return self._upper[container_id]
+
+    def _engine_sizes(self, ids: list[str]) -> dict[str, DiskUse]:
+        """The engine's sizes of the layers (apparent sizes, folders left out, no inodes): only
+        for layers not on this host."""
         try:
             listed = self._api.containers(all=True, size=True, filters={"id": ids})
         except (docker.errors.APIError, requests.exceptions.ConnectionError):
             return {}  # the engine is busy or gone: the boxes' own liveness checks will tell
-        sizes = {c["Id"]: int(c.get("SizeRw") or 0) for c in listed}
-        for container_id, size in sizes.items():
-            if size < 0:  # the engine's walk failed: never "small"
-                sizes[container_id] = self._upper_dir_bytes(container_id)
-        return sizes
-
-    def _upper_dir_bytes(self, container_id: str) -> int:
-        """The container's writable layer measured on this host (overlay2's UpperDir); UNKNOWN
-        when the engine does not say where it is or it is not on this host."""
-        try:
-            info = self._api.inspect_container(container_id)
-        except (docker.errors.APIError, requests.exceptions.RequestException):
-            return UNKNOWN
-        upper = ((info.get("GraphDriver") or {}).get("Data") or {}).get("UpperDir")
-        if not upper or not os.path.isdir(upper):
-            return UNKNOWN
-        return folder_bytes(upper)
+        uses = {}
+        for c in listed:
+            size = int(c.get("SizeRw") or 0)
+            uses[c["Id"]] = DiskUse(size if size >= 0 else UNKNOWN, None)  # -1: never "small"
+        return uses
 
     def _run(self) -> None:
         while True:
@@ -148,14 +225,18 @@ class DiskWatch:
             self._wake.wait(self.interval_s)
 
 
-def folder_bytes(path: str) -> int:
-    """Disk blocks used under `path` (symlinks not followed; vanished entries skipped). Walked
-    through directory descriptors, one level at a time, so a path of any depth is counted."""
+def folder_use(path: str) -> DiskUse | None:
+    """The blocks and inodes used under `path`, the folder itself included (symlinks not
+    followed, each inode once, vanished entries skipped); None when `path` is not a folder that
+    can be opened. Walked through directory descriptors, one level at a time, so a path of any
+    depth is counted."""
     try:
         top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
-        return 0
-    total = 0
+        return None
+    info = os.fstat(top)
+    seen = {(info.st_dev, info.st_ino)}
+    total = info.st_blocks * 512
     stack = [top]
     while stack:
         fd = stack.pop()
@@ -166,8 +247,10 @@ def folder_bytes(path: str) -> int:
                         info = entry.stat(follow_symlinks=False)
                     except OSError:
                         continue
-                    total += info.st_blocks * 512
-                    if entry.is_dir(follow_symlinks=False):
+                    if (info.st_dev, info.st_ino) not in seen:
+                        seen.add((info.st_dev, info.st_ino))
+                        total += info.st_blocks * 512
+                    if stat.S_ISDIR(info.st_mode):
                         with contextlib.suppress(OSError):
                             stack.append(
                                 os.open(
@@ -180,7 +263,7 @@ def folder_bytes(path: str) -> int:
             pass
         finally:
             os.close(fd)
-    return total
+    return DiskUse(total, len(seen))
 
 
 _watches: dict[str, DiskWatch] = {}
