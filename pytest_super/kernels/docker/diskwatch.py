@@ -193,14 +193,16 @@ class DiskWatch:
     def _upper_dir(self, container_id: str) -> str | None:
         """The container's writable layer on this host (overlay2's UpperDir, asked once); None
         when the engine does not say or it is not a folder here (a remote engine's)."""
-        if container_id not in self._upper:
-            try:
-                info = self._api.inspect_container(container_id)
-            except (docker.errors.APIError, requests.exceptions.RequestException):
-                return None  # not remembered: asked again next time
-            upper = ((info.get("GraphDriver") or {}).get("Data") or {}).get("UpperDir")
-            self._upper[container_id] = upper if upper and os.path.isdir(upper) else None
-        return self._upper[container_id]
+        if container_id in self._upper:
+            return self._upper.get(container_id)  # (unwatched meanwhile: None)
+        try:
+            info = self._api.inspect_container(container_id)
+        except (docker.errors.APIError, requests.exceptions.RequestException):
+            return None  # not remembered: asked again next time
+        upper = ((info.get("GraphDriver") or {}).get("Data") or {}).get("UpperDir")
+        found = upper if upper and os.path.isdir(upper) else None
+        self._upper[container_id] = found
+        return found
 
     def _engine_sizes(self, ids: list[str]) -> dict[str, DiskUse]:
         """The engine's sizes of the layers (apparent sizes, folders left out, no inodes): only
