@@ -307,6 +307,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
     repeat = [("super.repeat", item.repeat)] if getattr(item, "repeat", None) else []
     kernel_settings = kernel_settings_for(run, super_task)
     image = kernel_settings.image or ""
+    prompts = [(f"super.{k}", v) for k, v in run.settings.options.prompts.properties().items()]
     # known before the episode, so a task that errors is still filed under its set and agent
     item.user_properties.extend(
         [
@@ -316,6 +317,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
             ("super.model", run.settings.model or ""),
             *repeat,
             ("super.image", image),
+            *prompts,
         ]
     )
     try:
@@ -342,7 +344,13 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
     # relative to the report folder's parent, so an archived report folder keeps its links
     properties["super.trajectory"] = os.path.relpath(result.trajectory, run.report_dir.parent)
     item.user_properties.extend(
-        [*properties.items(), ("super.image", image), *repeat, *_retried_property(result.retried)]
+        [
+            *properties.items(),
+            ("super.image", image),
+            *prompts,
+            *repeat,
+            *_retried_property(result.retried),
+        ]
     )
     if node:
         item.user_properties.append(("super.node", node))

@@ -106,6 +106,18 @@ class RunView:
         who = "/".join(x for x in (agent, model) if x and x != "None")
         return f"{who} ({self.run_id})" if who else self.run_id
 
+    @property
+    def prompts(self) -> str:
+        """The prompts the run's agents used: `ours`, or the file and its sha256 (runs of older
+        versions and imported episodes name none: "")."""
+        seen = {
+            (str(t.prop("prompts")), str(t.prop("prompts_sha256") or ""))
+            for t in self.tasks
+            if t.prop("prompts")
+        }
+        return "; ".join(f"{p} (sha256 {h})" if h else p for p, h in sorted(seen))
+
+
 def page_name(task_id: str) -> str:
     """The file name of a task's page: safe, bounded and collision-free whatever the task id
     holds (`a/b` and `a_b` get pages of their own), as trajectories are named."""
