@@ -1,6 +1,7 @@
 """The `pytest-super` command: import SUPER's data, report on runs, build the image, clean up.
 
 pytest-super download [--out tasks/super] [--set expert] [--revision COMMIT]
+pytest-super download prompts [--out DIR]
 pytest-super import expert.jsonl --set expert --out tasks/expert/
 pytest-super import-trajectories ../super-benchmark/trajectories [--out reports/]
 pytest-super report reports/junit.xml other-run.xml
@@ -29,10 +30,19 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser(
         "download",
-        help="fetch SUPER's task files (Expert, Masked, Auto) from the Hugging Face Hub",
+        help="fetch SUPER's task files (Expert, Masked, Auto) from the Hugging Face Hub; "
+        "`download prompts`: the reference's prompt.yaml (for --super-prompts)",
     )
     p.add_argument(
-        "--out", type=Path, default=Path("tasks/super"), help="folder (default tasks/super)"
+        "what",
+        nargs="?",
+        choices=("tasks", "prompts"),
+        default="tasks",
+        help="tasks (default), or prompts: SUPER's agent/prompt.yaml at the pinned commit, its "
+        "sha256 checked, with its license, into ~/.cache/pytest-super/prompts/<commit>/",
+    )
+    p.add_argument(
+        "--out", type=Path, help="folder (default tasks/super; prompts: the cache folder)"
     )
     p.add_argument(
         "--set",
@@ -143,8 +153,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _download(args: argparse.Namespace) -> int:
-    from pytest_super.download import DEFAULT_REVISION, download_tasks
+    from pytest_super.download import DEFAULT_REVISION, download_prompts, download_tasks
 
+    if args.what == "prompts":
+        if args.sets or args.revision:
+            print(
+                "pytest-super download prompts: --set and --revision are for tasks", file=sys.stderr
+            )
+            return 2
+        path = download_prompts(args.out)
+        print(f"SUPER's prompts: {path} (license: {path.with_name('LICENSE.md')})")
+        print(f"run with them: pytest tasks --super-agent=react-super --super-prompts={path}")
+        return 0
+    args.out = args.out or Path("tasks/super")
     written = download_tasks(args.out, sets=args.sets, revision=args.revision or DEFAULT_REVISION)
     for item in written:
         lines = sum(1 for ln in item.path.read_text().splitlines() if ln.strip())

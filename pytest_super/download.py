@@ -1,4 +1,5 @@
-"""Fetching SUPER's task files from the Hugging Face Hub (`pytest-super download`).
+"""Fetching SUPER's task files from the Hugging Face Hub (`pytest-super download`), and the
+reference's prompt.yaml from its repository (`pytest-super download prompts`, `download_prompts`).
 
 The dataset `allenai/super` keeps its three sets as JSON lines (`tasks/expert.jsonl`,
 `tasks/masked.jsonl`, `tasks/auto_gen.jsonl`); this module downloads them with `huggingface_hub`
@@ -10,11 +11,14 @@ already in the Hub's cache at that revision is not fetched again.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_super.atomic import write_atomically
 from pytest_super.errors import SuperError
 
 REPO_ID = "allenai/super"
@@ -106,3 +110,77 @@ def _commit_of(cached: Path) -> str | None:
         if index + 1 < len(parts):
             return parts[index + 1]
     return None
+
+
+# -- the reference's prompts ---------------------------------------------------------------------
+PROMPTS_REPO = "allenai/super-benchmark"
+#: the commit of the reference whose code and published runs this project follows
+PROMPTS_COMMIT = "50cefd4c213fd8f88d28728ed87e4a20b43c91a3"
+PROMPT_FILE = "super/agent/prompt.yaml"
+#: sha256 of super/agent/prompt.yaml at PROMPTS_COMMIT: a download with another is refused
+PROMPT_SHA256 = "d7c7548120d8c35fd5e9413c04dbb4c50d24c447b730878444a228f327f188da"
+LICENSE_FILE = "LICENSE.md"  # Apache-2.0, saved beside the prompt
+RAW_BASE_URL = "https://raw.githubusercontent.com"
+#: a stand-in for RAW_BASE_URL (a mirror; the tests' local server), as HF_ENDPOINT is for the Hub
+BASE_URL_ENV = "SUPER_PROMPTS_BASE_URL"
+MAX_FILE_BYTES = 2**20  # both files are a few KiB
+
+
+def prompts_cache() -> Path:
+    """`$XDG_CACHE_HOME/pytest-super/prompts/<commit>` (default `~/.cache/...`)."""
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "pytest-super" / "prompts" / PROMPTS_COMMIT
+
+
+def download_prompts(out_dir: Path | None = None) -> Path:
+    """Fetch the reference's prompt.yaml at the pinned commit, check its sha256, and save it with
+    the repository's license into `out_dir` (default `prompts_cache()`); return its path. A file
+    already there with the pinned hash is not fetched again."""
+    out_dir = out_dir or prompts_cache()
+    target = out_dir / Path(PROMPT_FILE).name
+    license_path = out_dir / LICENSE_FILE
+    if (
+        target.is_file()
+        and license_path.is_file()
+        and _sha256(target.read_bytes()) == PROMPT_SHA256
+    ):
+        return target
+    base = (os.environ.get(BASE_URL_ENV) or RAW_BASE_URL).rstrip("/")
+    prompt = _fetch(f"{base}/{PROMPTS_REPO}/{PROMPTS_COMMIT}/{PROMPT_FILE}")
+    digest = _sha256(prompt)
+    if digest != PROMPT_SHA256:
+        raise DownloadError(
+            f"{base}/{PROMPTS_REPO}/{PROMPTS_COMMIT}/{PROMPT_FILE}: sha256 {digest}, not the pinned "
+            f"{PROMPT_SHA256} of the reference's file at that commit; nothing was saved. Check "
+            f"{BASE_URL_ENV} (or the network's proxy), or use a checkout of {PROMPTS_REPO}"
+        )
+    license_text = _fetch(f"{base}/{PROMPTS_REPO}/{PROMPTS_COMMIT}/{LICENSE_FILE}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_atomically(license_path, license_text.decode("utf-8", errors="replace"))
+    write_atomically(target, prompt.decode("utf-8"))  # last: its presence means both are there
+    return target
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _fetch(url: str) -> bytes:
+    """The body of `url` (a 200 answer of at most MAX_FILE_BYTES), or DownloadError."""
+    import httpx
+
+    try:
+        with httpx.stream("GET", url, timeout=60, follow_redirects=True) as answer:
+            if answer.status_code != 200:
+                raise DownloadError(f"{url}: HTTP {answer.status_code}; check {BASE_URL_ENV}")
+            body = b""
+            for chunk in answer.iter_bytes():
+                body += chunk
+                if len(body) > MAX_FILE_BYTES:
+                    raise DownloadError(f"{url}: more than {MAX_FILE_BYTES} bytes; not the file")
+    except httpx.HTTPError as exc:
+        raise DownloadError(
+            f"{url}: cannot be fetched ({type(exc).__name__}: {exc}); check the network, or set "
+            f"{BASE_URL_ENV} to a mirror of raw.githubusercontent.com"
+        ) from None
+    return body
