@@ -456,5 +456,5 @@ def test_a_bad_disk_size_is_refused_with_what_to_write(pytester: pytest.Pytester
     result = pytester.runpytest_subprocess("--super-disk=lots")
     assert result.ret != 0
     result.stderr.fnmatch_lines(
-        ["*--super-disk 'lots': expected a size of at least 1m such as 20g or 500m, or none*"]
+        ["*--super-disk 'lots': expected a size from 1m to 1024t such as 20g or 500m, or none*"]
     )
