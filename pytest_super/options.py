@@ -46,7 +46,8 @@ RUN_KEY = pytest.StashKey[SuperRun]()
 DISK_BOUNDS = Bounds(2**20, 2**50)  # 1m .. 1024t
 #: Docker's least memory limit is 6m; 16384g is more than any machine has
 MEMORY_BOUNDS = Bounds(6 * 2**20, 16384 * 2**30)
-CPU_BOUNDS = Bounds(0, 1024, "CPUs", above=True)
+#: the engine refuses fewer than 0.01 CPUs (and below 1e-9 nano_cpus rounds to 0: no limit at all)
+CPU_BOUNDS = Bounds(0.01, 1024, "CPUs")
 TOLERANCE_BOUNDS = Bounds(0, 1e9)
 THRESHOLD_BOUNDS = Bounds(0, 1)
 PRICE_BOUNDS = Bounds(0, 1_000_000, "USD per million tokens")

@@ -57,8 +57,11 @@ def test_the_environment_beats_the_ini_and_the_option_beats_both(project, monkey
 @pytest.mark.parametrize(
     ("where", "expected"),
     [
-        ("option", "--super-cpus 'abc': expected a finite number of CPUs above 0 and at most 1024"),
-        ("ini", "ini super_cpus (pytest.ini) 'abc': expected a finite number of CPUs above 0"),
+        ("option", "--super-cpus 'abc': expected a finite number of CPUs from 0.01 to 1024"),
+        (
+            "ini",
+            "ini super_cpus (pytest.ini) 'abc': expected a finite number of CPUs from 0.01 to 1024",
+        ),
     ],
 )
 def test_a_bad_value_names_where_it_came_from(project, where, expected):
