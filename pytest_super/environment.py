@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from pytest_super.edit import EditRequest, edit_file, format_edit
 from pytest_super.errors import BudgetExceeded, ComputeLimitReached, ExitStatus
-from pytest_super.kernels.base import CellResult, Kernel
+from pytest_super.kernels.base import CellResult, Kernel, ToolKernel, ToolResult
 from pytest_super.llm import LLMClient
 from pytest_super.prompts import PromptSet
 from pytest_super.prompts import ours as ours_prompts
@@ -65,7 +65,9 @@ class Environment:
     """Everything an agent may touch for one task: kernel, limits, model, trajectory.
 
     Compute time of every cell (prefix cells, waits, interrupts and the SWE-agent's viewer helpers
-    included) is summed. As in the reference, a cell always gets its full cell timeout; once the
+    included) and of every edit (`run_tool`) is summed, each as its kernel result reports it
+    (`CellResult.duration_s`, `ToolResult.duration_s`: the replay backend reports recorded
+    times). As in the reference, a cell always gets its full cell timeout; once the
     sum is strictly above the limit, the episode ends before the next model call (`ask_model`)
     or the next cell, with `ComputeLimitReached`, so the cell that crossed it finishes and its
     result is recorded, but nothing is submitted after it.
@@ -131,6 +133,29 @@ class Environment:
         result = self.kernel.interrupt()
         self.compute_used_s += result.duration_s
         return result
+
+    def run_tool(
+        self,
+        action: str,
+        content: str,
+        run: Callable[[], tuple[str, bool]],
+        *,
+        timed: bool = True,
+    ) -> ToolResult:
+        """Run one of the agents' tools (`run`: the tool itself, returning its observation and
+        whether it succeeded) and count its time against the compute limit, as the reference
+        counts every step's time. `timed=False`: the tool's own cells count themselves (the
+        SWE-agent's viewer snippets). A kernel that answers tools itself (`ToolKernel`: the
+        replay backend) gives the observation and the duration instead."""
+        kernel = self.kernel
+        answer = kernel.run_tool(action, content) if isinstance(kernel, ToolKernel) else None
+        if answer is None:
+            started = time.monotonic()
+            observation, ok = run()
+            elapsed = time.monotonic() - started if timed else 0.0
+            answer = ToolResult(observation, ok, elapsed)
+        self.compute_used_s += answer.duration_s
+        return answer
 
     def check_compute(self) -> None:
         """Raise `ComputeLimitReached` if cell time is strictly above the compute limit."""
@@ -265,15 +290,20 @@ def run_task_cell(
     request = EditRequest(
         file=cell.file, before=cell.before, after=cell.after, context=cell.context
     )
-    started = time.monotonic()
-    outcome = edit_file(env.kernel, request)
+    content = format_edit(request)
+
+    def edit() -> tuple[str, bool]:
+        outcome = edit_file(env.kernel, request)
+        return outcome.message, outcome.ok
+
+    answer = env.run_tool(Action.EDIT, content, edit)
     return Step(
         thought=thought,
         action=Action.EDIT,
-        content=format_edit(request),
-        observation=outcome.message,
-        output=outcome.message,
-        cell_status="ok" if outcome.ok else "error",
-        duration_s=time.monotonic() - started,
+        content=content,
+        observation=answer.observation,
+        output=answer.observation,
+        cell_status="ok" if answer.ok else "error",
+        duration_s=answer.duration_s,
         pre_executed=pre_executed,
     )

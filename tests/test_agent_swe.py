@@ -73,6 +73,8 @@ def shown_lines(window: str) -> list[int]:
         ("import os\nprint(os.getcwd())", "execute", ()),
         ("interrupt", "interrupt", ()),
         ("interrupt = True", "execute", ()),
+        # an edit without `end_of_edit` is no command: the paper's SWE-agent ran it as a cell
+        ("edit 3:5\nx = 1\n", "execute", ()),
     ],
 )
 def test_parse_command_names(text: str, name: str, args: tuple[str, ...]) -> None:
@@ -92,7 +94,6 @@ def test_parse_command_edit_and_submit_bodies() -> None:
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ("edit 3:5\nx = 1\n", "end_of_edit"),
         ("edit 3:5\nx = 1\nend_of_edit\n!ls", "after `end_of_edit`"),
         ("open a.py\ngoto 30", "one command per"),
         ("submit", "needs the answer as JSON"),
@@ -109,8 +110,9 @@ def test_parse_reply_discussion_and_one_block() -> None:
     thought, command = parse_reply("DISCUSSION\nLook around first.\n```bash\n!ls\n```\n")
     assert thought == "Look around first."
     assert (command.name, command.body) == ("execute", "!ls")
-    with pytest.raises(CommandFormatError, match="2 ``` blocks"):
-        parse_reply("DISCUSSION\ntwo\n```\n!ls\n```\nthen\n```\n!pwd\n```")
+    # as the paper's SWE-agent: the last block is the command, the rest the discussion
+    thought, command = parse_reply("DISCUSSION\ntwo\n```\n!ls\n```\nthen\n```\n!pwd\n```")
+    assert (command.body, thought) == ("!pwd", "two\n```\n!ls\n```\nthen")
     with pytest.raises(CommandFormatError, match="no command"):
         parse_reply("DISCUSSION\nI will list the files with !ls")
     with pytest.raises(CommandFormatError, match="not closed"):
@@ -439,7 +441,7 @@ def test_prompt_follows_cd_and_earlier_observations_are_cut(
 def test_format_errors_stay_in_the_conversation(kernel, openai_server, tmp_path: Path) -> None:
     openai_server.script(
         [
-            "DISCUSSION\nBoth at once.\n```\n!ls\n```\n```\n!pwd\n```",
+            "DISCUSSION\nNot closed.\n```\n!ls",
             "I would run !ls now.",
             reply("One command.", "!echo hello"),
             "DISCUSSION\nSubmit.\n```\nsubmit\n```",
@@ -452,19 +454,19 @@ def test_format_errors_stay_in_the_conversation(kernel, openai_server, tmp_path:
     actions = [s.action for s in env.trajectory.steps]
     assert actions == ["format_error", "format_error", "execute", "format_error", "submit"]
     requests = openai_server.requests
-    assert "only one command" in requests[1].messages[-1]["content"]
+    assert "not closed" in requests[1].messages[-1]["content"]
     assert "no command" in requests[2].messages[-1]["content"]
     assert "needs the answer" in requests[4].messages[-1]["content"]
     assert requests[1].messages[-1]["content"].endswith("In [ ]")
     # the malformed replies and their corrections stay in the conversation
     later = [m["content"] for m in requests[4].messages]
-    assert any("Both at once" in m for m in later) and any("I would run" in m for m in later)
-    assert sum("only one command" in m for m in later) == 1
+    assert any("Not closed" in m for m in later) and any("I would run" in m for m in later)
+    assert sum("is not closed" in m for m in later) == 1
     assert env.trajectory.steps[2].output.strip() == "hello"
 
 
 def test_format_errors_end_the_episode_only_with_the_cap(kernel, openai_server, tmp_path) -> None:
-    openai_server.script(["no command", "```\n!ls\n```\n```\n!ls\n```", "submit", "unused"])
+    openai_server.script(["no command", "```\n!ls", "submit", "unused"])
     env = make_env(kernel, tmp_path, openai_server.base_url, format_errors=3)
     with pytest.raises(FormatErrorsExceeded) as raised:
         SWEAgent().run(env)

@@ -75,9 +75,14 @@ def parse_reply(text: str, actions: Sequence[Action]) -> Reply:
         raise FormatError("the reply has no `Thought:` before the action")
     thought = thought_part[thought_match.end() :].strip().lstrip("*").strip()
     name = match.group(1).lower()
+    trailing = match.group(2).strip().strip("*`").strip()
+    if trailing and not trailing.startswith("<content>"):
+        # the reference takes the whole line as the action's name: `Action: Execute the script`
+        # names no action (its "Invalid action type"), even though it starts with one
+        name = f"{match.group(1)} {trailing}"
     if name not in actions:
         allowed = ", ".join(f"`{a}`" for a in actions)
-        shown = name or match.group(2).strip()[:40]
+        shown = (name or match.group(2).strip())[:60]
         raise FormatError(f"unknown action {shown!r}; the actions you can use now are {allowed}")
     action = Action(name)
     rest = text[match.start(2) :]
@@ -224,13 +229,18 @@ class ReActAgent:
         )
 
     def _edit(self, env: Environment, reply: Reply) -> Step:
-        outcome = edit_action(env.kernel, reply.content)
+        def edit() -> tuple[str, bool]:
+            outcome = edit_action(env.kernel, reply.content)
+            return outcome.message, outcome.ok
+
+        answer = env.run_tool(Action.EDIT, reply.content, edit)
         return Step(
             thought=reply.thought,
             action=Action.EDIT,
             content=reply.content,
-            observation=outcome.message,
-            cell_status="ok" if outcome.ok else "error",
+            observation=answer.observation,
+            cell_status="ok" if answer.ok else "error",
+            duration_s=answer.duration_s,
         )
 
     def messages(

@@ -109,7 +109,7 @@ class SWEAgent:
         running = RunningCell()
         errors = FormatErrors(env.limits.format_errors)
         turns = [_prefix_turn(step) for step in env.prefix_steps]
-        cwd = _current_dir(viewer, "?")
+        cwd = _current_dir(env, viewer, "?")
         taken = 0
         while True:
             if taken >= env.limits.steps:
@@ -142,7 +142,7 @@ class SWEAgent:
             step = _with_stray(step, stray + viewer.take_stray_output())
             record_with_usage(env, step, completion)
             if not running.running:  # a running cell keeps the kernel busy: keep the last cwd
-                cwd = _current_dir(viewer, cwd)
+                cwd = _current_dir(env, viewer, cwd)
             notes.append(step.observation)
             turns.append(
                 _Turn(completion.text, "\n".join(notes), _state_prompt(viewer.open_file, cwd))
@@ -171,12 +171,17 @@ class SWEAgent:
             result = running.run(env, command.body)
             return step_for_cell(thought, Action.EXECUTE, command.body, command.body, result, env)
         # Viewer commands are not notebook cells: their text (file contents, search hits) is the
-        # observation only, so reading a file never counts as reaching a landmark.
+        # observation only, so reading a file never counts as reaching a landmark. Their snippets
+        # count their own time (`run_cell`).
+        answer = env.run_tool(
+            command.name, command.text, lambda: (viewer.run(command), True), timed=False
+        )
         return Step(
             thought=thought,
             action=command.name,
             content=command.text,
-            observation=viewer.run(command),
+            observation=answer.observation,
+            duration_s=answer.duration_s,
         )
 
     def _messages(
@@ -220,13 +225,12 @@ def parse_reply(reply: str) -> tuple[str, Command]:
         if "```" in reply:
             raise CommandFormatError("the ``` block of the command is not closed.")
         raise CommandFormatError("there is no command in a ``` block.")
-    if len(blocks) > 1:
-        raise CommandFormatError(
-            f"it has {len(blocks)} ``` blocks, but each reply may hold only one command. Send "
-            "the first command now and the next one after you have seen its output."
-        )
-    thought = _DISCUSSION.sub("", reply[: blocks[0].start()], count=1).strip()
-    return thought, parse_command(blocks[0][1])
+    # as the paper's SWE-agent: the last block is the command, the rest of the reply (earlier
+    # blocks included) its discussion
+    last = blocks[-1]
+    discussion = reply[: last.start()] + reply[last.end() :]
+    thought = _DISCUSSION.sub("", discussion, count=1).strip()
+    return thought, parse_command(last[1])
 
 
 def _with_stray(step: Step, stray: str) -> Step:
@@ -238,11 +242,18 @@ def _with_stray(step: Step, stray: str) -> Step:
     return step
 
 
-def _current_dir(viewer: FileViewer, fallback: str) -> str:
-    try:
-        return viewer.cwd()
-    except KernelSnippetError:  # e.g. the kernel died and is restarting: show the last known
-        return fallback
+#: the state prompt's directory is asked of the kernel as a tool (a replayed kernel answers it)
+CWD_TOOL = "cwd"
+
+
+def _current_dir(env: Environment, viewer: FileViewer, fallback: str) -> str:
+    def ask() -> tuple[str, bool]:
+        try:
+            return viewer.cwd(), True
+        except KernelSnippetError:  # e.g. the kernel died and is restarting: show the last known
+            return fallback, False
+
+    return env.run_tool(CWD_TOOL, "", ask, timed=False).observation
 
 
 def _state_prompt(open_file: str | None, cwd: str) -> str:

@@ -125,6 +125,21 @@ COMMAND_DOCS: dict[Action, tuple[str, str, tuple[tuple[str, str, bool, str], ...
 SPECIAL_COMMANDS = frozenset(COMMAND_DOCS)
 #: the words that start a command rather than a cell (with the timeout protocol's answers)
 _CONTROL_WORDS = SPECIAL_COMMANDS | {Action.WAIT, Action.INTERRUPT}
+#: viewer commands the paper's SWE-agent took as commands when written as a call,
+#: `search_file("x")` (it ran them, and the shell refused the parenthesis); `open(` stays
+#: Python's built-in
+_CALLED_COMMANDS = frozenset(
+    {
+        Action.GOTO,
+        Action.SCROLL_UP,
+        Action.SCROLL_DOWN,
+        Action.CREATE,
+        Action.SEARCH_DIR,
+        Action.SEARCH_FILE,
+        Action.FIND_FILE,
+    }
+)
+_CALL = re.compile(r"^(\w+)\(")
 
 
 class CommandFormatError(ValueError):
@@ -143,6 +158,8 @@ class Command:
     args: tuple[str, ...]
     body: str
     text: str  # the whole command as the model wrote it
+    #: what is wrong with a command that cannot run as written (the viewer answers with it)
+    malformed: str = ""
 
 
 def parse_command(text: str) -> Command:
@@ -152,6 +169,18 @@ def parse_command(text: str) -> Command:
         raise CommandFormatError("the command block is empty.")
     first, _, rest = text.partition("\n")
     word, _, arg_text = first.strip().partition(" ")
+    call = _CALL.match(first.strip())
+    if call is not None and call[1] in _CALLED_COMMANDS:
+        return Command(
+            Action(call[1]),
+            (),
+            "",
+            text,
+            malformed=f"`{call[1]}` is a command, not a function: write it without parentheses.",
+        )
+    if word == Action.EDIT and not any(line.strip() == END_OF_EDIT for line in rest.split("\n")):
+        # an edit without its terminator is no command: the paper's SWE-agent ran it as a cell
+        return Command(Action.EXECUTE, (), text, text)
     # `open = ...` or `interrupt (x)` is Python that happens to start with a command's name
     if word not in _CONTROL_WORDS or arg_text.lstrip().startswith(("=", "(")):
         return Command(Action.EXECUTE, (), text, text)
@@ -169,11 +198,6 @@ def parse_command(text: str) -> Command:
     if word == Action.EDIT:
         lines = rest.split("\n") if rest else []
         ends = [i for i, line in enumerate(lines) if line.strip() == END_OF_EDIT]
-        if not ends:
-            raise CommandFormatError(
-                f"an edit must end with a line holding only `{END_OF_EDIT}`:\n"
-                f"edit <start_line>:<end_line>\n<replacement lines>\n{END_OF_EDIT}"
-            )
         after = "\n".join(lines[ends[0] + 1 :]).strip()
         if after:
             raise CommandFormatError(
@@ -236,6 +260,8 @@ class FileViewer:
         handler = getattr(self, f"_cmd_{command.name}", None)
         if handler is None:
             raise ValueError(f"{str(command.name)!r} is not a file viewer command")
+        if command.malformed:
+            return f"Error: {command.malformed}\n{_usage(command.name)}"
         try:
             return handler(command)
         except KernelSnippetError as exc:

@@ -36,6 +36,25 @@ class CellResult:
 
 
 @dataclass
+class ToolResult:
+    """What one of the agents' tools (the edit tool, SWE-agent's file viewer) answered, and how
+    long it took: its time counts against the compute limit, as a cell's does."""
+
+    observation: str
+    ok: bool
+    duration_s: float
+
+
+@runtime_checkable
+class ToolKernel(Protocol):
+    """A kernel that answers the agents' tools itself instead of having them read and write its
+    files (the replay backend answers with the episode's recorded observation and duration).
+    `run_tool` returns None for a tool it leaves to the real implementation."""
+
+    def run_tool(self, action: str, content: str) -> ToolResult | None: ...
+
+
+@dataclass
 class KernelSettings:
     """How to provision kernels; built once per run from the pytest options.
 
