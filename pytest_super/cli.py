@@ -4,6 +4,7 @@ pytest-super download [--out tasks/super] [--set expert] [--revision COMMIT]
 pytest-super download prompts [--out DIR]
 pytest-super import expert.jsonl --set expert --out tasks/expert/
 pytest-super import-trajectories ../super-benchmark/trajectories [--out reports/]
+pytest-super replay-run RUN_FOLDER [--json OUT] [--check-prompts --prompts FILE]
 pytest-super report reports/junit.xml other-run.xml
 pytest-super html reports/RUN_ID [reports/OTHER_RUN ...] [--out DIR]
 pytest-super image build [--base IMAGE] [--tag TAG] [--requirements FILE] [--offline] [--profile colab]
@@ -74,6 +75,21 @@ def main(argv: list[str] | None = None) -> int:
         "where it differs from the published values",
     )
     p.set_defaults(func=_import_trajectories)
+
+    p = sub.add_parser(
+        "replay-run",
+        help="run our agents closed-loop against each published episode (its replies and "
+        "observations replayed) and compare what they do, step by step",
+    )
+    p.add_argument("dir", type=Path, help="a published run folder, or a folder of them")
+    p.add_argument("--json", type=Path, help="write the per-episode comparison here")
+    p.add_argument(
+        "--check-prompts",
+        action="store_true",
+        help="also check that our first request equals each episode's recorded prompt",
+    )
+    p.add_argument("--prompts", type=Path, help="the prompt file --check-prompts runs with")
+    p.set_defaults(func=_replay_run)
 
     p = sub.add_parser("report", help="the summary table from JUnit XML or results.jsonl files")
     p.add_argument("files", type=Path, nargs="+")
@@ -244,6 +260,33 @@ def _import_trajectories(args: argparse.Namespace) -> int:
         failed += len(done.errors)
     if failed:
         print(f"{failed} episode folders could not be read (named above)", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _replay_run(args: argparse.Namespace) -> int:
+    from pytest_super.published_runs import published_runs
+    from pytest_super.replay.run import replay_run, report_lines, write_json
+
+    if args.check_prompts and args.prompts is None:
+        print("error: --check-prompts needs --prompts FILE (the prompt file)", file=sys.stderr)
+        return 2
+    replays, failed = [], False
+    for run_dir in published_runs(args.dir):
+        replay = replay_run(run_dir)
+        replays.append(replay)
+        print(f"{run_dir.name}:")
+        for line in report_lines(replay):
+            print(f"  {line}")
+        failed = failed or bool(replay.undocumented)
+        if args.check_prompts:
+            from pytest_super.prompt_check import check_run_prompts
+
+            differences = check_run_prompts(run_dir, args.prompts)
+            for line in differences:
+                print(f"  prompt: {line}")
+            failed = failed or bool(differences)
+    if args.json is not None:
+        write_json(replays, args.json)
     return 1 if failed else 0
 
 

@@ -71,7 +71,7 @@ def test_builtins_come_first_and_an_unknown_name_lists_the_known_ones() -> None:
     with pytest.raises(ValueError) as caught:
         kernel_backend(KernelSettings(backend="nosuch"))
     assert str(caught.value) == (
-        "unknown kernel backend 'nosuch'; known kernel backends: docker, local, or give "
+        "unknown kernel backend 'nosuch'; known kernel backends: docker, local, replay, or give "
         "`package.module:Class`"
     )
 
@@ -118,13 +118,13 @@ def test_entry_points_register_backends(tmp_path: Path, monkeypatch: pytest.Monk
             "local": EXAMPLE,  # a built-in name is never taken over
         },
     )
-    assert known_backend_names() == ["docker", "local", "broken", "recording"]
+    assert known_backend_names() == ["docker", "local", "replay", "broken", "recording"]
     assert kernel_backend_class("recording") is RecordingBackend
     assert kernel_backend_class("local") is LocalBackend
     assert isinstance(kernel_backend(KernelSettings(backend="recording")), RecordingBackend)
     with pytest.raises(ValueError, match="kernel backend 'broken': entry point .* does not load"):
         kernel_backend_class("broken")
-    with pytest.raises(ValueError, match="known kernel backends: docker, local, broken, recording"):
+    with pytest.raises(ValueError, match="known kernel backends: docker, local, replay, broken, recording"):
         kernel_backend_class("nosuch")
 
 

@@ -2,9 +2,9 @@
 
 A backend (`base.KernelBackend`, whose docstring is the lifecycle contract) owns a kernel's whole
 lifecycle: `provision` a kernel for a task, `cleanup_run` what a run left behind,
-`cleanup_dead_runs` what runs whose controller died left behind. `docker` (`docker/backend.py`) and
-`local` (`local.py`) are built in; others come from the entry-point group `pytest_super.backends`
-or as `package.module:Class` (`registry.Registry`, as agents do). `kernel_backend` gives the one
+`cleanup_dead_runs` what runs whose controller died left behind. `docker` (`docker/backend.py`),
+`local` (`local.py`) and `replay` (`replay/kernel.py`: a published episode played back) are built
+in; others come from the entry-point group `pytest_super.backends` or as `package.module:Class` (`registry.Registry`, as agents do). `kernel_backend` gives the one
 `KernelSettings.backend` names, and `provision_kernel` starts a kernel with it. The Docker engine's
 connection and labels (`docker/engine.py`) and the cleanup of leftovers (`docker/cleanup.py`) are
 named here too.
@@ -45,6 +45,7 @@ ENTRY_POINT_GROUP = "pytest_super.backends"
 BACKENDS: dict[str, str] = {
     "docker": "pytest_super.kernels.docker.backend:DockerBackend",
     "local": "pytest_super.kernels.local:LocalBackend",
+    "replay": "pytest_super.replay.kernel:ReplayBackend",
 }
 
 _REGISTRY = Registry(

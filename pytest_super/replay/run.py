@@ -1,0 +1,313 @@
+"""`pytest-super replay-run`: our agents, closed-loop, against every episode of a published run.
+
+For each episode (`script.episode_script`), our agent of the episode's kind runs through the
+ordinary runner (`runner.run_task`: prefix replay, limits, scoring) with the reference's limits,
+its model calls going to the replay endpoint (a real HTTP server, `endpoint.ReplayEndpoint`) and
+its cells and tools to the replay kernel (`kernel.ReplayKernel`). Then what it did is compared
+with the episode, step by step (`compare`): the action (kind and content), the number of steps,
+the exit status, the submitted answer and the scores the published `metrics.json` holds that can
+be computed without the task's gold data (submitted, script-executed). Differences an episode is
+documented to have (`deviations.DEVIATIONS`, the table of docs/fidelity.md) are accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_super import scoring
+from pytest_super.agents import load_agent
+from pytest_super.agents.history import AUTO_INTERRUPT_THOUGHT
+from pytest_super.errors import LLMError
+from pytest_super.kernels.base import Kernel, KernelSettings
+from pytest_super.llm import LLMClient, LLMSettings
+from pytest_super.names import file_stem
+from pytest_super.published_runs import PublishedEpisode, exit_status_of, read_run
+from pytest_super.replay.deviations import documented_for
+from pytest_super.replay.endpoint import ReplayEndpoint
+from pytest_super.replay.kernel import ReplayBackend, ReplayKernel, _same_content
+from pytest_super.replay.script import (
+    REFERENCE_CELL_TIMEOUT_S,
+    REFERENCE_COMPUTE_S,
+    REFERENCE_STEPS,
+    EpisodeScript,
+    agent_for,
+    episode_script,
+)
+from pytest_super.runner import RunSettings, TaskResult, run_task
+from pytest_super.trajectory import NOT_ACTIONS, Action, Step
+
+
+@dataclass
+class Difference:
+    """One way our agent's episode differs from the published one."""
+
+    what: str  # action, steps, exit status, submission, submitted, script-executed, kernel
+    ours: str
+    published: str
+    step: int | None = None  # the notebook's step number, when it is about a step
+
+    def line(self, task_id: str) -> str:
+        where = f"step {self.step}" if self.step is not None else self.what
+        return f"{task_id}: {where}: ours {self.ours}, published {self.published}"
+
+
+@dataclass
+class EpisodeComparison:
+    """Our replay of one episode beside the episode."""
+
+    run: str
+    task_id: str
+    agent: str
+    ours: dict[str, Any]
+    published: dict[str, Any]
+    differences: list[Difference] = field(default_factory=list)
+    deviations: list[str] = field(default_factory=list)  # documented deviations of the episode
+    kernel_notes: list[str] = field(default_factory=list)
+
+    @property
+    def identical(self) -> bool:
+        return not self.differences
+
+    @property
+    def documented(self) -> bool:
+        """Differs, and every difference is one docs/fidelity.md lists for this episode."""
+        return bool(self.differences) and bool(self.deviations)
+
+    def as_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["identical"] = self.identical
+        return data
+
+
+@dataclass
+class RunReplay:
+    run: str
+    episodes: list[EpisodeComparison] = field(default_factory=list)
+
+    @property
+    def identical(self) -> int:
+        return sum(e.identical for e in self.episodes)
+
+    @property
+    def undocumented(self) -> list[EpisodeComparison]:
+        return [e for e in self.episodes if not e.identical and not e.documented]
+
+
+def _shown(text: object, limit: int = 100) -> str:
+    one_line = " ".join(str(text).split())
+    one_line = one_line if len(one_line) <= limit else one_line[: limit - 3] + "..."
+    return f"`{one_line}`"
+
+
+def _step_text(step: Step) -> str:
+    if step.action == Action.FORMAT_ERROR:
+        return "format_error"
+    return f"{step.action} {_shown(step.content)}"
+
+
+def _same_step(ours: Step, published: Step) -> bool:
+    if str(ours.action) != str(published.action):
+        return False
+    if ours.action == Action.FORMAT_ERROR:
+        return True  # the published notebooks do not keep a malformed reply's text
+    if ours.action == Action.SUBMIT:
+        return _submitted_value(ours.content) == _submitted_value(published.content)
+    if ours.action in (Action.WAIT, Action.INTERRUPT):
+        return True  # their content is not an action's (the notebooks show `<content>` or "")
+    return _same_content(str(ours.action), ours.content, published.content)
+
+
+def _submitted_value(text: str) -> Any:
+    read = scoring.read_submission(text)
+    return read.value if read.problem == "" else text.strip()
+
+
+def agent_steps(steps: list[Step]) -> list[Step]:
+    """The steps the model chose: not pre-executed, not the harness's automatic interrupt, not the
+    limit that ended the episode."""
+    return [s for s in steps if is_agent_step(s)]
+
+
+def is_agent_step(step: Step) -> bool:
+    return (
+        not step.pre_executed
+        and step.thought != AUTO_INTERRUPT_THOUGHT
+        and (step.action not in NOT_ACTIONS or step.action == Action.FORMAT_ERROR)
+    )
+
+
+def compare(
+    script: EpisodeScript, ours_steps: list[Step], result: TaskResult | None, error: str
+) -> list[Difference]:
+    """Every difference between our episode and the published one (see the module docstring)."""
+    episode = script.episode
+    theirs = [(n, s) for n, s in enumerate(episode.steps, start=1) if is_agent_step(s)]
+    mine = agent_steps(ours_steps)
+    differences: list[Difference] = []
+    for i in range(max(len(mine), len(theirs))):
+        ours = mine[i] if i < len(mine) else None
+        published = theirs[i][1] if i < len(theirs) else None
+        number = theirs[i][0] if i < len(theirs) else len(episode.steps) + 1 + i - len(theirs)
+        if ours is not None and published is not None and _same_step(ours, published):
+            continue
+        differences.append(
+            Difference(
+                "action",
+                _step_text(ours) if ours else "(no step)",
+                _step_text(published) if published else "(no step)",
+                number,
+            )
+        )
+        break  # the steps after the first different one follow from it
+    if len(mine) != len(theirs):
+        differences.append(Difference("steps", str(len(mine)), str(len(theirs))))
+    published_exit = exit_status_of(episode)
+    ours_exit = result.exit_status.value if result else f"error ({error})"
+    if ours_exit != published_exit:
+        differences.append(Difference("exit status", ours_exit, published_exit))
+    differences += _score_differences(episode, ours_steps, result)
+    return differences
+
+
+def _score_differences(
+    episode: PublishedEpisode, ours_steps: list[Step], result: TaskResult | None
+) -> list[Difference]:
+    if result is None:
+        return []
+    found = []
+    metrics = episode.metrics
+    if "submitted" in metrics and bool(metrics["submitted"]) != result.submitted:
+        found.append(
+            Difference("submitted", str(result.submitted), str(bool(metrics["submitted"])))
+        )
+    final = episode.final_action
+    theirs = final.content if final is not None and final.action == Action.SUBMIT else None
+    ours = next((s.content for s in reversed(ours_steps) if s.action == Action.SUBMIT), None)
+    if None not in (theirs, ours) and _submitted_value(str(theirs)) != _submitted_value(str(ours)):
+        found.append(Difference("submission", _shown(ours), _shown(theirs)))
+    published = metrics.get("entrypoint")
+    if published is not None and result.script_executed not in (None, float(published)):
+        found.append(
+            Difference("script-executed", str(result.script_executed), str(float(published)))
+        )
+    return found
+
+
+def replay_episode(
+    script: EpisodeScript, endpoint: ReplayEndpoint, backend: ReplayBackend, work: Path
+) -> tuple[EpisodeComparison, list[list[dict[str, Any]]]]:
+    """Run our agent against one episode; its comparison and the requests our agent sent."""
+    episode = script.episode
+    endpoint.play(script.replies)
+    backend.register([script])
+    kernels: list[ReplayKernel] = []
+
+    def new_kernel() -> Kernel:
+        kernel = backend.provision(KernelSettings(backend="replay"), task_id=script.task.id)
+        assert isinstance(kernel, ReplayKernel)
+        kernels.append(kernel)
+        return kernel
+
+    name = agent_for(episode)
+    settings = RunSettings(
+        agent=name,
+        model=episode.model,
+        token_budget=script.budget,
+        compute_limit_s=REFERENCE_COMPUTE_S,
+        cell_timeout_s=REFERENCE_CELL_TIMEOUT_S,
+        steps=REFERENCE_STEPS,
+    )
+    llm = LLMClient(
+        LLMSettings(
+            model=episode.model,
+            base_url=endpoint.base_url,
+            api_key="replay-endpoint-takes-any-key",
+            max_retries=0,
+        )
+    )
+    steps: list[Step] = []
+    result: TaskResult | None = None
+    error = ""
+    try:
+        result = run_task(
+            script.task,
+            load_agent(name),
+            new_kernel,
+            settings,
+            work / f"{file_stem(script.task.id)}.json",
+            llm=llm,
+            on_step=steps.append,
+        )
+    except LLMError as exc:
+        error = str(exc).split("\n", 1)[0]
+    finally:
+        llm.close()
+    comparison = EpisodeComparison(
+        run=episode.folder.parent.name,
+        task_id=episode.task_id,
+        agent=name,
+        ours=_summary_of_ours(steps, result, error),
+        published=_summary_of_published(episode),
+        differences=compare(script, steps, result, error),
+        kernel_notes=[note for k in kernels for note in k.differences],
+    )
+    if comparison.differences:
+        comparison.deviations = documented_for(comparison.run, episode.task_id)
+    return comparison, list(endpoint.requests)
+
+
+def _summary_of_ours(steps: list[Step], result: TaskResult | None, error: str) -> dict[str, Any]:
+    return {
+        "steps": len(agent_steps(steps)),
+        "exit_status": result.exit_status.value if result else "error",
+        "error": error,
+        "submission": result.submission if result else None,
+        "submitted": result.submitted if result else None,
+        "script_executed": result.script_executed if result else None,
+        "prompt_tokens": result.prompt_tokens if result else None,
+    }
+
+
+def _summary_of_published(episode: PublishedEpisode) -> dict[str, Any]:
+    return {
+        "steps": len(agent_steps(episode.steps)),
+        "exit_status": exit_status_of(episode),
+        "metrics": episode.metrics,
+    }
+
+
+def replay_run(run_dir: Path, *, work: Path | None = None) -> RunReplay:
+    """Replay every episode of the published run folder `run_dir` (see the module docstring)."""
+    run_dir = Path(run_dir)
+    episodes = read_run(run_dir)
+    replay = RunReplay(run=run_dir.name)
+    backend = ReplayBackend()
+    with tempfile.TemporaryDirectory(prefix="pytest-super-replay-") as scratch:
+        folder = Path(work) if work is not None else Path(scratch)
+        folder.mkdir(parents=True, exist_ok=True)
+        with ReplayEndpoint() as endpoint:
+            for episode in episodes:
+                comparison, _ = replay_episode(episode_script(episode), endpoint, backend, folder)
+                replay.episodes.append(comparison)
+    return replay
+
+
+def report_lines(replay: RunReplay) -> list[str]:
+    """One line per episode that differs (its first difference), then the count."""
+    lines = []
+    for episode in replay.episodes:
+        if episode.identical:
+            continue
+        note = f" [documented: {', '.join(episode.deviations)}]" if episode.documented else ""
+        lines.append(episode.differences[0].line(episode.task_id) + note)
+    lines.append(f"{replay.identical} of {len(replay.episodes)} episodes identical")
+    return lines
+
+
+def write_json(replays: list[RunReplay], path: Path) -> None:
+    data = [{"run": r.run, "episodes": [e.as_json() for e in r.episodes]} for r in replays]
+    path.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")

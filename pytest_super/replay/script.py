@@ -1,0 +1,241 @@
+"""A published episode as a script to replay: the task, what the kernel answers, what the model says.
+
+`episode_script(episode)` turns a `PublishedEpisode` (published_runs.py) into an `EpisodeScript`:
+
+- `task`: a `Task` with the episode's query, its pre-executed cells (the runner replays them, as
+  it does for any masked task) and the entrypoint the query names; no answer and no landmarks
+  (the published runs do not hold them);
+- `kernel`: every step that used the kernel or a tool, in order (`Recorded`: the action, its
+  content, the recorded observation and the recorded duration), for the replay kernel;
+- `replies`: the model's replies, one per step it chose, rebuilt in the format of the episode's
+  agent (`react_reply`, `swe_reply`), with the usage `usage_plan` gives each.
+
+The notebooks do not hold the raw replies of malformed steps nor any token counts: a malformed
+reply is rebuilt as one our parser must refuse as the reference did (no `Action:` line, or the
+action name the reference called invalid), and the usage is planned so that the token budget
+falls where the episode shows it fell (docs/fidelity.md, "Closed-loop replay").
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from pytest_super.edit import EditFormatError, parse_edit
+from pytest_super.published_runs import (
+    PublishedEpisode,
+    entrypoint_from_query,
+    exit_status_of,
+)
+from pytest_super.tasks import Cell, Task
+from pytest_super.trajectory import Action, Step
+
+#: the reference's note on a cell still running after the cell timeout (jupyter_env.py), which the
+#: notebooks keep in the observation
+TIMEOUT_NOTE = re.compile(
+    r"\s*Your command has already run for \d+ seconds\. It is still running\."
+)
+#: the reference's observation of a reply whose action it did not know
+INVALID_ACTION = "Invalid action type: "
+#: the budget the reference gave an episode: 400k prompt tokens on Masked, 600k otherwise
+REFERENCE_BUDGETS = {"masked": 400_000}
+DEFAULT_BUDGET = 600_000
+#: the reference's other limits (run_on_benchmark.py, jupyter_env.py)
+REFERENCE_STEPS = 100
+REFERENCE_COMPUTE_S = 1800.0
+REFERENCE_CELL_TIMEOUT_S = 300.0
+#: the actions the replay kernel answers with a recorded observation
+KERNEL_ACTIONS = frozenset({Action.EXECUTE, Action.WAIT, Action.INTERRUPT})
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One step the kernel answers: a cell, a wait, an interrupt or a tool (edit, viewer)."""
+
+    step: int  # 1-based, as the notebook's `### Step N`
+    action: str
+    content: str
+    observation: str
+    duration_s: float
+    pre_executed: bool = False
+
+    @property
+    def timed_out(self) -> bool:
+        return TIMEOUT_NOTE.search(self.observation) is not None
+
+    @property
+    def output(self) -> str:
+        """The observation without the reference's still-running note."""
+        found = TIMEOUT_NOTE.search(self.observation)
+        return self.observation if found is None else self.observation[: found.start()]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted model reply with the usage it reports."""
+
+    step: int
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass
+class EpisodeScript:
+    """What replaying one published episode needs (see the module docstring)."""
+
+    episode: PublishedEpisode
+    task: Task
+    kernel: list[Recorded] = field(default_factory=list)
+    replies: list[Reply] = field(default_factory=list)
+
+    @property
+    def swe(self) -> bool:
+        return "swe" in self.episode.agent
+
+    @property
+    def budget(self) -> int:
+        return REFERENCE_BUDGETS.get(self.episode.set, DEFAULT_BUDGET)
+
+
+def agent_for(episode: PublishedEpisode) -> str:
+    """Our agent of the episode's kind: `react-super` or `swe` (the run folder names it)."""
+    kind = episode.agent.lower()
+    if "swe" in kind:
+        return "swe"
+    if "react" in kind:
+        return "react-super"
+    raise ValueError(
+        f"{episode.folder}: run agent {episode.agent!r} is neither react-super nor swe-agent; "
+        "replay-run replays those two"
+    )
+
+
+def episode_script(episode: PublishedEpisode) -> EpisodeScript:
+    """The script of one published episode."""
+    swe = "swe" in episode.agent
+    prefix = [s for s in episode.steps if s.pre_executed]
+    task = Task(
+        id=episode.task_id,
+        set=episode.set,
+        query=episode.query,
+        entrypoint=entrypoint_from_query(episode.query),
+        pre_executed=tuple(c for c in (_prefix_cell(s) for s in prefix) if c is not None),
+        source=str(episode.folder),
+    )
+    script = EpisodeScript(episode=episode, task=task)
+    chosen: list[tuple[int, Step]] = []
+    for number, step in enumerate(episode.steps, start=1):
+        if step.action in KERNEL_ACTIONS or _is_tool(step):
+            script.kernel.append(
+                Recorded(
+                    number,
+                    str(step.action),
+                    step.content,
+                    step.observation,
+                    step.duration_s,
+                    step.pre_executed,
+                )
+            )
+        if not step.pre_executed and step.action != Action.LIMIT:
+            chosen.append((number, step))
+    texts = [(n, swe_reply(s) if swe else react_reply(s)) for n, s in chosen]
+    usage = usage_plan(len(texts), script.budget, ends_by_budget=_ends_by_budget(episode))
+    script.replies = [
+        Reply(n, text, tokens, max(1, len(text) // 4))
+        for (n, text), tokens in zip(texts, usage, strict=True)
+    ]
+    return script
+
+
+def _is_tool(step: Step) -> bool:
+    return step.action not in KERNEL_ACTIONS and step.action not in (
+        Action.SUBMIT,
+        Action.FORMAT_ERROR,
+        Action.LIMIT,
+    )
+
+
+def _prefix_cell(step: Step) -> Cell | None:
+    """A pre-executed step as the task's prefix cell (its wait is the runner's own)."""
+    if step.action == Action.EXECUTE:
+        return Cell(kind="execute", code=step.content)
+    if step.action == Action.EDIT:
+        try:
+            request = parse_edit(step.content)
+        except EditFormatError:
+            return None
+        return Cell(kind="edit", file=request.file, before=request.before, after=request.after)
+    return None  # a wait after a cell that ran out of time: the runner takes it
+
+
+def _ends_by_budget(episode: PublishedEpisode) -> bool:
+    return exit_status_of(episode) == "budget_exceeded"
+
+
+def usage_plan(calls: int, budget: int, *, ends_by_budget: bool) -> list[int]:
+    """Prompt tokens for each of `calls` replies. The notebooks hold no token counts, so they are
+    planned: for an episode the budget ended, the sum passes `budget` with the last reply (and not
+    before), so the next call is refused as the reference refused it; otherwise it never does."""
+    if calls == 0:
+        return []
+    if ends_by_budget:
+        each = math.ceil((budget + 1) / calls)
+        return [each] * calls
+    return [budget // (calls + 1)] * calls
+
+
+# -- replies --------------------------------------------------------------------------------------
+
+
+def react_reply(step: Step) -> str:
+    """A ReAct-SUPER reply as the model wrote it, up to the stop string `</content>` (which the
+    endpoint cuts, as the reference's model call did)."""
+    if step.action == Action.FORMAT_ERROR:
+        return _react_malformed(step)
+    thought = f"Thought: {step.thought}\n"
+    if step.action == Action.SUBMIT:
+        return f"{thought}Action: submit\n<content>\n{step.content}\n</content>"
+    return f"{thought}Action: {step.action}\n{_react_content(step.content)}"
+
+
+def _react_content(content: str) -> str:
+    """The content part: a reply whose content was cut right after `<content>` shows
+    `<content>` as its content in the notebook, one without a tag shows nothing."""
+    if content == "<content>":
+        return "<content>"
+    if content == "":
+        return ""
+    return f"<content>\n{content}\n</content>"
+
+
+def _react_malformed(step: Step) -> str:
+    """A reply the reference could not use. Its raw text is not in the notebook: the reference
+    either named an action it did not know (`Invalid action type: X`, the name kept) or found no
+    `Thought:`/`Action:` at all."""
+    if step.observation.startswith(INVALID_ACTION):
+        name = step.observation[len(INVALID_ACTION) :].split("\n", 1)[0]
+        return f"Thought: {step.thought}\nAction: {name}\n{_react_content(step.content)}"
+    return step.thought or "I will continue with the task."
+
+
+def swe_reply(step: Step) -> str:
+    """A SWE-agent reply: the discussion, then its one command in a ``` block."""
+    if step.action == Action.SUBMIT:
+        command = f"submit {step.content}"
+    elif step.action == Action.FORMAT_ERROR:
+        return step.thought or "I will continue with the task."
+    else:
+        command = step.content
+    return f"DISCUSSION\n{step.thought}\n\n```\n{command}\n```"
+
+
+__all__ = [
+    "EpisodeScript",
+    "Recorded",
+    "Reply",
+    "agent_for",
+    "episode_script",
+    "usage_plan",
+]

@@ -1,0 +1,291 @@
+"""Closed-loop replay (issue 31 items 1 and 2): our agents against every shipped published episode,
+through the replay model endpoint (a real HTTP server) and the replay kernel backend; the
+comparison fails on a tampered episode; the backend's kernel behaviours; the reply rules the replay
+found. No containers, no network."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_super import cli
+from pytest_super.agents.react import parse_reply as react_parse
+from pytest_super.agents.swe import parse_reply as swe_parse
+from pytest_super.agents.swe_commands import FileViewer, parse_command
+from pytest_super.errors import InfrastructureError, LLMError
+from pytest_super.kernels import kernel_backend_class
+from pytest_super.kernels.base import CellResult, Kernel, KernelBackend, KernelSettings, ToolResult
+from pytest_super.llm import LLMClient, LLMSettings
+from pytest_super.published_runs import read_run
+from pytest_super.replay.deviations import DEVIATIONS, documented_table
+from pytest_super.replay.endpoint import NO_MORE_REPLIES, ReplayEndpoint
+from pytest_super.replay.kernel import RUN_VARIABLE, ReplayBackend, ReplayKernel
+from pytest_super.replay.run import replay_run, report_lines
+from pytest_super.replay.script import Reply, episode_script
+from pytest_super.trajectory import Action
+from tests.support.published_data import published_runs, sample_runs
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNS = sorted(p for p in published_runs().iterdir() if p.is_dir())
+SAMPLES = sorted(p for p in sample_runs().iterdir() if p.is_dir())
+EXPERT = published_runs() / "gpt-4o-2024-08-06_react-super_expert"
+SWE_MASKED = sample_runs() / "gpt-4o-2024-08-06_swe-agent_masked"
+
+_timings: dict[str, float] = {}
+
+
+# -- every shipped episode ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("run_dir", RUNS + SAMPLES, ids=lambda p: p.name)
+def test_every_shipped_episode_replays_identically_or_as_documented(run_dir: Path) -> None:
+    started = time.monotonic()
+    replay = replay_run(run_dir)
+    _timings[run_dir.name] = time.monotonic() - started
+    print(f"{run_dir.name}: {replay.identical} of {len(replay.episodes)} identical")
+    assert replay.undocumented == [], "\n".join(report_lines(replay))
+    differing = {e.task_id for e in replay.episodes if not e.identical}
+    documented = {t for d in DEVIATIONS if d.run == run_dir.name for t in d.episodes}
+    assert differing == documented  # no stale entry in the table either
+    assert len(replay.episodes) == len(read_run(run_dir))
+    assert all(not e.kernel_notes for e in replay.episodes if e.identical)
+
+
+def test_all_shipped_runs_replay_within_a_minute() -> None:
+    # runs after the parametrized test above (same module, file order) and sums its timings
+    if len(_timings) != len(RUNS + SAMPLES):
+        pytest.skip("the replays of the runs did not all run in this session")
+    total = sum(_timings.values())
+    print(
+        f"replay of {sum(len(read_run(r)) for r in RUNS)} episodes and the samples: {total:.1f} s"
+    )
+    assert total < 60.0
+
+
+def test_the_documented_deviations_are_the_ones_docs_fidelity_lists() -> None:
+    text = (ROOT / "docs" / "fidelity.md").read_text()
+    section = text[text.index("## Closed-loop replay") :]
+    rows = re.findall(r"^\| `([\w-]+)` \| (\S+) \| ([^|]+) \|", section, re.M)
+    assert [(n, r, e.strip()) for n, r, e in rows] == documented_table()
+    assert all(d.cause for d in DEVIATIONS)
+
+
+# -- the comparison can fail ----------------------------------------------------------------------
+
+
+def _copy_episode(run: Path, task_id: str, tmp_path: Path) -> Path:
+    target = tmp_path / run.name / task_id
+    shutil.copytree(run / task_id, target)
+    return target
+
+
+def _notebook(folder: Path) -> dict:
+    return json.loads((folder / "history.ipynb").read_text())
+
+
+def _write(folder: Path, notebook: dict) -> None:
+    (folder / "history.ipynb").write_text(json.dumps(notebook))
+
+
+def _first_submitting(run: Path) -> str:
+    return next(
+        e.task_id for e in read_run(run) if e.final_action and e.final_action.action == "submit"
+    )
+
+
+def test_a_corrupted_action_is_named_with_its_episode_and_step(tmp_path, capsys) -> None:
+    task = _first_submitting(EXPERT)
+    folder = _copy_episode(EXPERT, task, tmp_path)
+    notebook = _notebook(folder)
+    cells = notebook["cells"]
+    # the first execute action of the agent becomes a submit: the reference read any text it
+    # could not parse as a JSON string, so our agent submits it and stops there, one step early
+    index = next(
+        i
+        for i, c in enumerate(cells)
+        if "".join(c["source"]).startswith("**Action (execute)**")
+        and "pre-executed" not in "".join(cells[i - 1]["source"])
+    )
+    cells[index]["source"] = ["**Action (submit)**:"]
+    step = sum(1 for c in cells[:index] if re.match(r"### Step \d+", "".join(c["source"])))
+    _write(folder, notebook)
+    code = cli.main(["replay-run", str(folder.parent), "--json", str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert f"{task}: step {step + 1}: ours (no step), published execute" in out
+    assert "0 of 1 episodes identical" in out
+    episode = json.loads((tmp_path / "r.json").read_text())[0]["episodes"][0]
+    assert episode["identical"] is False and episode["differences"][0]["step"] == step + 1
+    assert {d["what"] for d in episode["differences"]} == {"action", "steps", "submission"}
+
+
+def test_a_different_published_score_is_named(tmp_path, capsys) -> None:
+    task = _first_submitting(EXPERT)
+    folder = _copy_episode(EXPERT, task, tmp_path)
+    metrics = json.loads((folder / "metrics.json").read_text())
+    metrics["submitted"] = 0
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    assert cli.main(["replay-run", str(folder.parent)]) == 1
+    assert f"{task}: submitted: ours True, published False" in capsys.readouterr().out
+
+
+def test_an_untouched_copy_replays_identically(tmp_path, capsys) -> None:
+    task = _first_submitting(EXPERT)
+    _copy_episode(EXPERT, task, tmp_path)
+    assert cli.main(["replay-run", str(tmp_path / EXPERT.name)]) == 0
+    assert "1 of 1 episodes identical" in capsys.readouterr().out
+
+
+def test_an_action_name_with_words_after_it_is_invalid_as_in_the_reference(tmp_path) -> None:
+    # the reference takes the whole line as the name ("Invalid action type: Execute the cell");
+    # our agent took the first word and ran the cell, so this episode differed at that step
+    task = _first_submitting(EXPERT)
+    folder = _copy_episode(EXPERT, task, tmp_path)
+    notebook = _notebook(folder)
+    cells = notebook["cells"]
+    index = next(
+        i for i, c in enumerate(cells) if "".join(c["source"]).startswith("**Action (execute)**")
+    )
+    cells[index]["source"] = ["**Action (Execute the cell)**:"]
+    cells[index + 1]["outputs"][0]["data"]["text/plain"] = ["Invalid action type: Execute the cell"]
+    _write(folder, notebook)
+    replay = replay_run(folder.parent)
+    assert replay.episodes[0].identical, report_lines(replay)
+
+
+# -- the replay kernel backend --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def expert_script():
+    episode = next(
+        e for e in read_run(EXPERT) if any("still running" in s.observation for s in e.steps)
+    )
+    return episode_script(episode)
+
+
+def test_the_backend_is_registered_and_provisions_from_registered_episodes(expert_script) -> None:
+    cls = kernel_backend_class("replay")
+    assert cls is ReplayBackend and issubclass(cls, KernelBackend)
+    backend = ReplayBackend()
+    settings = KernelSettings(backend="replay")
+    with pytest.raises(InfrastructureError, match=RUN_VARIABLE):
+        backend.provision(settings, task_id=expert_script.task.id)
+    backend.register([expert_script])
+    kernel = backend.provision(settings, task_id=expert_script.task.id)
+    assert isinstance(kernel, Kernel) and kernel.is_alive()
+    kernel.close()
+    kernel.close()  # twice is safe
+    assert not kernel.is_alive()
+    assert backend.cleanup_run(settings, "any") == [] and backend.cleanup_dead_runs(settings) == []
+
+
+def test_the_backend_reads_the_run_the_environment_names(expert_script, monkeypatch) -> None:
+    monkeypatch.setenv(RUN_VARIABLE, str(EXPERT))
+    kernel = ReplayBackend().provision(
+        KernelSettings(backend="replay"), task_id=expert_script.task.id
+    )
+    assert isinstance(kernel, ReplayKernel) and kernel.script.task.id == expert_script.task.id
+    with pytest.raises(InfrastructureError, match="no episode of task 'nosuch'"):
+        ReplayBackend().provision(KernelSettings(backend="replay"), task_id="nosuch")
+
+
+def test_cells_get_the_recorded_output_duration_and_timeout(expert_script) -> None:
+    kernel = ReplayKernel(expert_script)
+    total = 0.0
+    result: CellResult | ToolResult | None
+    for recorded in expert_script.kernel:
+        if recorded.action == "execute":
+            result = kernel.execute(recorded.content, 300, interrupt_on_timeout=False)
+            assert result.duration_s == recorded.duration_s + 0.5  # simulated, not slept
+            assert result.output == recorded.output
+            assert (result.status == "timeout") == recorded.timed_out == result.still_running
+        elif recorded.action == "continue_wait":
+            result = kernel.wait(300)
+        elif recorded.action == "interrupt":
+            result = kernel.interrupt()
+        else:
+            result = kernel.run_tool(recorded.action, recorded.content)
+        assert result is not None
+        total += result.duration_s
+    assert kernel.differences == [] and kernel.remaining == []
+    assert total == pytest.approx(sum(r.duration_s + 0.5 for r in expert_script.kernel))
+
+
+def test_what_the_episode_did_not_record_is_a_difference_never_a_crash(expert_script) -> None:
+    kernel = ReplayKernel(expert_script)
+    result = kernel.execute("print('not recorded')", 300)
+    assert result.status == "error" and result.duration_s == 0.0
+    assert "recorded no such execute" in result.output
+    tool = kernel.run_tool("edit", "not an edit")
+    assert tool is not None and tool.ok is False
+    for _ in range(len(expert_script.kernel)):
+        kernel.wait(300)
+    assert kernel.execute("print(1)", 300).status == "error"  # past the end: still an answer
+    assert "after the episode's last recorded kernel step" in kernel.differences[-1]
+    assert kernel.interrupt().output == ""  # an interrupt nobody recorded: the reference's own
+    with pytest.raises(OSError):
+        kernel.read_file("x.py")
+
+
+# -- the replay endpoint --------------------------------------------------------------------------
+
+
+def test_the_endpoint_serves_replies_cut_at_stop_with_their_usage_then_refuses() -> None:
+    with ReplayEndpoint() as endpoint:
+        endpoint.play([Reply(1, "Thought: a\nAction: execute\n<content>\n!ls\n</content>", 70, 9)])
+        client = LLMClient(
+            LLMSettings(model="gpt-4o", base_url=endpoint.base_url, api_key="k", max_retries=0)
+        )
+        try:
+            got = client.complete([{"role": "user", "content": "q"}], stop=["</content>"])
+            assert got.text == "Thought: a\nAction: execute\n<content>\n!ls\n"
+            assert (got.prompt_tokens, got.completion_tokens) == (70, 9)
+            with pytest.raises(LLMError, match=NO_MORE_REPLIES):
+                client.complete([{"role": "user", "content": "q"}])
+        finally:
+            client.close()
+        assert endpoint.served == 1 and len(endpoint.requests) == 2
+
+
+# -- the reply rules the replay found ---------------------------------------------------------------
+
+
+def test_react_action_line_is_the_whole_line() -> None:
+    with pytest.raises(ValueError, match="unknown action 'Execute the script'"):
+        react_parse("Thought: t\nAction: Execute the script\n<content>\n!ls\n", [Action.EXECUTE])
+    assert (
+        react_parse("Thought: t\nAction: execute <content>\n!ls\n", [Action.EXECUTE]).content
+        == "!ls"
+    )
+    assert (
+        react_parse("Thought: t\nAction: **execute**\n<content>\n!ls\n", [Action.EXECUTE]).action
+        == "execute"
+    )
+
+
+def test_swe_takes_the_last_block_and_runs_an_edit_without_its_end_as_a_cell() -> None:
+    thought, command = swe_parse("DISCUSSION\nfirst\n```\n!ls\n```\nthen\n```\n!pwd\n```")
+    assert (command.name, command.body) == ("execute", "!pwd")
+    assert "first" in thought and "!ls" in thought and "then" in thought
+    assert parse_command("edit a.sh\nx = 1").name == "execute"
+    assert parse_command("edit 3:5\nx = 1\nend_of_edit").name == "edit"
+
+
+def test_swe_viewer_command_written_as_a_call_is_that_command_with_a_usage_error() -> None:
+    command = parse_command('search_file("load")')
+    assert command.name == "search_file" and command.malformed
+    assert parse_command("open('a.txt').read()").name == "execute"  # Python's built-in
+    shown = FileViewer(kernel=None).run(command)  # type: ignore[arg-type]
+    assert shown.startswith("Error: `search_file` is a command") and "Usage: search_file" in shown
+
+
+def test_replay_of_the_swe_masked_samples_keeps_a_submission_that_is_not_json() -> None:
+    replay = replay_run(SWE_MASKED)
+    robust = next(e for e in replay.episodes if e.task_id == "robust_prompt_classifier_cpu")
+    assert robust.identical and robust.ours["submitted"] is True
