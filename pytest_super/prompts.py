@@ -32,7 +32,7 @@ import yaml
 from pytest_super.errors import SuperError
 
 if TYPE_CHECKING:
-    from importlib.resources.abc import Traversable
+    from importlib.abc import Traversable
 
 #: the value of --super-prompts that names our own templates
 OURS = "ours"

@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "report",
             "html",
             "published_runs",
+            "prompt_check",
         )
         + ("download",),
     ),
@@ -37,7 +38,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("the agents", ("agents",)),
     ("the environment an agent acts in", ("environment",)),
     ("the model client", ("llm",)),
-    ("the task model and scoring", ("tasks", "scoring", "edit", "trajectory")),
+    ("the task model and scoring", ("tasks", "scoring", "edit", "trajectory", "prompts")),
     ("the kernels", ("kernels",)),
     (
         "foundations",
