@@ -531,6 +531,10 @@ class LLMClient:
         token = _DEADLINE.set(deadline)
         try:
             return self._send_bounded(body, limit, deadline)
+        except httpx.TimeoutException as exc:  # every socket timeout is the total deadline's
+            raise type(exc)(
+                f"no complete answer within the total deadline of {limit:g} s ({exc})"
+            ) from exc
         finally:
             _DEADLINE.reset(token)
 
@@ -551,10 +555,7 @@ class LLMClient:
                     )
                 chunks.append(chunk)
                 if time.monotonic() > deadline:
-                    raise httpx.ReadTimeout(
-                        f"no complete answer within the total deadline of {limit:g} s",
-                        request=request,
-                    )
+                    raise httpx.ReadTimeout("the body was still arriving", request=request)
         finally:
             response.close()
         headers = [

@@ -233,6 +233,9 @@ def test_credentials_in_the_base_url_reach_no_file_and_no_terminal(
     reports = [p for p in written if "reports" in p.parts or p.name == "junit.xml"]
     names = {p.name for p in reports}
     assert {"junit.xml", "results.jsonl", "echo.json"} <= names, names
+    for shown_in in ("junit.xml", "echo.json"):  # the failure is there, the URL masked
+        (path,) = [p for p in reports if p.name == shown_in]
+        assert "http://***@127.0.0.1" in path.read_text(), shown_in
     (results,) = [p for p in reports if p.name == "results.jsonl"]
     assert json.loads(results.read_text())["exit_status"] == "llm_error"
     for secret in (PASSWORD, TOKEN, f"{USER}:"):
