@@ -315,6 +315,8 @@ def test_cleanup_dead_runs_only_then_by_run_id(client, image, settings) -> None:
     stale_lease.write(now - 10 * TTL_S, here)
     stale_foreign_lease.stop_renewing()
     stale_foreign_lease.write(now - 10 * TTL_S, replace(here, pid_ns=1))
+    labels = client.api.inspect_container(alive_lease.name)["Config"]["Labels"]
+    assert Holder.from_labels(labels) == here  # who holds it: in its labels too
     try:
         dead = _labelled_container(client, image, settings.run_id, dead_lease.id)
         alive = _labelled_container(client, image, settings.run_id, alive_lease.id)

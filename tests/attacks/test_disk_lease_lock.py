@@ -315,6 +315,15 @@ def test_another_runs_cleanup_spares_a_stopped_run_not_a_killed_one(
             assert left == [], "the killed run's container was left"
             return
         assert [c.id for c in left] == [box.id], "the stopped run's container was removed"
+        cleanup = subprocess.run(  # `pytest-super cleanup` judges dead runs the same way
+            [str(Path(sys.executable).parent / "pytest-super"), "cleanup"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert cleanup.returncode == 0, cleanup.stderr
+        left = engine.containers.list(all=True, filters={"id": box.id})
+        assert [c.id for c in left] == [box.id], "`pytest-super cleanup` removed it"
         os.killpg(run.pid, signal.SIGCONT)
         assert run.wait(300) == 0, run.output()[-3000:]
         [line] = results(only_run_dir(held_dir))
