@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from pytest_super import timeouts
 from pytest_super.environment import AgentOptions
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.llm import LLMSettings
@@ -445,6 +446,7 @@ def configure(config: pytest.Config, run_id: str) -> SuperRun:
     benchmark run implies: the ini's task folders when no paths were given, and one broken task
     file never stopping the others."""
     run = config.stash[RUN_KEY] = make_run(config, run_id)
+    timeouts.check_user_timeout(config)
     if (run.agent or run.sets) and config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args = [str(p) for p in run.task_roots]
     if run.agent:

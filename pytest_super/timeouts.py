@@ -17,6 +17,7 @@ environment variable, `--timeout`, a `timeout` marker). It has no documented fai
 from __future__ import annotations
 
 import math
+import os
 import re
 import threading
 
@@ -78,6 +79,31 @@ def configured_timeout_s(config: pytest.Config) -> float | None:
     if not user_timeout_configured(config):
         return None
     return float(pytest_timeout.get_env_settings(config).timeout)
+
+
+def check_user_timeout(config: pytest.Config) -> None:
+    """Refuse a timeout for every test that no timer takes: `--timeout=inf` or `1e300` (also
+    `PYTEST_TIMEOUT`, ini `timeout`) overflowed pytest-timeout's own timer, an INTERNALERROR when
+    the first test started, and NaN set no timeout at all. A usage error naming where it came
+    from; a value pytest-timeout cannot read is left to pytest-timeout, which says so."""
+    if not config.pluginmanager.hasplugin("timeout"):
+        return
+    try:
+        seconds = pytest_timeout.get_env_settings(config).timeout
+    except ValueError:
+        return
+    if seconds is None or (not math.isnan(seconds) and seconds <= MAX_TIMER_S):
+        return
+    if config.getvalue("timeout") is not None:
+        source = "--timeout"
+    elif os.environ.get("PYTEST_TIMEOUT") is not None:
+        source = "environment variable PYTEST_TIMEOUT"
+    else:
+        source = "ini timeout" + (f" ({config.inipath.name})" if config.inipath else "")
+    raise pytest.UsageError(
+        f"{source} {seconds}: expected a finite number of seconds from 0 (no timeout) to "
+        f"{int(MAX_TIMER_S)}, what a timer takes"
+    )
 
 
 def failure_message(seconds: float) -> str:

@@ -112,6 +112,28 @@ def test_a_bad_number_in_the_ini_file_names_the_ini_key(project, key, value, bou
     _assert_usage_error(result, f"ini super_{key} (tox.ini)", value, bound)
 
 
+@pytest.mark.parametrize(
+    ("args", "env", "ini", "source"),
+    [
+        (["--timeout=inf"], None, "", "--timeout inf"),
+        (["--timeout=1e300"], None, "", "--timeout 1e+300"),
+        (["--timeout=nan"], None, "", "--timeout nan"),
+        ([], "inf", "", "environment variable PYTEST_TIMEOUT inf"),
+        ([], None, "timeout = 1e300\n", "ini timeout (tox.ini) 1e+300"),
+    ],
+)
+def test_a_timeout_no_timer_takes_is_a_usage_error(project, monkeypatch, args, env, ini, source):
+    """Red on eb4ffc2: pytest-timeout's timer overflowed when the first task started (an
+    INTERNALERROR: OverflowError), and NaN set no timeout at all."""
+    if env is None:
+        monkeypatch.delenv("PYTEST_TIMEOUT", raising=False)
+    else:
+        monkeypatch.setenv("PYTEST_TIMEOUT", env)
+    project.makeini("[pytest]\nsuper_tasks = tasks\n" + ini)
+    result = project.runpytest_subprocess("--super-agent=gold", "--collect-only", *args)
+    _assert_usage_error(result, source, "31536000")
+
+
 @pytest.mark.parametrize("price", ["-2.5,-10", "nan,nan", "inf,1", "1,2,-1", "1e400,1"])
 def test_a_bad_price_is_a_usage_error(project, price):
     """Red on eb4ffc2: negative or NaN prices were taken, and every cost was negative or NaN."""
