@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "html",
             "published_runs",
             "prompt_check",
+            "replay",
         )
         + ("download",),
     ),
