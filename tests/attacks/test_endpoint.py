@@ -83,6 +83,28 @@ def test_the_preflight_has_a_total_deadline(trickle) -> None:
     assert took < 4, f"the preflight took {took:.1f} s"
 
 
+@pytest.mark.timeout(60)
+def test_the_total_deadline_holds_through_an_environment_s_proxy(monkeypatch) -> None:
+    """Red on eb4ffc2: through HTTP_PROXY too (its own connection pool), headers trickling at a
+    byte every 0.5 s never timed out."""
+    server = TrickleServer(*HEADERS_TRICKLE, interval=0.5)
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.port}")
+    try:
+        started = time.monotonic()
+        with (
+            _client("http://endpoint.invalid/v1", timeout_s=2) as llm,
+            pytest.raises(LLMError) as err,
+        ):
+            llm.complete(MESSAGES)
+        took = time.monotonic() - started
+    finally:
+        server.stop()
+    assert "total deadline of 2 s" in str(err.value) and server.answered == 2
+    assert took < 6, f"two tries of 2 s took {took:.1f} s"
+
+
 # -- reply caps ----------------------------------------------------------------------------------
 PREFLIGHT_IN_A_PROCESS = (
     """
