@@ -351,8 +351,9 @@ def apply_edit(text: str, request: EditRequest) -> EditOutcome:
 def edit_file(kernel: Kernel, request: EditRequest) -> EditOutcome:
     """Apply an edit to a file in the kernel's box (relative paths: the kernel's directory).
 
-    A file that does not exist is an error, as in the reference: an edit never creates a file.
-    The file is read and written as bytes; bytes that are not UTF-8 survive on every line the
+    A file that does not exist is an error, as in the reference: an edit never creates a file;
+    so is a file that is not a regular file or is larger than the kernel's read bound (4 MB,
+    `file_access`), at once. The file is read and written as bytes; bytes that are not UTF-8 survive on every line the
     edit does not touch (they are carried as surrogate escapes and written back unchanged).
     """
     try:
@@ -365,8 +366,16 @@ def edit_file(kernel: Kernel, request: EditRequest) -> EditOutcome:
             " create one, write it with a cell (for example `%%writefile`).",
             None,
         )
-    except OSError as exc:  # a directory, no permission, ...: the agent can act on it
-        return EditOutcome(False, f"Edit failed: cannot read {request.file}: {exc}", None)
+    except OSError as exc:  # a directory, too large, a FIFO or device, no permission: the
+        # agent can act on it (the kernel refuses at once what is not a regular file of at
+        # most 4 MB: a 40 MB file, a FIFO or /dev/zero was a kernel error)
+        return EditOutcome(
+            False,
+            f"Edit failed: cannot read {request.file}: {exc}. The edit tool changes regular "
+            "text files of at most 4,000,000 bytes; change other files with shell commands "
+            "(sed -i, a %%writefile cell).",
+            None,
+        )
     text = data.decode("utf-8", "surrogateescape")
     outcome = apply_edit(text, request)
     message = _printable(outcome.message)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -460,3 +462,41 @@ def test_failed_edit_of_a_latin1_file_leaves_it_alone(kernel, workdir):
     assert not outcome.ok
     outcome.message.encode("utf-8")  # valid text for the model and the trajectory
     assert path.read_bytes() == b"# Ren\xe9\nlr = 0.1\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "says"),
+    [
+        ("big.txt", lambda p: p.write_bytes(b"x = 1\n" * 700_000), "larger than 4000000 bytes"),
+        ("pipe.txt", lambda p: os.mkfifo(p), "FIFO"),
+        ("null.txt", lambda p: p.symlink_to("/dev/null"), "character device"),
+        ("zero.txt", lambda p: p.symlink_to("/dev/zero"), "character device"),
+    ],
+    ids=["4.2 MB", "fifo", "dev-null", "dev-zero"],
+)
+def test_an_edit_of_a_large_or_special_file_fails_at_once(kernel, workdir, name, make, says):
+    """Issue 29 cause 9, on the local backend (the Docker kernel's test is in tests/attacks): a
+    file over the 4 MB read bound or that is not a regular file is an `Edit failed` observation,
+    at once; nothing is read whole, nothing is written."""
+    path = workdir / name
+    make(path)
+    started = time.monotonic()
+    outcome = edit_file(kernel, EditRequest(name, "x = 1\n", "x = 2\n"))
+    assert time.monotonic() - started < 5.0
+    assert not outcome.ok and outcome.message.startswith(f"Edit failed: cannot read {name}")
+    assert says in outcome.message, outcome.message
+    if path.is_file():
+        assert path.stat().st_size == 4_200_000
+    with pytest.raises(OSError, match=says):
+        kernel.read_bytes(name)
+    assert kernel.execute("print(6 * 7)", timeout=30).output == "42\n"
+    path.unlink()
+
+
+def test_a_write_to_a_fifo_is_refused_not_blocked(kernel, workdir):
+    os.mkfifo(workdir / "out.fifo")
+    started = time.monotonic()
+    with pytest.raises(OSError, match="FIFO"):
+        kernel.write_file("out.fifo", "x\n")
+    assert time.monotonic() - started < 5.0
+    (workdir / "out.fifo").unlink()

@@ -210,3 +210,124 @@ def test_a_run_whose_task_and_model_print_escapes_writes_none_to_the_console(
         assert "I print some escapes" in text
     assert b"\x1b" not in console and b"\x07" not in console
     assert not CONTROLS & set(text), sorted(CONTROLS & set(text))
+
+
+# --- cause 9: the edit tool and the file viewer read only bounded regular files ------------------
+
+#: what each hostile target is; made in the kernel by `MAKE_TARGETS`
+TARGETS = {
+    "big.py": "larger than 4000000 bytes",  # 42 MB of `x = 1` lines
+    "pipe.py": "FIFO",  # a named pipe nobody writes: the read blocked for 60 s
+    "/dev/zero": "character device",  # endless: the kernel was OOM-killed
+    "zero.py": "character device",  # a link to /dev/zero
+}
+MAKE_TARGETS = (
+    "import os\n"
+    "open('big.py', 'wb').write(b'x = 1\\n' * 7_000_000)\n"
+    "os.mkfifo('pipe.py')\n"
+    "os.symlink('/dev/zero', 'zero.py')\n"
+    "print('made')"
+)
+#: an answer, well within the harness's own 60 s bound on a file request
+FAST_S = 10.0
+
+
+@pytest.fixture
+def docker_kernel(image: str):
+    import uuid
+
+    from pytest_super.kernels import docker_client, provision_kernel
+    from pytest_super.kernels.base import KernelSettings
+    from pytest_super.kernels.docker.cleanup import cleanup_containers
+
+    run_id = f"test-{uuid.uuid4().hex[:10]}"
+    settings = KernelSettings(run_id=run_id, mem="1g", cpus=1.0, startup_timeout_s=60)
+    kernel = provision_kernel(settings, task_id="edit-attack")
+    try:
+        result = kernel.execute(MAKE_TARGETS, timeout=120)
+        assert "made" in result.output, result.output
+        yield kernel
+    finally:
+        kernel.close()
+        cleanup_containers(docker_client(settings), run_id=run_id)
+
+
+def kernel_still_works(kernel) -> None:
+    result = kernel.execute("import os; print(os.path.getsize('big.py'), 6 * 7_000_000)", 60)
+    assert result.output.split() == ["42000000", "42000000"], result.output  # nothing cut
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_an_edit_of_a_large_or_special_file_is_a_quick_failed_edit(docker_kernel, target):
+    import time
+
+    from pytest_super.edit import EditRequest, edit_file
+
+    started = time.monotonic()
+    outcome = edit_file(docker_kernel, EditRequest(target, "x = 1\n", "x = 2\n"))
+    elapsed = time.monotonic() - started
+    print(f"edit of {target}: {elapsed:.1f} s: {outcome.message[:300]}")  # the figures
+    assert not outcome.ok and outcome.new_text is None
+    assert outcome.message.startswith(f"Edit failed: cannot read {target}"), outcome.message
+    assert TARGETS[target] in outcome.message and "shell commands" in outcome.message
+    assert elapsed < FAST_S, f"{elapsed:.1f} s"
+    kernel_still_works(docker_kernel)
+
+
+@pytest.mark.docker
+def test_the_swe_viewer_and_file_writes_refuse_large_and_special_files_quickly(docker_kernel):
+    """SWE-agent's open and create, its searches, and the harness's writes, on the same files."""
+    import time
+
+    from pytest_super.agents.swe_commands import FileViewer, parse_command
+
+    viewer = FileViewer(docker_kernel)
+
+    def command(text: str) -> str:
+        return viewer.run(parse_command(text))
+
+    for target, kind in TARGETS.items():
+        started = time.monotonic()
+        shown = command(f"open {target}")
+        assert shown.startswith("Error: `open` failed") and kind in shown, shown
+        shown = command(f"create {target}")
+        assert shown.startswith("Error: `create` failed") and kind in shown, shown  # exists
+        assert time.monotonic() - started < 2 * FAST_S, target
+    started = time.monotonic()
+    assert "No matches found" in command("search_dir needle .")  # walks past the FIFO
+    assert "Error" in command("search_file x pipe.py")
+    assert time.monotonic() - started < FAST_S
+    for target in ("pipe.py", "/dev/zero"):
+        with pytest.raises(OSError, match="not a regular file"):
+            docker_kernel.write_file(target, "x = 2\n")
+    with pytest.raises(OSError, match="larger than 4000000 bytes"):
+        docker_kernel.read_bytes("big.py")
+    kernel_still_works(docker_kernel)
+
+
+def edit(target: str) -> str:
+    return react_reply("edit", f"{target}\n<<<BEFORE_EDIT>>>\nx = 1\n<<<AFTER_EDIT>>>\nx = 2")
+
+
+@pytest.mark.docker
+def test_an_episode_goes_on_after_edits_of_large_and_special_files(project, openai_server):
+    """ReAct-SUPER makes the files, edits each (each edit was a kernel error: the task an error
+    charged to the engine), then submits: every edit is an `Edit failed` observation, the
+    episode is scored."""
+    import time
+
+    openai_server.script(
+        [
+            react_reply("execute", MAKE_TARGETS),
+            *(edit(target) for target in TARGETS),
+            react_reply("submit", '{"score": 0.5}'),
+        ]
+    )
+    started = time.monotonic()
+    result = run(project, openai_server, "react-super")
+    result.assert_outcomes(passed=1)
+    assert time.monotonic() - started < 120
+    for number, kind in enumerate(TARGETS.values(), start=2):
+        prompt = openai_server.requests[number].prompt_text
+        assert "Edit failed" in prompt and kind in prompt, (number, prompt[-2000:])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import stat as stat_module
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -109,8 +110,14 @@ def _walk(top: str) -> Iterator[str]:
 
 
 def _text_lines(path: str) -> Iterator[str]:
-    """Lines as the viewer numbers them (split at newlines); nothing for a binary file."""
-    with open(path, "rb") as fh:
+    """Lines as the viewer numbers them (split at newlines); nothing for a binary file, nor for
+    anything but a regular file (a FIFO blocked the open for good, a device never ends)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    if not stat_module.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as fh:
         if b"\0" in fh.read(8192):
             return
         fh.seek(0)
