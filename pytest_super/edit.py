@@ -352,9 +352,10 @@ def edit_file(kernel: Kernel, request: EditRequest) -> EditOutcome:
     """Apply an edit to a file in the kernel's box (relative paths: the kernel's directory).
 
     A file that does not exist is an error, as in the reference: an edit never creates a file;
-    so is a file that is not a regular file or is larger than the kernel's read bound (4 MB,
-    `file_access`), at once. The file is read and written as bytes; bytes that are not UTF-8 survive on every line the
-    edit does not touch (they are carried as surrogate escapes and written back unchanged).
+    so is, at once, a file that is not a regular file or is larger than the kernel's read bound
+    (4 MB, `file_access`). The file is read and written as bytes; bytes that are not UTF-8
+    survive on every line the edit does not touch (they are carried as surrogate escapes and
+    written back unchanged).
     """
     try:
         data = kernel.read_bytes(request.file)
