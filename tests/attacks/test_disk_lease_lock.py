@@ -413,3 +413,62 @@ def test_a_folder_is_measured_by_its_blocks_and_inodes(tmp_path: Path) -> None:
     blocks = 2 * (1 << 20) + 120 * folder  # two files of 1 MiB (one of them linked twice)
     assert blocks <= use.bytes < blocks + (1 << 20), use
     assert folder_use(str(top / "outside")) is None  # a symlink is not a folder to walk
+
+
+WATCH_ONCE = """
+import json, sys, time, warnings
+from pytest_super.kernels import docker_client_for
+from pytest_super.kernels.docker.diskwatch import DiskWatch, DiskWatchWarning
+
+container_id = sys.argv[1]
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    watch = DiskWatch(docker_client_for(None).api)
+    stopped = []
+    end = watch.watch(container_id, 1 << 20, lambda use, limits: stopped.append(use))
+    watch.poll(only=container_id)  # (or the watch's own thread was first)
+    deadline = time.monotonic() + 10
+    while not stopped and time.monotonic() < deadline:
+        time.sleep(0.05)
+    end()
+warned = [str(w.message) for w in caught if issubclass(w.category, DiskWatchWarning)]
+use = stopped[0]
+print(json.dumps({"bytes": use.bytes, "inodes": use.inodes, "stopped": len(stopped), "warned": warned}))
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("where", ["layer on this host", "layer not on this host"])
+def test_the_watch_walks_the_layer_here_else_warns_and_asks_the_engine(
+    engine: docker.DockerClient, image: str, where: str
+) -> None:
+    """A container that wrote 3,000,000 bytes, watched under a 1 MiB limit: stopped either way.
+    With its layer on this host the walk counts blocks and inodes; where the layer cannot be
+    read (here: the engine's data root hidden by a mount namespace of the watch's own, as on a
+    remote engine or for a user who may not read it) the engine's size is used, without inodes,
+    and a DiskWatchWarning says so."""
+    box = engine.containers.run(
+        image,
+        ["sh", "-c", "head -c 3000000 /dev/urandom > /written && touch /done && sleep 120"],
+        detach=True,
+        network_disabled=True,
+        name=f"pytest-super-h4-watch-{uuid.uuid4().hex[:8]}",
+    )
+    try:
+        wait_for(lambda: box.exec_run(["test", "-e", "/done"]).exit_code == 0, 60, "the write")
+        command = [sys.executable, "-c", WATCH_ONCE, box.id]
+        if where == "layer not on this host":
+            root = engine.info()["DockerRootDir"]
+            script = f'mount -t tmpfs none "{root}" && exec "$@"'
+            command = ["unshare", "--mount", "sh", "-c", script, "sh", *command]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert done.returncode == 0, done.stderr[-3000:]
+        seen = json.loads(done.stdout)
+        assert seen["stopped"] == 1 and seen["bytes"] >= 3_000_000, seen
+        if where == "layer on this host":
+            assert seen["inodes"] and seen["bytes"] % 512 == 0 and not seen["warned"], seen
+        else:
+            assert seen["inodes"] is None and len(seen["warned"]) == 1, seen
+            assert "cannot read the containers' writable layers" in seen["warned"][0]
+    finally:
+        box.remove(force=True)

@@ -42,12 +42,15 @@ import os
 import stat
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import docker.errors
 import requests.exceptions
+
+from pytest_super.errors import SuperWarning
 
 #: Shortest time between two polls (s): bounds the overshoot of a fast writer (see above).
 POLL_MIN_S = 1.0
@@ -61,6 +64,10 @@ INODE_BYTES = 4096
 
 #: the size of a container whose disk use neither the engine nor the watch could measure
 UNKNOWN = -1
+
+
+class DiskWatchWarning(SuperWarning):
+    """The watch cannot walk the containers' layers here and falls back to the engine's sizes."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +121,7 @@ class DiskWatch:
         self._api = api
         self._watched: dict[str, _Watched] = {}
         self._upper: dict[str, str | None] = {}  # container id -> its UpperDir on this host
+        self._warned = False
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -130,6 +138,8 @@ class DiskWatch:
         Returns the function that ends the watch (call it when the box is removed or kept).
         """
         limits = DiskLimits(limit, inode_limit(limit))
+        if self._upper_dir(container_id) is None:
+            self._warn_engine_sizes()
         with self._lock:
             self._watched[container_id] = _Watched(limits, stop, tuple(host_dirs))
             if self._thread is None or not self._thread.is_alive():
@@ -138,6 +148,20 @@ class DiskWatch:
                 )
                 self._thread.start()
         return lambda: self.unwatch(container_id)
+
+    def _warn_engine_sizes(self) -> None:
+        """Say once per engine that its layers are measured by the engine's sizes only."""
+        if self._warned:
+            return
+        self._warned = True
+        warnings.warn(
+            "the disk watch cannot read the containers' writable layers on this host (the "
+            "engine runs elsewhere, or this process may not read its data root: run as root to "
+            "fix); it uses the engine's sizes, which leave folders out and count sparse files "
+            "by their apparent size, and no inode limit (see docs/security.md)",
+            DiskWatchWarning,
+            stacklevel=4,
+        )
 
     def unwatch(self, container_id: str) -> None:
         with self._lock:
