@@ -102,7 +102,11 @@ class RunRecorder:
     def _known_facts(self, nodeid: str) -> dict[str, Any]:
         """What the controller can say of a task whose worker died before reporting anything
         (under xdist the controller collected nothing, so it reads the task file)."""
-        facts: dict[str, Any] = {"agent": self.run.agent, "model": self.run.settings.model or ""}
+        facts: dict[str, Any] = {
+            "agent": self.run.agent,
+            "model": self.run.settings.model or "",
+            **self.run.settings.options.prompts.properties(),
+        }
         path = self.rootpath / nodeid.split("::")[0]
         try:
             if path.suffix in (".yaml", ".yml"):
@@ -163,6 +167,7 @@ class RunRecorder:
                 "set": infer_set(path) or "",
                 "agent": self.run.agent,
                 "model": self.run.settings.model or "",
+                **self.run.settings.options.prompts.properties(),
                 "exit_status": ExitStatus.TASK_ERROR.value,
                 "load_error": detail[0][:1000] if detail else "",
             },

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -350,6 +351,51 @@ def test_header_results_and_html_name_the_prompts(project, openai_server, refere
     newest = max((project.path / "reports").iterdir(), key=lambda p: p.stat().st_mtime)
     (record,) = [json.loads(x) for x in (newest / "results.jsonl").read_text().splitlines()]
     assert record["prompts"] == "ours" and "prompts_sha256" not in record
+
+
+def test_a_task_file_that_did_not_load_is_recorded_with_the_prompts(project, tmp_path):
+    folder = ours_copy(tmp_path)
+    (project.path / "tasks/expert/broken.yaml").write_text("id: broken\nquery: [\n")
+    result = project.runpytest_subprocess(
+        "tasks", "--super-agent=gold", "--super-backend=local", f"--super-prompts={folder}"
+    )
+    result.assert_outcomes(failed=1, errors=1)  # the gold agent: the task has no solution
+    (run_dir,) = (project.path / "reports").iterdir()
+    records = [json.loads(x) for x in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 2
+    for record in records:
+        assert record["prompts"] == str(folder.resolve()), record
+        assert record["prompts_sha256"] == ours().sha256
+
+
+@pytest.mark.docker
+def test_a_crashed_task_is_recorded_with_the_prompts(project_dir, engine, tmp_path):
+    from pytest_super.kernels import LABEL_WORKER
+    from tests.support.projects import (
+        PytestRun,
+        make_project,
+        only_run_dir,
+        pid_of,
+        results,
+        sleep_then_answer,
+        task_yaml,
+        wait_for_container,
+    )
+
+    folder = ours_copy(tmp_path)
+    make_project(project_dir, {"expert/victim": task_yaml("victim", sleep_then_answer(120))})
+    run = PytestRun(
+        project_dir, "tasks", "--super-agent=gold", "-n", "1", f"--super-prompts={folder}"
+    )
+    try:
+        box = wait_for_container(engine, project_dir, "victim")
+        os.kill(pid_of(project_dir, box.labels[LABEL_WORKER]), signal.SIGKILL)
+        run.wait(120)
+    finally:
+        run.kill_group()
+    (victim,) = results(only_run_dir(project_dir))
+    assert victim["exit_status"] == "worker_crashed", victim
+    assert (victim["prompts"], victim["prompts_sha256"]) == (str(folder.resolve()), ours().sha256)
 
 
 # -- the demo's scripted ReAct-SUPER episode in a container, with the reference's prompts ------
