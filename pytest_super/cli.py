@@ -81,7 +81,11 @@ def main(argv: list[str] | None = None) -> int:
         help="run our agents closed-loop against each published episode (its replies and "
         "observations replayed) and compare what they do, step by step",
     )
-    p.add_argument("dir", type=Path, help="a published run folder, or a folder of them")
+    p.add_argument(
+        "dir",
+        type=Path,
+        help="a published run folder, a folder of them, or a run import-trajectories wrote",
+    )
     p.add_argument("--json", type=Path, help="write the per-episode comparison here")
     p.add_argument(
         "--check-prompts",
@@ -265,13 +269,14 @@ def _import_trajectories(args: argparse.Namespace) -> int:
 
 def _replay_run(args: argparse.Namespace) -> int:
     from pytest_super.published_runs import published_runs
-    from pytest_super.replay.run import replay_run, report_lines, write_json
+    from pytest_super.replay.run import is_imported_run, replay_run, report_lines, write_json
 
     if args.check_prompts and args.prompts is None:
         print("error: --check-prompts needs --prompts FILE (the prompt file)", file=sys.stderr)
         return 2
     replays, failed = [], False
-    for run_dir in published_runs(args.dir):
+    runs = [args.dir] if is_imported_run(args.dir) else published_runs(args.dir)
+    for run_dir in runs:
         replay = replay_run(run_dir)
         replays.append(replay)
         print(f"{run_dir.name}:")

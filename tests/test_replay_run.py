@@ -289,3 +289,37 @@ def test_replay_of_the_swe_masked_samples_keeps_a_submission_that_is_not_json() 
     replay = replay_run(SWE_MASKED)
     robust = next(e for e in replay.episodes if e.task_id == "robust_prompt_classifier_cpu")
     assert robust.identical and robust.ours["submitted"] is True
+
+
+# -- imported runs and the prompt check -----------------------------------------------------------
+
+
+def test_a_run_import_trajectories_wrote_replays_too(tmp_path, capsys) -> None:
+    assert cli.main(["import-trajectories", str(SWE_MASKED), "--out", str(tmp_path)]) == 0
+    imported = tmp_path / SWE_MASKED.name
+    assert (imported / "trajectories").is_dir()
+    capsys.readouterr()
+    assert cli.main(["replay-run", str(imported), "--json", str(tmp_path / "r.json")]) == 0
+    assert "4 of 4 episodes identical" in capsys.readouterr().out
+    replayed = json.loads((tmp_path / "r.json").read_text())[0]
+    assert replayed["run"] == SWE_MASKED.name and len(replayed["episodes"]) == 4
+
+
+def test_check_prompts_calls_the_prompt_check_with_the_prompt_file(tmp_path, capsys) -> None:
+    from tests.support.reference_prompts import rebuild_prompt_yaml
+
+    task = _first_submitting(EXPERT)
+    folder = _copy_episode(EXPERT, task, tmp_path)
+    assert cli.main(["replay-run", str(folder.parent), "--check-prompts"]) == 2
+    assert "--check-prompts needs --prompts FILE" in capsys.readouterr().err
+    prompts = rebuild_prompt_yaml(folder / "history.ipynb", tmp_path / "prompt.yaml")
+    args = ["replay-run", str(folder.parent), "--check-prompts", "--prompts", str(prompts)]
+    assert cli.main(args) == 0
+    assert "prompt:" not in capsys.readouterr().out
+    # a prompt file that is not the one the episode used: the check names the difference
+    text = prompts.read_text()
+    assert "Jupyter" in text
+    prompts.write_text(text.replace("Jupyter", "Jupiter", 1))
+    assert cli.main(args) == 1
+    out = capsys.readouterr().out
+    assert "1 of 1 episodes identical" in out and "  prompt: " in out and task in out

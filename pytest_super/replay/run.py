@@ -25,7 +25,12 @@ from pytest_super.errors import LLMError
 from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.llm import LLMClient, LLMSettings
 from pytest_super.names import file_stem
-from pytest_super.published_runs import PublishedEpisode, exit_status_of, read_run
+from pytest_super.published_runs import (
+    PublishedEpisode,
+    exit_status_of,
+    parse_run_name,
+    read_run,
+)
 from pytest_super.replay.deviations import documented_for
 from pytest_super.replay.endpoint import ReplayEndpoint
 from pytest_super.replay.kernel import ReplayBackend, ReplayKernel, _same_content
@@ -37,8 +42,9 @@ from pytest_super.replay.script import (
     agent_for,
     episode_script,
 )
+from pytest_super.report import read_results
 from pytest_super.runner import RunSettings, TaskResult, run_task
-from pytest_super.trajectory import NOT_ACTIONS, Action, Step
+from pytest_super.trajectory import NOT_ACTIONS, Action, Step, load_trajectory
 
 
 @dataclass
@@ -198,7 +204,12 @@ def _score_differences(
 
 
 def replay_episode(
-    script: EpisodeScript, endpoint: ReplayEndpoint, backend: ReplayBackend, work: Path
+    script: EpisodeScript,
+    endpoint: ReplayEndpoint,
+    backend: ReplayBackend,
+    work: Path,
+    *,
+    run: str = "",
 ) -> tuple[EpisodeComparison, list[list[dict[str, Any]]]]:
     """Run our agent against one episode; its comparison and the requests our agent sent."""
     episode = script.episode
@@ -247,7 +258,7 @@ def replay_episode(
     finally:
         llm.close()
     comparison = EpisodeComparison(
-        run=episode.folder.parent.name,
+        run=run or episode.folder.parent.name,
         task_id=episode.task_id,
         agent=name,
         ours=_summary_of_ours(steps, result, error),
@@ -280,10 +291,58 @@ def _summary_of_published(episode: PublishedEpisode) -> dict[str, Any]:
     }
 
 
-def replay_run(run_dir: Path, *, work: Path | None = None) -> RunReplay:
-    """Replay every episode of the published run folder `run_dir` (see the module docstring)."""
+def is_imported_run(run_dir: Path) -> bool:
+    """Whether `run_dir` is a run `import-trajectories` wrote (trajectories/ and results.jsonl)."""
+    return (Path(run_dir) / "trajectories").is_dir()
+
+
+def read_episodes(run_dir: Path) -> list[PublishedEpisode]:
+    """The episodes of a published run folder, or of one `import-trajectories` wrote."""
+    return read_imported_run(run_dir) if is_imported_run(run_dir) else read_run(run_dir)
+
+
+#: the published metrics.json keys of the scores an imported record holds
+_IMPORTED_SCORES = {
+    "output_match": "accuracy",
+    "checkpoints": "landmarks",
+    "entrypoint": "script_executed",
+}
+
+
+def read_imported_run(run_dir: Path) -> list[PublishedEpisode]:
+    """The episodes of a run `import-trajectories` wrote: each trajectory's steps, and the
+    published scores its results.jsonl record carries (as metrics.json names them)."""
     run_dir = Path(run_dir)
-    episodes = read_run(run_dir)
+    model, agent, set_name = parse_run_name(run_dir.name)
+    results = run_dir / "results.jsonl"
+    records = {r.task_id: r.properties for r in read_results(results)} if results.is_file() else {}
+    episodes = []
+    for path in sorted((run_dir / "trajectories").glob("*.json")):
+        trajectory = load_trajectory(path)
+        record = records.get(trajectory.task_id, {})
+        metrics = {key: record[name] for key, name in _IMPORTED_SCORES.items() if name in record}
+        if "submitted" in record:
+            metrics["submitted"] = int(bool(record["submitted"]))
+        episodes.append(
+            PublishedEpisode(
+                task_id=trajectory.task_id,
+                folder=path,
+                model=model,
+                agent=agent,
+                set=set_name,
+                query=trajectory.query,
+                steps=trajectory.steps,
+                metrics=metrics,
+            )
+        )
+    return episodes
+
+
+def replay_run(run_dir: Path, *, work: Path | None = None) -> RunReplay:
+    """Replay every episode of the published (or imported) run folder `run_dir` (see the module
+    docstring)."""
+    run_dir = Path(run_dir)
+    episodes = read_episodes(run_dir)
     replay = RunReplay(run=run_dir.name)
     backend = ReplayBackend()
     with tempfile.TemporaryDirectory(prefix="pytest-super-replay-") as scratch:
@@ -291,7 +350,8 @@ def replay_run(run_dir: Path, *, work: Path | None = None) -> RunReplay:
         folder.mkdir(parents=True, exist_ok=True)
         with ReplayEndpoint() as endpoint:
             for episode in episodes:
-                comparison, _ = replay_episode(episode_script(episode), endpoint, backend, folder)
+                script = episode_script(episode)
+                comparison, _ = replay_episode(script, endpoint, backend, folder, run=replay.run)
                 replay.episodes.append(comparison)
     return replay
 
