@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pytest_super.errors import SuperError
 from pytest_super.kernels.docker.image import COLAB_LOCK, DEFAULT_BASE, PROFILES
+from pytest_super.kernels.jupyter.output import console_text
 from pytest_super.safe_read import ForeignDataError
 
 
@@ -253,14 +254,14 @@ def _import_trajectories(args: argparse.Namespace) -> int:
         print(
             f"imported {done.imported} episodes of {run_dir.name} into {done.folder} ({statuses})"
         )
-        for line in done.warnings:
-            print(f"warning: {line}", file=sys.stderr)
+        for line in done.warnings:  # lines quoting a foreign run: no terminal escapes
+            print(console_text(f"warning: {line}"), file=sys.stderr)
         for line in done.errors:
-            print(f"error: not imported: {line}", file=sys.stderr)
+            print(console_text(f"error: not imported: {line}"), file=sys.stderr)
         if args.rescore:
             print(f"  rescored: {len(done.rescore_differences)} differ from the published values")
             for line in done.rescore_differences:
-                print(f"    {line}")
+                print(console_text(f"    {line}"))
         failed += len(done.errors)
     if failed:
         print(f"{failed} episode folders could not be read (named above)", file=sys.stderr)
@@ -280,15 +281,15 @@ def _replay_run(args: argparse.Namespace) -> int:
         replay = replay_run(run_dir)
         replays.append(replay)
         print(f"{run_dir.name}:")
-        for line in report_lines(replay):
-            print(f"  {line}")
+        for line in report_lines(replay):  # quotes the episode's model text: no escapes
+            print(console_text(f"  {line}"))
         failed = failed or bool(replay.undocumented)
         if args.check_prompts:
             from pytest_super.prompt_check import check_run_prompts
 
             differences = check_run_prompts(run_dir, args.prompts)
             for line in differences:
-                print(f"  prompt: {line}")
+                print(console_text(f"  prompt: {line}"))
             failed = failed or bool(differences)
     if args.json is not None:
         write_json(replays, args.json)
@@ -318,10 +319,10 @@ def _report(args: argparse.Namespace) -> int:
         name = _column_name(path, records, columns)
         columns[name] = report.summarize(records)
         records_of[name] = records
-    if args.by_task:
-        print(report.format_task_table(records_of))
+    if args.by_task:  # names read from files of other runs: no terminal escapes
+        print(console_text(report.format_task_table(records_of)))
     else:
-        print(report.format_table(columns, markdown=args.markdown))
+        print(console_text(report.format_table(columns, markdown=args.markdown)))
     return 0
 
 

@@ -331,3 +331,17 @@ def test_an_episode_goes_on_after_edits_of_large_and_special_files(project, open
     for number, kind in enumerate(TARGETS.values(), start=2):
         prompt = openai_server.requests[number].prompt_text
         assert "Edit failed" in prompt and kind in prompt, (number, prompt[-2000:])
+
+
+def test_the_report_command_prints_no_escape_from_a_results_file(tmp_path, capsys):
+    """`pytest-super report` prints names it reads from another run's results.jsonl."""
+    from pytest_super.cli import main
+
+    results = tmp_path / "results.jsonl"
+    record = {"task_id": f"t{OSC52}{NESTED_OSC52}", "outcome": "passed", "set": f"expert{OSC0}"}
+    results.write_text(json.dumps({**record, "accuracy": 1.0}) + "\n")
+    for extra in ([], ["--by-task"]):
+        assert main(["report", *extra, str(results)]) == 0
+        printed = capsys.readouterr()
+        assert "expert" in printed.out or "t]52" in printed.out, printed.out
+        assert not CONTROLS & set(printed.out + printed.err), printed.out
