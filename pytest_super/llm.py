@@ -26,7 +26,6 @@ import logging
 import os
 import random
 import re
-import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from pytest_super import redaction, strictjson
+from pytest_super import redaction, safe_read, strictjson
 from pytest_super.atomic import write_atomically
 from pytest_super.errors import LLMError, LLMRefused
 
@@ -694,8 +693,9 @@ class LLMClient:
 
 
 def _decode_json(content: bytes) -> Any:
-    """An answer's JSON; ValueError, RecursionError (nested too deep) and the like if it is none."""
-    return json.loads(content)
+    """An answer's JSON, nested at most `safe_read.MAX_DEPTH` deep (checked before it is parsed);
+    `ForeignDataError` if it is none."""
+    return safe_read.loads(content, "the answer")
 
 
 def _shown_json(value: Any) -> str:
@@ -709,23 +709,13 @@ def _shown_json(value: Any) -> str:
 def _read_cache_entry(path: Path) -> Any:
     """A cache entry's JSON; None when there is none or it cannot be read (not a regular file,
     larger than MAX_CACHE_ENTRY_BYTES, not JSON, nested too deep): the model is asked again."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except OSError:
+    if not os.path.lexists(path):
         return None
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_CACHE_ENTRY_BYTES:
-            raise ValueError("not a regular file of a cache entry's size")
-        with os.fdopen(fd, "rb") as f:
-            fd = -1
-            return _decode_json(f.read(MAX_CACHE_ENTRY_BYTES + 1))
+        return safe_read.read_json_file(path, MAX_CACHE_ENTRY_BYTES)
     except Exception as exc:  # noqa: BLE001 - a bad entry is a cache miss
-        log.warning("ignoring unreadable LLM cache file %s (%s)", path, type(exc).__name__)
+        log.warning("ignoring an unreadable LLM cache entry: %s", exc)
         return None
-    finally:
-        if fd >= 0:
-            os.close(fd)
 
 
 def _write_cache_entry(
