@@ -194,7 +194,10 @@ def test_format_errors_stay_in_the_history_and_end_nothing_by_default(make_env, 
     # the model sees each as a step with an empty thought and action, and what to fix
     history = requests[5].messages[-1]["content"]
     assert history.count("Thought: \nAction: \n<content>\n\n</content>\nObservation: ```\n") == 4
-    assert "no `Action:` line" in history and "`Action: <execute | submit>`" in history
+    assert (
+        "no `Action:` line" in history
+        and "`Action: <execute | submit | continue_wait | interrupt>`" in history
+    )
     assert "not valid JSON" in history and "unknown action 'dance'" in history
     assert "I will just print it" not in history  # the bad reply itself is not shown
     assert len(requests[1].messages) == 3  # system, query, history: no extra correction turn
@@ -429,11 +432,18 @@ def test_other_action_interrupts_a_running_cell_first(make_env, openai_server):
     assert agent_steps(env)[2].output == "next\n"
 
 
-def test_wait_is_not_an_action_when_nothing_runs(make_env, openai_server):
+def test_wait_and_interrupt_when_nothing_runs_are_answered_as_the_reference_takes_them(
+    make_env, openai_server
+):
+    # the reference takes `continue_wait` and `interrupt` at any time (a published episode waits
+    # on a cell whose output had come back): an idle kernel answers at once, with nothing
     env = make_env()
-    openai_server.script([reply("continue_wait"), SUBMIT_42])
+    openai_server.script([reply("continue_wait"), reply("interrupt"), SUBMIT_42])
     assert ReActAgent().run(env).exit_status is ExitStatus.SUBMITTED
-    assert "unknown action 'continue_wait'" in openai_server.requests[1].messages[-1]["content"]
+    steps = agent_steps(env)
+    assert [s.action for s in steps] == ["continue_wait", "interrupt", "submit"]
+    assert steps[0].observation == "No cell is running, so there is nothing to continue_wait."
+    assert "nothing to interrupt" in openai_server.requests[2].messages[-1]["content"]
 
 
 # -- history ---------------------------------------------------------------------------------------------

@@ -36,7 +36,8 @@ SAMPLES = sorted(p for p in sample_runs().iterdir() if p.is_dir())
 EXPERT = published_runs() / "gpt-4o-2024-08-06_react-super_expert"
 SWE_MASKED = sample_runs() / "gpt-4o-2024-08-06_swe-agent_masked"
 
-_timings: dict[str, float] = {}
+#: per run: (wall-clock seconds, this process's CPU seconds) of its replay
+_timings: dict[str, tuple[float, float]] = {}
 
 
 # -- every shipped episode ------------------------------------------------------------------------
@@ -44,9 +45,9 @@ _timings: dict[str, float] = {}
 
 @pytest.mark.parametrize("run_dir", RUNS + SAMPLES, ids=lambda p: p.name)
 def test_every_shipped_episode_replays_identically_or_as_documented(run_dir: Path) -> None:
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     replay = replay_run(run_dir)
-    _timings[run_dir.name] = time.monotonic() - started
+    _timings[run_dir.name] = (time.monotonic() - started, time.process_time() - cpu)
     print(f"{run_dir.name}: {replay.identical} of {len(replay.episodes)} identical")
     assert replay.undocumented == [], "\n".join(report_lines(replay))
     differing = {e.task_id for e in replay.episodes if not e.identical}
@@ -57,14 +58,16 @@ def test_every_shipped_episode_replays_identically_or_as_documented(run_dir: Pat
 
 
 def test_all_shipped_runs_replay_within_a_minute() -> None:
-    # runs after the parametrized test above (same module, file order) and sums its timings
+    # runs after the parametrized test above (same module, file order) and sums its timings. The
+    # bound is on this process's CPU time: on a shared machine the wall clock also counts the
+    # other processes' turns (both are printed)
     if len(_timings) != len(RUNS + SAMPLES):
         pytest.skip("the replays of the runs did not all run in this session")
-    total = sum(_timings.values())
-    print(
-        f"replay of {sum(len(read_run(r)) for r in RUNS)} episodes and the samples: {total:.1f} s"
-    )
-    assert total < 60.0
+    wall = sum(w for w, _ in _timings.values())
+    cpu = sum(c for _, c in _timings.values())
+    episodes = sum(len(read_run(r)) for r in RUNS + SAMPLES)
+    print(f"replay of {episodes} episodes: {wall:.1f} s wall clock, {cpu:.1f} s CPU")
+    assert cpu < 60.0
 
 
 def test_the_documented_deviations_are_the_ones_docs_fidelity_lists() -> None:
@@ -323,3 +326,19 @@ def test_check_prompts_calls_the_prompt_check_with_the_prompt_file(tmp_path, cap
     assert cli.main(args) == 1
     out = capsys.readouterr().out
     assert "1 of 1 episodes identical" in out and "  prompt: " in out and task in out
+
+
+def test_a_documented_deviation_is_accepted_and_named(tmp_path, capsys, monkeypatch) -> None:
+    from pytest_super.replay import deviations
+
+    task = _first_submitting(EXPERT)
+    folder = _copy_episode(EXPERT, task, tmp_path)
+    metrics = json.loads((folder / "metrics.json").read_text())
+    metrics["submitted"] = 0
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    entry = deviations.Deviation("example", "a test's own", EXPERT.name, (task,))
+    monkeypatch.setattr(deviations, "DEVIATIONS", (entry,))
+    assert cli.main(["replay-run", str(folder.parent)]) == 0
+    out = capsys.readouterr().out
+    assert f"{task}: submitted: ours True, published False [documented: example]" in out
+    assert "0 of 1 episodes identical" in out

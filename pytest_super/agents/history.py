@@ -130,10 +130,10 @@ class RunningCell:
         return result
 
     def wait(self, env: Environment) -> CellResult:
-        """`continue_wait`: collect more output of the running cell."""
-        assert self.code is not None, "no cell is running"
+        """`continue_wait`: collect more output of the running cell (the kernel answers at once
+        when none runs; a replayed one may still say the cell runs, as the reference's did)."""
         result = env.wait()
-        self.track(self.code, result)
+        self.track(self.code or "", result)
         return result
 
     def interrupt(self, env: Environment) -> CellResult:

@@ -2,9 +2,10 @@
 
 Each reply is `Thought: ...`, then `Action: <name>` on its own line, then the action's content
 between `<content>` and `</content>`. Actions: `execute` (one notebook cell) and `submit` (the
-answer as JSON); react-super adds `edit` (SUPER's edit tool). While a cell that timed out is still
-running, `continue_wait` and `interrupt` are accepted too. Sampling stops at `</content>` and
-`Observation:`, so a reply usually lacks the closing tag.
+answer as JSON); react-super adds `edit` (SUPER's edit tool). `continue_wait` and `interrupt` (for a
+cell that timed out and still runs) are accepted at any time, as the reference accepts them; with
+no cell running the model is told so. Sampling stops at `</content>` and `Observation:`, so a
+reply usually lacks the closing tag.
 
 Each call sends the system prompt (`prompts/react_*.txt`: the reference's structure and its three
 demonstrations, in our words; or those of `--super-prompts`, `env.options.prompts`), `Query: ...`
@@ -204,20 +205,27 @@ class ReActAgent:
                 return AgentResult(ExitStatus.SUBMITTED, reply.content)
             self._record(env, steps, self.act(env, reply, cell), completion)
 
-    def actions(self, running: bool) -> list[Action]:
+    def actions(self, running: bool = True) -> list[Action]:
+        """The actions a reply may name. `continue_wait` and `interrupt` are taken whether or not
+        a cell runs (`running`), as the reference takes them: the kernel answers (an idle one
+        at once, with nothing)."""
         names = [Action.EXECUTE, *([Action.EDIT] if self.with_edit else []), Action.SUBMIT]
-        return names + [Action.WAIT, Action.INTERRUPT] if running else names
+        return [*names, Action.WAIT, Action.INTERRUPT]
 
     def act(self, env: Environment, reply: Reply, cell: RunningCell) -> Step:
         """Carry out one action (not submit) and return its step."""
         if reply.action == Action.EDIT:
             return self._edit(env, reply)
+        idle = not cell.running
         if reply.action == Action.WAIT:
             result, code = cell.wait(env), None
         elif reply.action == Action.INTERRUPT:
             result, code = cell.interrupt(env), None
         else:
             result, code = cell.run(env, reply.content), reply.content
+        if idle and code is None and result.status == "ok" and not result.output:
+            note = f"No cell is running, so there is nothing to {reply.action}."
+            return Step(thought=reply.thought, action=reply.action, content="", observation=note)
         return step_for_cell(
             reply.thought,
             reply.action,

@@ -18,19 +18,8 @@ class Deviation:
     episodes: tuple[str, ...]  # task ids
 
 
-DEVIATIONS: tuple[Deviation, ...] = (
-    Deviation(
-        name="wait-without-running-cell",
-        cause=(
-            "the reference's kernel client returned a cell's output after 153 s although the "
-            "cell went on running (a message it took for the end), so the model's next "
-            "`continue_wait` waited on it; our cell had finished as recorded, and our ReAct "
-            "agent takes `continue_wait` only while a cell runs: a format error"
-        ),
-        run="gpt-4o-2024-08-06_react-super_masked",
-        episodes=("colbert_data",),
-    ),
-)
+#: none at present: every shipped episode replays identically
+DEVIATIONS: tuple[Deviation, ...] = ()
 
 
 def documented_for(run: str, task_id: str) -> list[str]:

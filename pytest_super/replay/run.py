@@ -210,8 +210,10 @@ def replay_episode(
     work: Path,
     *,
     run: str = "",
+    llm: LLMClient | None = None,
 ) -> tuple[EpisodeComparison, list[list[dict[str, Any]]]]:
-    """Run our agent against one episode; its comparison and the requests our agent sent."""
+    """Run our agent against one episode; its comparison and the requests our agent sent.
+    `llm`: a client of `endpoint` to use (default: one made, and closed, for this episode)."""
     episode = script.episode
     endpoint.play(script.replies)
     backend.register([script])
@@ -232,14 +234,7 @@ def replay_episode(
         cell_timeout_s=REFERENCE_CELL_TIMEOUT_S,
         steps=REFERENCE_STEPS,
     )
-    llm = LLMClient(
-        LLMSettings(
-            model=episode.model,
-            base_url=endpoint.base_url,
-            api_key="replay-endpoint-takes-any-key",
-            max_retries=0,
-        )
-    )
+    client = llm or endpoint_client(endpoint, episode.model)
     steps: list[Step] = []
     result: TaskResult | None = None
     error = ""
@@ -250,13 +245,14 @@ def replay_episode(
             new_kernel,
             settings,
             work / f"{file_stem(script.task.id)}.json",
-            llm=llm,
+            llm=client,
             on_step=steps.append,
         )
     except LLMError as exc:
         error = str(exc).split("\n", 1)[0]
     finally:
-        llm.close()
+        if llm is None:
+            client.close()
     comparison = EpisodeComparison(
         run=run or episode.folder.parent.name,
         task_id=episode.task_id,
@@ -269,6 +265,15 @@ def replay_episode(
     if comparison.differences:
         comparison.deviations = documented_for(comparison.run, episode.task_id)
     return comparison, list(endpoint.requests)
+
+
+def endpoint_client(endpoint: ReplayEndpoint, model: str) -> LLMClient:
+    """Our model client, pointed at the replay endpoint (which takes any key), never retrying:
+    a request the episode has no reply for is answered at once."""
+    settings = LLMSettings(
+        model=model, base_url=endpoint.base_url, api_key="replay-takes-any-key", max_retries=0
+    )
+    return LLMClient(settings)
 
 
 def _summary_of_ours(steps: list[Step], result: TaskResult | None, error: str) -> dict[str, Any]:
@@ -349,10 +354,17 @@ def replay_run(run_dir: Path, *, work: Path | None = None) -> RunReplay:
         folder = Path(work) if work is not None else Path(scratch)
         folder.mkdir(parents=True, exist_ok=True)
         with ReplayEndpoint() as endpoint:
-            for episode in episodes:
-                script = episode_script(episode)
-                comparison, _ = replay_episode(script, endpoint, backend, folder, run=replay.run)
-                replay.episodes.append(comparison)
+            model = episodes[0].model if episodes else "replay"
+            llm = endpoint_client(endpoint, model)  # one client: one connection for the run
+            try:
+                for episode in episodes:
+                    script = episode_script(episode)
+                    comparison, _ = replay_episode(
+                        script, endpoint, backend, folder, run=replay.run, llm=llm
+                    )
+                    replay.episodes.append(comparison)
+            finally:
+                llm.close()
     return replay
 
 
