@@ -54,8 +54,9 @@ from pytest_super.errors import SuperWarning
 
 #: Shortest time between two polls (s): bounds the overshoot of a fast writer (see above).
 POLL_MIN_S = 1.0
-#: Longest time between two polls (s), however slow a poll: bounds the overshoot on a busy engine
-#: (a poll took 0.38-0.64 s here with 30,000 files in a layer at load average 15).
+#: Longest time between two polls (s), however slow a poll: bounds the overshoot on a busy host
+#: (the engine's own walk took 0.38-0.64 s here with 30,000 files in a layer at load average 15;
+#: this watch's walk of such a layer took 0.10-0.23 s, `benchmarks/bench_disk_watch.py`).
 POLL_MAX_S = 5.0
 #: Share of one core the watch aims to take.
 WATCH_BUDGET = 0.05
