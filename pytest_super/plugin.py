@@ -14,6 +14,7 @@ import pytest
 
 from pytest_super import collect, interrupts, options, redaction, timeouts
 from pytest_super import report as reports
+from pytest_super.durations import Durations
 from pytest_super.errors import ExitStatus, InfrastructureError, SuperError, TaskSetupError
 from pytest_super.execute import kernel_settings_for, retried_of, run_one_task
 from pytest_super.kernels.base import KernelSettings
@@ -35,6 +36,8 @@ RESULT_KEY = pytest.StashKey[TaskResult]()
 POOL_KEY = pytest.StashKey[KernelPool]()
 NEXT_ITEM_KEY = pytest.StashKey["pytest.Item | None"]()
 REMOVAL_FAILURES_KEY = pytest.StashKey[list[str]]()
+#: the known task durations the run ordered by (durations.py; set at collection)
+DURATIONS_KEY = pytest.StashKey[Durations]()
 
 
 # -- options ---------------------------------------------------------------------------------

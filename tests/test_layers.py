@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "prompt_check",
             "replay",
         )
-        + ("download",),
+        + ("download", "durations"),
     ),
     ("one task, anywhere", ("settings", "execute", "ray_backend")),
     ("one episode", ("runner",)),
@@ -43,7 +43,17 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("the kernels", ("kernels",)),
     (
         "foundations",
-        ("errors", "atomic", "strictjson", "safe_read", "redaction", "names", "stats", "registry"),
+        (
+            "errors",
+            "atomic",
+            "strictjson",
+            "safe_read",
+            "redaction",
+            "names",
+            "stats",
+            "registry",
+            "ordering",
+        ),
     ),
 ]
 
