@@ -259,12 +259,28 @@ def replay_episode(
         agent=name,
         ours=_summary_of_ours(steps, result, error),
         published=_summary_of_published(episode),
-        differences=compare(script, steps, result, error),
+        differences=compare(script, steps, result, error) + _kernel_differences(kernels),
         kernel_notes=[note for k in kernels for note in k.differences],
     )
     if comparison.differences:
         comparison.deviations = documented_for(comparison.run, episode.task_id)
     return comparison, list(endpoint.requests)
+
+
+def _kernel_differences(kernels: list[ReplayKernel]) -> list[Difference]:
+    """What the replayed kernel saw otherwise than the episode recorded: a cell, wait or tool call
+    it did not record (the prefix's too), or recorded ones nobody asked for."""
+    found = [Difference("kernel", note, "(as recorded)") for k in kernels for note in k.differences]
+    left = kernels[-1].remaining if kernels else []
+    if left:
+        found.append(
+            Difference(
+                "kernel",
+                "(not asked)",
+                f"{len(left)} more recorded kernel steps from step {left[0].step}",
+            )
+        )
+    return found
 
 
 def endpoint_client(endpoint: ReplayEndpoint, model: str) -> LLMClient:
