@@ -124,7 +124,8 @@ def test_a_corrupted_action_is_named_with_its_episode_and_step(tmp_path, capsys)
     assert "0 of 1 episodes identical" in out
     episode = json.loads((tmp_path / "r.json").read_text())[0]["episodes"][0]
     assert episode["identical"] is False and episode["differences"][0]["step"] == step + 1
-    assert {d["what"] for d in episode["differences"]} == {"action", "steps", "submission", "kernel"}
+    kinds = {d["what"] for d in episode["differences"]}
+    assert kinds == {"action", "steps", "submission", "kernel"}
 
 
 def test_a_different_published_score_is_named(tmp_path, capsys) -> None:
