@@ -343,3 +343,38 @@ def test_a_documented_deviation_is_accepted_and_named(tmp_path, capsys, monkeypa
     out = capsys.readouterr().out
     assert f"{task}: submitted: ours True, published False [documented: example]" in out
     assert "0 of 1 episodes identical" in out
+
+
+# -- the backend in a pytest run, like any other --------------------------------------------------
+
+
+def test_a_pytest_run_with_the_replay_backend_passes_the_episode_it_replays(tmp_path) -> None:
+    import yaml
+
+    from tests.support.projects import make_project, only_run_dir, outcomes, run_pytest
+
+    episode = next(
+        e
+        for e in read_run(EXPERT)
+        if e.final_action and e.final_action.action == "submit" and len(e.steps) < 15
+    )
+    answer = json.loads(episode.final_action.content)  # type: ignore[union-attr]
+    task = {"id": episode.task_id, "query": episode.query, "answer": answer}
+    project = make_project(tmp_path / "p", {f"expert/{episode.task_id}": yaml.safe_dump(task)})
+    with ReplayEndpoint() as endpoint:
+        endpoint.play(episode_script(episode).replies)
+        code, output = run_pytest(
+            project,
+            "tasks",
+            "--super-backend=replay",
+            "--super-agent=react-super",
+            "--super-model=gpt-4o-2024-08-06",
+            f"--super-base-url={endpoint.base_url}",
+            "-p",
+            "no:cacheprovider",
+            env={RUN_VARIABLE: str(EXPERT), "SUPER_API_KEY": "replay-takes-any-key"},
+        )
+        served = endpoint.served
+    assert code == 0, output[-3000:]
+    assert outcomes(only_run_dir(project)) == {episode.task_id: "passed"}
+    assert served == len(episode_script(episode).replies)

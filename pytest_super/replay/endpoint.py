@@ -6,7 +6,8 @@ gets the next `Reply` as `choices[0].message.content`, cut at the request's firs
 real endpoint cuts it, with the reply's planned usage (`prompt_tokens`, `completion_tokens`).
 Our agent's own `LLMClient` talks to it, so the request, the JSON, the usage accounting and the
 reply parsing are the ones a real run goes through. Every request's messages are kept
-(`requests`), for the prompt check. A request after the last recorded reply is answered
+(`requests`), for the prompt check; the plugin's preflight request before a run is answered `ok`
+apart from them. A request after the last recorded reply is answered
 400 with a message saying so (the client does not retry it): the agent went on where the
 episode had stopped.
 """
@@ -19,6 +20,7 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from pytest_super.llm import PREFLIGHT_PROMPT
 from pytest_super.replay.script import Reply
 
 #: the error message of a request the episode has no reply for
@@ -128,6 +130,8 @@ class ReplayEndpoint(ChatServer):
             self.served = 0
 
     def answer(self, body: dict[str, Any]) -> tuple[int, Any]:
+        if body.get("messages") == [{"role": "user", "content": PREFLIGHT_PROMPT}]:
+            return 200, completion_body(body, "ok", 1, 1)  # the plugin's check, not a reply
         with self._lock:
             messages = body.get("messages")
             self.requests.append(messages if isinstance(messages, list) else [])
