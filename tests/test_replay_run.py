@@ -378,3 +378,13 @@ def test_a_pytest_run_with_the_replay_backend_passes_the_episode_it_replays(tmp_
     assert code == 0, output[-3000:]
     assert outcomes(only_run_dir(project)) == {episode.task_id: "passed"}
     assert served == len(episode_script(episode).replies)
+
+
+def test_a_run_of_another_agent_or_no_run_is_a_clear_error(tmp_path, capsys) -> None:
+    task = _first_submitting(EXPERT)
+    other = tmp_path / "gpt-4o-2024-08-06_reflexion_expert"
+    shutil.copytree(EXPERT / task, other / task)
+    assert cli.main(["replay-run", str(other)]) == 2
+    assert "the run names the agent 'reflexion'" in capsys.readouterr().err
+    assert cli.main(["replay-run", str(tmp_path / "nothing")]) == 2
+    assert "nothing: no such folder" in capsys.readouterr().err

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from pytest_super.edit import EditFormatError, parse_edit
 from pytest_super.published_runs import (
+    EpisodeFormatError,
     PublishedEpisode,
     entrypoint_from_query,
     exit_status_of,
@@ -106,9 +107,10 @@ def agent_for(episode: PublishedEpisode) -> str:
         return "swe"
     if "react" in kind:
         return "react-super"
-    raise ValueError(
-        f"{episode.folder}: run agent {episode.agent!r} is neither react-super nor swe-agent; "
-        "replay-run replays those two"
+    raise EpisodeFormatError(
+        f"{episode.folder}: the run names the agent {episode.agent!r}, neither react-super nor "
+        "swe-agent: replay-run replays those two (<model>_<agent>_<set>, e.g. "
+        "gpt-4o-2024-08-06_react-super_expert)"
     )
 
 
