@@ -86,6 +86,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # the package's ordering, without installing it (standard library)
+    sys.path.insert(0, str(REPO))
+
+from pytest_super import ordering  # noqa: E402  (the executors' own ordering code, issue 33)
+
 #: the sizes of SUPER's three sets, and the file each is collected from (collection order)
 SET_SIZES = {"expert": 45, "masked": 152, "auto": 604}
 SET_FILES = {"auto": "auto_gen.jsonl", "expert": "expert.jsonl", "masked": "masked.jsonl"}
@@ -387,8 +392,14 @@ def wall_time(
     return max((p.end for p in schedule(durations, nodes, slots, in_flight)), default=0.0)
 
 
+def in_order(durations: Sequence[float], order: str) -> list[float]:
+    """`durations` in the order the executors start them (pytest_super.ordering, which the plugin
+    applies to pytest's items): "collection" (FIFO) or "longest" (longest first)."""
+    return ordering.in_order(durations, lambda seconds: seconds, order)
+
+
 def longest_first(durations: Sequence[float]) -> list[float]:
-    return sorted(durations, reverse=True)
+    return in_order(durations, ordering.LONGEST)
 
 
 def lower_bound(
@@ -435,8 +446,8 @@ def simulate(
     groups = {"all": [i for items in sets.values() for i in items], **sets}
     out = {}
     for name, items in groups.items():
-        d = [i.seconds for i in items]
-        lpt = longest_first(d)
+        d = in_order([i.seconds for i in items], ordering.COLLECTION)
+        lpt = in_order(d, ordering.LONGEST)
         base = wall_time(d, 1, slots, in_flight)
         rows = []
         for n in nodes:
@@ -515,6 +526,34 @@ def measured_lines(runs: dict[str, RunSummary], used: list[str]) -> list[str]:
     return lines
 
 
+#: the command that regenerates the table shipped with the package (pytest_super/durations.py)
+WRITE_COMMAND = "python benchmarks/bench_cluster_sim.py --write-durations pytest_super/data/super_durations.json"
+
+
+def durations_table(
+    runs: dict[str, RunSummary], episodes: dict[str, list[Episode]], agent: str, params: Params
+) -> dict:
+    """SUPER's task ids -> seconds a task holds its slot (task_duration: the published Expert
+    episodes of `agent` and the Masked ones of react-super), for the shipped table."""
+    seconds: dict[str, float] = {}
+    used = [f"{MODEL}_{agent}_expert", f"{MODEL}_react-super_masked"]
+    for run in used:
+        for episode, duration in zip(episodes[run], runs[run].durations, strict=True):
+            seconds[episode.task_id] = round(duration.seconds, 1)
+    return {
+        "about": "seconds each SUPER task holds its slot, from the paper's published episodes "
+        "(benchmarks/bench_cluster_sim.py: start + cells + model time, compute limit applied)",
+        "command": WRITE_COMMAND,
+        "runs": used,
+        "parameters": {
+            "compute_limit_s": params.compute_limit_s,
+            "start_s": params.start_s,
+            "model_scale": params.model_scale,
+        },
+        "seconds": dict(sorted(seconds.items())),
+    }
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nodes", default=",".join(map(str, NODES)), help="N values (1,4,16,64)")
@@ -529,6 +568,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--model-scale", type=float, default=1.0, help="x every model time (1)")
     p.add_argument("--runs", type=Path, help="a folder of published runs (default: the repo's)")
     p.add_argument("--json", action="store_true", help="print JSON instead of markdown")
+    p.add_argument(
+        "--write-durations",
+        type=Path,
+        metavar="FILE",
+        help="write the task-duration table the package ships (pytest_super/durations.py) and exit",
+    )
     args = p.parse_args(argv)
     args.node_list = [int(n) for n in args.nodes.split(",")]
     if args.slots < 1 or args.repeats < 1 or min(args.node_list) < 1:
@@ -559,6 +604,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             repeats=args.repeats,
         )
 
+    if args.write_durations:
+        table = durations_table(runs, episodes, args.agent, params)
+        args.write_durations.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {len(table['seconds'])} task durations to {args.write_durations}")
+        return 0
     sets, drawn = build(args.seed)
     result = simulate(sets, args.node_list, args.slots, args.in_flight)
     spread: dict[int, list[float]] = {n: [] for n in args.node_list}

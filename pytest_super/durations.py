@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import TypeGuard
 
 from pytest_super import safe_read
 from pytest_super.errors import SuperError
@@ -67,7 +68,7 @@ def _frozen(seconds: dict[str, float]) -> Mapping[str, float]:
     return MappingProxyType(dict(seconds))
 
 
-def _is_seconds(value: object) -> bool:
+def _is_seconds(value: object) -> TypeGuard[float]:
     return (
         isinstance(value, int | float)
         and not isinstance(value, bool)

@@ -311,6 +311,22 @@ SETTINGS: tuple[Setting, ...] = (
         "run a task again after an infrastructure error, up to N times (0)",
     ),
     Setting(
+        "durations",
+        _text,
+        None,
+        "known task durations: JSON of test id to seconds, pytest-split's .test_durations "
+        "format (default: the latest earlier run in the report folder, else the shipped table "
+        "of SUPER's tasks)",
+        metavar="FILE",
+    ),
+    Setting(
+        "order",
+        _choice("longest", "collection"),
+        None,
+        "the order tasks start in: longest (known durations longest first, unknown ones first; "
+        "the default under xdist and Ray when any is known) or collection",
+    ),
+    Setting(
         "repeat",
         _runs_per_task,
         1,
@@ -533,9 +549,19 @@ def make_run(config: pytest.Config, run_id: str) -> SuperRun:
         sets=_sets(config),
         repeat=values["repeat"],
         resume=values["resume"],
+        durations_file=_durations_file(config, values["durations"]),
+        order=values["order"],
         task_roots=tuple(Path(config.rootpath, p).resolve() for p in config.getini("super_tasks")),
         sources=sources,
     )
+
+
+def _durations_file(config: pytest.Config, value: str | None) -> Path | None:
+    """--super-durations FILE, relative to where pytest was started (as pytest-split's
+    --durations-path)."""
+    if not value:
+        return None
+    return Path(config.invocation_params.dir, value)
 
 
 def _pip_cache(config: pytest.Config, volume: str | None, agent: str | None) -> str | None:

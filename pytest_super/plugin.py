@@ -14,7 +14,7 @@ import pytest
 
 from pytest_super import collect, interrupts, options, redaction, timeouts
 from pytest_super import report as reports
-from pytest_super.durations import Durations
+from pytest_super.durations import Durations, DurationsFileError, known_durations
 from pytest_super.errors import ExitStatus, InfrastructureError, SuperError, TaskSetupError
 from pytest_super.execute import kernel_settings_for, retried_of, run_one_task
 from pytest_super.kernels.base import KernelSettings
@@ -23,6 +23,7 @@ from pytest_super.kernels.pool import KernelPool
 from pytest_super.live import live_printer
 from pytest_super.names import file_stem
 from pytest_super.options import SuperRun, run_of
+from pytest_super.ordering import choose_order, in_order
 from pytest_super.recorder import RunRecorder
 from pytest_super.runner import TaskResult, exit_status_of, task_timeout_s
 from pytest_super.tasks import (
@@ -36,8 +37,10 @@ RESULT_KEY = pytest.StashKey[TaskResult]()
 POOL_KEY = pytest.StashKey[KernelPool]()
 NEXT_ITEM_KEY = pytest.StashKey["pytest.Item | None"]()
 REMOVAL_FAILURES_KEY = pytest.StashKey[list[str]]()
-#: the known task durations the run ordered by (durations.py; set at collection)
+#: the known task durations the run orders by (durations.py) and the order chosen (ordering.py),
+#: both set in pytest_configure (the report header shows them)
 DURATIONS_KEY = pytest.StashKey[Durations]()
+ORDER_KEY = pytest.StashKey[str]()
 
 
 # -- options ---------------------------------------------------------------------------------
@@ -63,6 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
         redaction.register(run.llm_settings.api_key)
     config.stash[REMOVAL_FAILURES_KEY] = []
     if run.agent:
+        _plan_order(config, run)
         interrupts.stop_on_sigterm(config)
         interrupts.stop_on_ctrl_c(config, run.run_id, controller=workerinput is None)
         if not run.remote:
@@ -73,6 +77,31 @@ def pytest_configure(config: pytest.Config) -> None:
         if run.remote and not options.collecting_only(config):
             _start_ray_session(config)
         config.pluginmanager.register(RunRecorder(run, config.rootpath), "pytest-super-recorder")
+
+
+def _plan_order(config: pytest.Config, run: SuperRun) -> None:
+    """The known durations (a bad --super-durations file is a usage error) and the order tasks
+    start in (ordering.choose_order: a run on one process keeps collection order unless
+    --super-order says otherwise)."""
+    try:
+        durations = known_durations(run.durations_file, run.report_dir, exclude_run=run.run_id)
+    except DurationsFileError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[DURATIONS_KEY] = durations
+    config.stash[ORDER_KEY] = choose_order(
+        run.order, any_known=bool(durations), one_process=_one_process(config, run)
+    )
+
+
+def _one_process(config: pytest.Config, run: SuperRun) -> bool:
+    """Whether tasks run one after another in one process: not on Ray, not on 2+ xdist workers."""
+    if run.remote:
+        return False
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        return int(workerinput.get("workercount", 1)) <= 1
+    workers = getattr(config.option, "numprocesses", None)
+    return not isinstance(workers, int) or workers <= 1
 
 
 def _start_ray_session(config: pytest.Config) -> None:
@@ -173,7 +202,16 @@ def pytest_configure_node(node: Any) -> None:  # xdist: hand the run id to each 
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    return options.report_header(run_of(config))
+    lines = options.report_header(run_of(config))
+    if DURATIONS_KEY in config.stash:
+        durations = config.stash[DURATIONS_KEY]
+        known = f", {len(durations.seconds)} known" if durations else ""
+        lines.append(
+            f"pytest-super: order {config.stash[ORDER_KEY]} "
+            f"({run_of(config).sources.get('order', 'default')}); "
+            f"durations: {durations.source}{known}"
+        )
+    return lines
 
 
 # -- collection ------------------------------------------------------------------------------------
@@ -198,6 +236,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     if run.resume:
         _skip_finished_tasks(run, tasks)
+    if config.stash.get(ORDER_KEY, "collection") != "collection":
+        durations = config.stash[DURATIONS_KEY]
+        items[:] = in_order(items, lambda item: durations.get(item.nodeid), config.stash[ORDER_KEY])
     if config.pluginmanager.hasplugin("timeout") and not timeouts.user_timeout_configured(config):
         from pytest_super.agents import needs_llm
 

@@ -55,6 +55,10 @@ class SuperRun:
     sets: tuple[str, ...] | None = None
     repeat: int = 1
     resume: bool = False
+    #: --super-durations FILE (None: the earlier run, else the shipped table) and --super-order
+    #: (None: longest when any duration is known and tasks go to several slots; ordering.py)
+    durations_file: Path | None = None
+    order: str | None = None
     #: the folders of task files (ini super_tasks), resolved
     task_roots: tuple[Path, ...] = ()
     #: where each setting's value came from ("--super-mem", "environment variable X", "ini

@@ -527,3 +527,25 @@ def test_resume_on_the_cluster_sends_no_task_with_a_final_result(cluster, tmp_pa
     assert by_id["good"]["node"] == earlier["node"]  # the node of the run it came from
     assert by_id["wrong"]["outcome"] == "failed" and by_id["wrong"].get("node")  # ran on a node
     assert "resumed: passed" in out
+
+
+def test_the_longest_task_is_submitted_first_on_the_cluster(cluster, tmp_path):
+    """Issue 33: known durations (here a pytest-split file) put the long task, listed last, first
+    in the executor's queue; one task in flight at a time, so results come in submission order."""
+    project = _sleepers(tmp_path, 3, 0)
+    seconds = {"t00": 1, "t01": 2, "t02": 100}
+    (project / "durations.json").write_text(
+        json.dumps({f"tasks/expert/{t}.yaml::{t}": s for t, s in seconds.items()})
+    )
+    run = ClusterRun(
+        cluster,
+        project,
+        "--super-agent=gold",
+        "--super-backend=ray",
+        "--super-ray-concurrency=1",
+        "--super-durations=durations.json",
+    )
+    assert run.wait(300) == 0, run.output()[-3000:]
+    assert "pytest-super: order longest (default); durations: --super-durations" in run.output()
+    assert [r["task_id"] for r in _records(project / "reports")] == ["t02", "t01", "t00"]
+    assert _containers(cluster, _run_id(project / "reports")) == []
