@@ -46,6 +46,7 @@ demo: image
 TEST_TIMEOUT := --timeout=900 --timeout-method=thread
 
 test: image chromium
+	@scripts/ensure-registry.sh
 	$(BIN)/pytest tests -n $(JOBS) --dist loadgroup -q -ra -m "not colab" $(TEST_TIMEOUT)
 
 # The tests that need SUPER's reference image (a real training run in it): its build takes minutes

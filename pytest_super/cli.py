@@ -8,6 +8,7 @@ pytest-super replay-run RUN_FOLDER [--json OUT] [--check-prompts --prompts FILE]
 pytest-super report reports/junit.xml other-run.xml
 pytest-super html reports/RUN_ID [reports/OTHER_RUN ...] [--out DIR]
 pytest-super image build [--base IMAGE] [--tag TAG] [--requirements FILE] [--offline] [--profile colab]
+pytest-super image push --registry HOST:PORT [--profile colab] [--tag TAG]
 pytest-super image lock
 pytest-super cleanup [--run RUN_ID | --all]
 """
@@ -143,6 +144,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.set_defaults(func=_image_build)
     p = image.add_parser(
+        "push",
+        help="push the kernel image to a registry as HOST:PORT/<its tag> (nodes pull it with "
+        "--super-registry)",
+    )
+    p.add_argument("--registry", required=True, metavar="HOST:PORT", help="the registry")
+    p.add_argument("--profile", choices=PROFILES, default="default", help="package set")
+    p.add_argument("--tag", default=None, help="the image to push (default: the profile's tag)")
+    p.add_argument("--docker-host", default=None, help="engine address (default DOCKER_HOST)")
+    p.set_defaults(func=_image_push)
+    p = image.add_parser(
         "lock",
         help=f"resolve the colab profile again into {COLAB_LOCK} (needs uv; make image-colab-lock)",
     )
@@ -226,6 +237,26 @@ def _image_build(args: argparse.Namespace) -> int:
         print(f"pytest-super image build: {exc}", file=sys.stderr)
         return 1
     print(tag)
+    return 0
+
+
+def _image_push(args: argparse.Namespace) -> int:
+    from pytest_super.kernels.docker.engine import docker_client_for
+    from pytest_super.kernels.docker.image import default_image_tag
+    from pytest_super.kernels.docker.registry import push_image, registry_address
+
+    try:
+        registry = registry_address(args.registry)
+    except ValueError as exc:
+        print(f"pytest-super image push: --registry {args.registry!r}: {exc}", file=sys.stderr)
+        return 2
+    tag = args.tag or default_image_tag(args.profile)
+    try:
+        remote = push_image(docker_client_for(args.docker_host), tag, registry)
+    except SuperError as exc:
+        print(f"pytest-super image push: {exc}", file=sys.stderr)
+        return 1
+    print(remote)
     return 0
 
 

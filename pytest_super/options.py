@@ -159,6 +159,12 @@ def _text(value: str) -> str:
     return value
 
 
+def _registry(value: str) -> str:
+    from pytest_super.kernels.docker.registry import registry_address
+
+    return registry_address(value)
+
+
 def _prompts(value: str) -> PromptSet:
     """`ours`, a folder of prompt templates, or SUPER's prompt.yaml (PromptFileError, a
     ValueError, names the file and field)."""
@@ -219,6 +225,14 @@ SETTINGS: tuple[Setting, ...] = (
         metavar="K",
     ),
     Setting("image", _text, None, "kernel image (default: what `pytest-super image build` makes)"),
+    Setting(
+        "registry",
+        _registry,
+        None,
+        "a Docker registry the kernel image was pushed to (`pytest-super image push`): an "
+        "engine without the image pulls it from there before building it",
+        metavar="HOST:PORT",
+    ),
     Setting("docker_host", _text, None, "Docker engine address (default DOCKER_HOST)"),
     Setting("mem", memory_size, "4g", "container memory limit (default 4g)"),
     Setting("cpus", _number(CPU_BOUNDS), 2.0, "container CPUs (default 2)"),
@@ -538,6 +552,7 @@ def make_run(config: pytest.Config, run_id: str) -> SuperRun:
         agent=agent,
         kernel=kernel,
         settings=settings,
+        registry=values["registry"],
         llm_settings=_llm_settings(agent, values),
         live=values["live"] or config.getoption("capture") == "no",
         retries=values["retries"],

@@ -406,6 +406,8 @@ def _run_here(config: pytest.Config, run: SuperRun, item: pytest.Item, task: Tas
     """The task's episode in this process, its kernel from the pool (made ahead where it can)."""
     pool = config.stash[POOL_KEY]
     upcoming = _upcoming_task(run, item)
+    if run.registry and run.kernel.backend == "docker":  # a missing image: pulled, else built
+        _provide_image(run, task)
 
     def new_kernel(settings: KernelSettings, name: str):
         kernel = pool.take(settings, name)
@@ -419,6 +421,20 @@ def _run_here(config: pytest.Config, run: SuperRun, item: pytest.Item, task: Tas
         name=item.name,
         kernels=new_kernel,
         on_step=live_printer(config, task.id) if run.live else None,
+    )
+
+
+def _provide_image(run: SuperRun, task: Task) -> None:
+    """--super-registry on this machine: the task's kernel image pulled from the registry when
+    the engine lacks it (built when the pull fails, said once), once per process."""
+    from pytest_super.kernels.docker.registry import own_profile, provide_for_run
+
+    image = kernel_settings_for(run, task).image or ""
+    provide_for_run(
+        image,
+        registry=run.registry or "",
+        profile=own_profile(image, task.image),
+        docker_host=run.kernel.docker_host,
     )
 
 

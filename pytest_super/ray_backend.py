@@ -30,7 +30,6 @@ import signal
 import socket
 import tempfile
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -90,6 +89,11 @@ class NodeOutcome:
     #: the kernel image this task built on its node first (a node without it), and how long
     built_image: str = ""
     build_s: float = 0.0
+    #: the kernel image this task pulled from --super-registry first, and how long
+    pulled_image: str = ""
+    pull_s: float = 0.0
+    #: why a pull from --super-registry failed (the image was built then), said once by the controller
+    pull_failed: str = ""
 
 
 def _node_name() -> str:
@@ -120,22 +124,26 @@ def _deadline(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _ensure_image(run: SuperRun, task: Task) -> str:
-    """Build the task's default kernel image on this node's engine when it lacks it: concurrent
-    tasks on the node wait for one build (the build lock), the others find it made. A named image
-    must be there already. Returns the tag when this call built it."""
+def _ensure_image(run: SuperRun, task: Task, outcome: NodeOutcome) -> None:
+    """Make the task's kernel image present on this node's engine when it lacks it: pulled from
+    --super-registry when one is given, else (or when the pull fails) built, our own default
+    images only; concurrent tasks on the node wait for one pull or build (the build lock), the
+    others find it made. A named image (--super-image) is pulled, never built. What was done is
+    put in `outcome`."""
     from pytest_super.execute import kernel_settings_for
-    from pytest_super.kernels.docker.engine import docker_client_for
-    from pytest_super.kernels.docker.image import build_image, default_image_tag, image_exists
+    from pytest_super.kernels.docker.registry import own_profile, provide_image
 
     image = kernel_settings_for(run, task).image or ""
-    if run.kernel.image or image_exists(docker_client_for(None), image):
-        return ""
-    if image != default_image_tag(task.image):  # only our own images are made here
-        return ""
-    said: list[str] = []
-    build_image(profile=task.image, tag=image, log=said.append)
-    return "" if any("nothing to build" in line for line in said) else image
+    if run.kernel.image and not run.registry:  # named: it must be there already
+        return
+    provided = provide_image(
+        image, registry=run.registry, profile=own_profile(image, task.image), docker_host=None
+    )
+    outcome.pull_failed = provided.fallback
+    if provided.how == "pulled":
+        outcome.pulled_image, outcome.pull_s = image, provided.seconds
+    elif provided.how == "built":
+        outcome.built_image, outcome.build_s = image, provided.seconds
 
 
 def _node_kernels(run_id: str) -> Callable[[KernelSettings, str], Kernel]:
@@ -190,9 +198,7 @@ def run_on_node(
 
     try:
         with _deadline(deadline_s):
-            started = time.monotonic()
-            outcome.built_image = _ensure_image(run, task)
-            outcome.build_s = time.monotonic() - started if outcome.built_image else 0.0
+            _ensure_image(run, task, outcome)
             outcome.result = run_one_task(
                 task, run, name=name, on_step=on_step, kernels=_node_kernels(run.run_id)
             )
@@ -251,6 +257,10 @@ class RayDispatcher:
         self._done: dict[str, NodeOutcome] = {}
         #: (node, image, seconds) of each kernel image a node built for this run
         self.built: list[tuple[str, str, float]] = []
+        #: (node, image, seconds) of each kernel image a node pulled from --super-registry
+        self.pulled: list[tuple[str, str, float]] = []
+        #: why pulls from --super-registry failed (each said once at the end)
+        self.pull_failures: dict[str, list[str]] = {}
         self._steps: Any = None
         self._secrets: list[Any] = []
         self.concurrency = 1
@@ -399,7 +409,29 @@ class RayDispatcher:
         outcome.retried = pending.retried + outcome.retried
         if outcome.built_image:
             self.built.append((outcome.node, outcome.built_image, outcome.build_s))
+        if outcome.pulled_image:
+            self.pulled.append((outcome.node, outcome.pulled_image, outcome.pull_s))
+        if outcome.pull_failed:
+            self.pull_failures.setdefault(outcome.pull_failed, []).append(outcome.node)
         return outcome
+
+    def image_lines(self) -> list[str]:
+        """The end-of-run lines on kernel images: each node's build or pull, and each reason a
+        pull failed, once (with the nodes it failed on)."""
+        lines = [
+            f"Ray node {node} built the kernel image {image} ({seconds:.0f} s)"
+            for node, image, seconds in self.built
+        ]
+        lines += [
+            f"Ray node {node} pulled the kernel image {image} from {self.run.registry} "
+            f"({seconds:.0f} s)"
+            for node, image, seconds in self.pulled
+        ]
+        lines += [
+            f"{why} (on {', '.join(sorted(set(nodes)))})"
+            for why, nodes in self.pull_failures.items()
+        ]
+        return lines
 
     def outcome(self, name: str) -> NodeOutcome:
         return self._done.pop(name)

@@ -113,10 +113,8 @@ class RaySession:
                 )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        for node, image, seconds in self.dispatcher.built:
-            terminalreporter.write_line(
-                f"pytest-super: Ray node {node} built the kernel image {image} ({seconds:.0f} s)"
-            )
+        for line in self.dispatcher.image_lines():  # builds, pulls, failed pulls (once each)
+            terminalreporter.write_line(f"pytest-super: {line}")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.dispatcher.stop()

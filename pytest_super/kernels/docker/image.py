@@ -242,6 +242,10 @@ def _build_lock() -> Iterator[None]:
         yield
 
 
+#: the build lock, for a pull from a registry (registry.py) that must not race a build either
+build_lock = _build_lock
+
+
 def _build(
     client: docker.DockerClient,
     inputs: BuildInputs,

@@ -1,0 +1,194 @@
+"""Kernel images through a registry: `pytest-super image push` and `--super-registry`.
+
+Build once, push, every node pulls. `push_image` tags the kernel image `HOST:PORT/<its tag>`
+(the content-addressed tag unchanged: `HOST:PORT/pytest-super-kernel:default-<hex>`) and pushes
+it. `provide_image` makes an image a task needs present on an engine: nothing when it is there;
+else, with a registry, a pull of `HOST:PORT/<tag>` retagged to the local name the rest of the code
+expects (`<tag>`); a pull that fails falls back to building (our own images only), and the reason
+is returned once for the caller to say once (a warning, one console line), not per task.
+
+A registry on 127.0.0.1 needs no TLS: the engine allows plain HTTP to loopback registries. Any
+other address needs TLS or an `insecure-registries` entry in each engine's daemon.json
+(docs/cluster.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import docker
+import docker.errors
+
+from pytest_super.errors import InfrastructureError
+from pytest_super.kernels.docker.engine import docker_client_for
+from pytest_super.kernels.docker.image import (
+    BUILD_COMMAND,
+    build_image,
+    build_inputs,
+    build_lock,
+    image_exists,
+)
+
+#: HOST:PORT, the host a name, an IPv4 address or a bracketed IPv6 address
+_ADDRESS = re.compile(
+    r"^(?P<host>[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})$"
+)
+_SAID: set[str] = set()  # the fallback reasons this process has said (warn_once)
+
+
+def registry_address(value: str) -> str:
+    """`--super-registry` / `--registry`: HOST:PORT (no scheme, no path), port 1-65535."""
+    match = _ADDRESS.match(value.strip())
+    if match is None or not 1 <= int(match["port"]) <= 65535:
+        raise ValueError(
+            "expected HOST:PORT of a Docker registry, e.g. 127.0.0.1:5000 or "
+            "registry.example.org:443 (no http://, no path)"
+        )
+    return value.strip()
+
+
+def remote_name(registry: str, tag: str) -> str:
+    """The image's name in the registry: `HOST:PORT/<repository>:<tag>`, the tag unchanged."""
+    return f"{registry}/{tag}"
+
+
+def _split(name: str) -> tuple[str, str]:
+    repository, _, tag = name.rpartition(":")
+    return repository, tag
+
+
+def push_image(
+    client: docker.DockerClient, tag: str, registry: str, *, log: Callable[[str], None] = print
+) -> str:
+    """Push the engine's image `tag` to `registry` as `HOST:PORT/<tag>`; return that name."""
+    if not image_exists(client, tag):
+        raise InfrastructureError(
+            f"the image {tag!r} is not on the engine; build it first with `{BUILD_COMMAND}`"
+        )
+    remote = remote_name(registry, tag)
+    repository, version = _split(remote)
+    client.api.tag(tag, repository, version)
+    try:
+        log(f"pushing {remote}")
+        for chunk in client.api.push(repository, tag=version, stream=True, decode=True):
+            if "error" in chunk:
+                raise InfrastructureError(
+                    f"pushing {remote} failed: {chunk['error'].strip()}. Is a registry listening "
+                    f"at {registry}? A registry not on 127.0.0.1 needs TLS or an "
+                    "insecure-registries entry in the engine's daemon.json (docs/cluster.md)."
+                )
+    except docker.errors.APIError as exc:
+        raise InfrastructureError(f"pushing {remote} failed: {exc.explanation or exc}") from exc
+    finally:
+        _untag(client, remote)
+    log(f"pushed {remote}")
+    return remote
+
+
+def pull_image(
+    client: docker.DockerClient, tag: str, registry: str, *, log: Callable[[str], None] = print
+) -> str | None:
+    """Pull `HOST:PORT/<tag>` and retag it `tag`; None when done, else why it failed."""
+    remote = remote_name(registry, tag)
+    repository, version = _split(remote)
+    log(f"pulling {remote}")
+    try:
+        for chunk in client.api.pull(repository, tag=version, stream=True, decode=True):
+            if "error" in chunk:
+                return str(chunk["error"]).strip()
+        client.api.tag(remote, *_split(tag))
+    except docker.errors.DockerException as exc:
+        explanation = getattr(exc, "explanation", None)
+        return str(explanation or exc).strip()
+    finally:
+        _untag(client, remote)
+    if not image_exists(client, tag):
+        return f"the engine did not hold {tag} after the pull"
+    return None
+
+
+def _untag(client: docker.DockerClient, name: str) -> None:
+    """Remove the registry's name of an image (the image stays under its local tag)."""
+    with contextlib.suppress(docker.errors.DockerException):
+        client.api.remove_image(name, noprune=True)
+
+
+@dataclass(frozen=True)
+class Provided:
+    """How an image came to be on an engine for a task."""
+
+    image: str
+    how: str  # "present" (there, or made meanwhile by another task), "pulled", "built", "missing"
+    seconds: float = 0.0
+    #: why a pull from the registry failed (then it was built, or is missing), for saying once
+    fallback: str = ""
+
+
+def provide_image(
+    tag: str,
+    *,
+    registry: str | None,
+    profile: str | None,
+    docker_host: str | None = None,
+    log: Callable[[str], None] = lambda line: None,
+) -> Provided:
+    """Make `tag` present on the engine: pull it from `registry` (when given), else build it when
+    `profile` names our own image's profile (None: not ours, nothing is built). Concurrent tasks
+    of one machine wait for one pull or build (the build lock) and then find the image there."""
+    client = docker_client_for(docker_host)
+    if image_exists(client, tag):
+        return Provided(tag, "present")
+    started = time.monotonic()
+    fallback = ""
+    if registry:
+        with build_lock():
+            if image_exists(client, tag):
+                return Provided(tag, "present")
+            problem = pull_image(client, tag, registry, log=log)
+        if problem is None:
+            return Provided(tag, "pulled", time.monotonic() - started)
+        fallback = (
+            f"pulling the kernel image {tag} from the registry {registry} failed ({problem}); "
+            + ("building it instead" if profile else "it is not built here (not ours)")
+        )
+    if profile is None:
+        return Provided(tag, "missing", time.monotonic() - started, fallback)
+    said: list[str] = []
+    build_image(profile=profile, tag=tag, docker_host=docker_host, log=said.append)
+    if any("nothing to build" in line for line in said):
+        return Provided(tag, "present", 0.0, fallback)
+    return Provided(tag, "built", time.monotonic() - started, fallback)
+
+
+def own_profile(tag: str, profile: str) -> str | None:
+    """`profile` when `tag` is that profile's default image (ours to build), else None."""
+    return profile if tag == build_inputs(profile=profile).tag() else None
+
+
+def warn_once(message: str) -> None:
+    """A warning this process gives once, however many tasks meet the same cause."""
+    if message and message not in _SAID:
+        _SAID.add(message)
+        warnings.warn(f"pytest-super: {message}", stacklevel=2)
+
+
+_PROVIDED: set[tuple[str | None, str]] = set()  # (engine, image) this process made sure of
+
+
+def provide_for_run(
+    tag: str, *, registry: str, profile: str | None, docker_host: str | None
+) -> Provided | None:
+    """A local run's `provide_image`, once per engine and image in this process; a failed pull
+    is a warning said once (then the image is built). None: done before."""
+    key = (docker_host, tag)
+    if key in _PROVIDED:
+        return None
+    provided = provide_image(tag, registry=registry, profile=profile, docker_host=docker_host)
+    _PROVIDED.add(key)
+    warn_once(provided.fallback)
+    return provided
