@@ -1,6 +1,7 @@
 """One pytest process driving a 2-node Ray cluster against local pytest-xdist, same tasks.
 
     .venv/bin/python benchmarks/bench_cluster.py [--tasks 40] [--sleep 2] [--in-flight 8]
+    .venv/bin/python benchmarks/bench_cluster.py --in-flight 100 [--tasks 100] [--sleep 240]
 
 Both runs get the same project: `--tasks` gold tasks, each one cell that sleeps `--sleep` seconds.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -35,7 +37,7 @@ from tests.support.ray_cluster import GIB, RayTestCluster  # noqa: E402
 
 #: written into the project: the controller's peak memory, read from /proc at its end
 PEAK_PLUGIN = """
-import pathlib, os
+import json, pathlib, os, resource
 
 def pytest_unconfigure(config):
     if os.environ.get("PYTEST_XDIST_WORKER"):
@@ -43,6 +45,15 @@ def pytest_unconfigure(config):
     status = pathlib.Path("/proc/self/status").read_text()
     peak = next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM"))
     pathlib.Path(str(config.rootpath), "controller-peak-kb").write_text(peak)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    figures = {"cpu_s": usage.ru_utime + usage.ru_stime}
+    from pytest_super import ray_session
+    session = config.stash.get(ray_session.SESSION_KEY, None)
+    if session is not None:
+        figures["lags"] = session.report_lags
+        figures["peak_in_flight"] = session.dispatcher.peak_in_flight
+        figures["spans"] = session.dispatcher.spans
+    pathlib.Path(str(config.rootpath), "controller-figures.json").write_text(json.dumps(figures))
 """
 
 
@@ -78,16 +89,83 @@ def timed(cmd: list[str], cwd: Path, run: object | None = None) -> float:
     return took
 
 
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (nearest rank) of `values`."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)] if ordered else float("nan")
+
+
+def most_at_once(spans: list[tuple[float, float]]) -> int:
+    """The most of the (start, end) spans that overlap at one time."""
+    events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def run_in_flight(args: argparse.Namespace, image: str, pytest: list[str], tmp: str) -> None:
+    """One controller, K tasks in flight on two nodes of K/2 slots each (issue 33 item 4)."""
+    k = args.in_flight
+    per_node = math.ceil(k / 2)
+    memory = per_node * memory_bytes(args.mem) + GIB  # Ray's accounting, with room to spare
+    cpus = math.ceil(per_node * args.cpus)
+    with RayTestCluster(image, nodes=2, num_cpus=cpus, memory=memory) as cluster:
+        made = project(Path(tmp, "in-flight"), args.tasks, args.sleep)
+        ray = [
+            *pytest,
+            "--super-backend=ray",
+            f"--super-ray-concurrency={k}",
+            f"--super-mem={args.mem}",
+            f"--super-cpus={args.cpus:g}",
+        ]
+        took = timed(ray, made, cluster)
+        assert passed(made / "reports") == args.tasks
+    kb = int((made / "controller-peak-kb").read_text())
+    figures = json.loads((made / "controller-figures.json").read_text())
+    lags = figures["lags"]
+    print(
+        f"{args.tasks} tasks of one {args.sleep:g} s cell, --super-ray-concurrency={k}, "
+        f"--super-mem={args.mem} --super-cpus={args.cpus:g}, 2 nodes, {os.cpu_count()} cores"
+    )
+    print(f"wall time:                                  {took:7.1f} s")
+    print(f"most tasks in flight at the controller:     {figures['peak_in_flight']:7d}")
+    print(f"most tasks running on the nodes at once:    {most_at_once(figures['spans']):7d}")
+    print(f"controller peak memory (VmHWM):             {kb / 1024:7.1f} MB (target < 1024)")
+    print(f"controller CPU time per task:               {figures['cpu_s'] / args.tasks:7.3f} s")
+    print(f"task end on node -> report, p50:            {percentile(lags, 50):7.3f} s")
+    print(f"task end on node -> report, p99:            {percentile(lags, 99):7.3f} s")
+
+
+def memory_bytes(size: str) -> int:
+    from docker.utils import parse_bytes
+
+    return int(parse_bytes(size))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=40)
     parser.add_argument("--sleep", type=float, default=2.0)
     parser.add_argument("--in-flight", type=int, default=8)
     parser.add_argument("--queued", type=int, default=100)
+    parser.add_argument("--mem", default="256m", help="--super-mem of the in-flight run")
+    parser.add_argument("--cpus", type=float, default=0.5, help="--super-cpus of the in-flight run")
+    parser.add_argument(
+        "--local",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="compare with local -n K (default: when --in-flight is at most 16)",
+    )
     args = parser.parse_args()
     image = build_image(offline=True, log=lambda line: None)
     pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--super-agent=gold"]
     k = args.in_flight
+    if not (args.local if args.local is not None else k <= 16):
+        with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
+            run_in_flight(args, image, pytest, tmp)
+        return
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
         local_dir = project(Path(tmp, "local"), args.tasks, args.sleep)
         local_s = timed([*pytest, "-n", str(k), "--dist", "worksteal"], local_dir)

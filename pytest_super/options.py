@@ -224,6 +224,13 @@ SETTINGS: tuple[Setting, ...] = (
         "tasks in flight on the Ray cluster at once (default: what the cluster can place)",
         metavar="K",
     ),
+    Setting(
+        "progress",
+        _choice("auto", "on", "off"),
+        "auto",
+        "a status line of tasks running, queued and done with an ETA, redrawn on a terminal, "
+        "once a minute in a log: auto (Ray and xdist runs; default), on, off",
+    ),
     Setting("image", _text, None, "kernel image (default: what `pytest-super image build` makes)"),
     Setting(
         "registry",
@@ -559,6 +566,7 @@ def make_run(config: pytest.Config, run_id: str) -> SuperRun:
         backend=backend,
         ray_address=values["ray_address"],
         ray_concurrency=values["ray_concurrency"],
+        progress=values["progress"],
         max_containers=values["max_containers"],
         pool=values["pool"],
         sets=_sets(config),

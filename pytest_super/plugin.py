@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_super import collect, interrupts, options, redaction, timeouts
+from pytest_super import collect, interrupts, options, progress, redaction, timeouts
 from pytest_super import report as reports
 from pytest_super.durations import Durations, DurationsFileError, known_durations
 from pytest_super.errors import ExitStatus, InfrastructureError, SuperError, TaskSetupError
@@ -77,6 +77,13 @@ def pytest_configure(config: pytest.Config) -> None:
         if run.remote and not options.collecting_only(config):
             _start_ray_session(config)
         config.pluginmanager.register(RunRecorder(run, config.rootpath), "pytest-super-recorder")
+        if not options.collecting_only(config):
+            progress.start(
+                config,
+                run.progress,
+                remote=run.remote,
+                durations=lambda: config.stash.get(DURATIONS_KEY, None),
+            )
 
 
 def _plan_order(config: pytest.Config, run: SuperRun) -> None:

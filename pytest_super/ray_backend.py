@@ -30,6 +30,7 @@ import signal
 import socket
 import tempfile
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -94,6 +95,10 @@ class NodeOutcome:
     pull_s: float = 0.0
     #: why a pull from --super-registry failed (the image was built then), said once by the controller
     pull_failed: str = ""
+    #: when the task began and ended on the node (wall clock: the controller measures from the
+    #: end how long the outcome took to reach its report)
+    started_at: float = 0.0
+    ended_at: float = 0.0
 
 
 def _node_name() -> str:
@@ -188,7 +193,7 @@ def run_on_node(
         report_dir=folder,
         kernel=dataclasses.replace(run.kernel, docker_host=None, worker=f"ray-{os.getpid()}"),
     )
-    outcome = NodeOutcome(name=name, node=_node_name())
+    outcome = NodeOutcome(name=name, node=_node_name(), started_at=time.time())
     on_step = None
     if steps is not None:
 
@@ -215,6 +220,7 @@ def run_on_node(
         with contextlib.suppress(OSError):
             outcome.notebook = path.with_suffix(".ipynb").read_bytes()
         shutil.rmtree(folder, ignore_errors=True)
+        outcome.ended_at = time.time()
     return outcome
 
 
@@ -243,6 +249,7 @@ class _Pending:
     deadline_s: float | None
     attempts_left: int
     retried: list[str] = field(default_factory=list)
+    launched_at: float = 0.0  # monotonic, on the controller
 
 
 class RayDispatcher:
@@ -255,6 +262,11 @@ class RayDispatcher:
         self._queue: deque[_Pending] = deque()
         self._in_flight: dict[Any, _Pending] = {}  # Ray object ref -> the task it runs
         self._done: dict[str, NodeOutcome] = {}
+        #: the most tasks in flight at once, and when each finished task ended on its node
+        self.peak_in_flight = 0
+        self.ended_at: dict[str, float] = {}
+        #: (start, end) on its node of each finished task: how many ran there at once
+        self.spans: list[tuple[float, float]] = []
         #: (node, image, seconds) of each kernel image a node built for this run
         self.built: list[tuple[str, str, float]] = []
         #: (node, image, seconds) of each kernel image a node pulled from --super-registry
@@ -357,7 +369,9 @@ class RayDispatcher:
         ref = self._remote.options(name=name, **self._task_options).remote(
             pending.task, run, pending.name, pending.deadline_s, self._secrets, self._steps
         )
+        pending.launched_at = time.monotonic()
         self._in_flight[ref] = pending
+        self.peak_in_flight = max(self.peak_in_flight, len(self._in_flight))
 
     def _payload_run(self) -> SuperRun:
         """The run's settings as a node needs them: no key (it travels as an object), no
@@ -382,6 +396,8 @@ class RayDispatcher:
             outcome = self._collect(ref, pending)
             if outcome is not None:
                 self._done[pending.name] = outcome
+                self.ended_at[pending.name] = outcome.ended_at
+                self.spans.append((outcome.started_at, outcome.ended_at))
                 finished.append(pending.name)
         self._fill()
         return finished
@@ -435,6 +451,14 @@ class RayDispatcher:
 
     def outcome(self, name: str) -> NodeOutcome:
         return self._done.pop(name)
+
+    def peek(self, name: str) -> NodeOutcome | None:
+        """The outcome of finished task `name`, left for `outcome` to take."""
+        return self._done.get(name)
+
+    def in_flight(self) -> tuple[dict[str, float], int]:
+        """The tasks in flight (name -> when launched, monotonic) and how many are queued."""
+        return {p.name: p.launched_at for p in self._in_flight.values()}, len(self._queue)
 
     def drain_steps(self) -> list[tuple[str, dict[str, Any]]]:
         """The live steps the nodes have sent since the last call."""

@@ -12,13 +12,14 @@ node then removes the run's containers, and the outcomes already reported stay i
 from __future__ import annotations
 
 import contextlib
+import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 
-from pytest_super import collect, options
+from pytest_super import collect, options, progress
 from pytest_super.options import run_of
 from pytest_super.ray_backend import NodeOutcome, RayDispatcher, wait_for
 from pytest_super.settings import SuperRun
@@ -36,6 +37,8 @@ class RaySession:
         self.dispatcher = RayDispatcher(run, live=run.live)
         self.dispatcher.start()
         self._printers: dict[str, Callable[[Step], None]] = {}
+        #: seconds from each task's end on its node to its report here (benchmarks/bench_cluster.py)
+        self.report_lags: list[float] = []
 
     def outcome(self, name: str) -> NodeOutcome:
         """The node's outcome of the task item `name` (ready when its protocol runs)."""
@@ -57,6 +60,7 @@ class RaySession:
         }
         for name, task_item in remote.items():
             self.dispatcher.submit(name, task_item.task, _deadline_s(task_item))
+        self._show_progress(remote)
         try:
             for other in session.items:  # the rest: skipped tasks, ordinary tests
                 if other.name not in remote:
@@ -67,11 +71,36 @@ class RaySession:
                 on_steps=self._show_steps,
                 should_stop=lambda: bool(session.shouldfail or session.shouldstop),
             ):
+                self._tell_progress(remote[name])
                 self._protocol(session, remote[name])
+                ended = self.dispatcher.ended_at.pop(name, 0.0)
+                if ended:
+                    self.report_lags.append(time.time() - ended)
         finally:
             if self.dispatcher.busy:  # -x, --maxfail, Ctrl-C, SIGTERM: the rest is cancelled
                 self.dispatcher.cancel()
         return True
+
+    def _show_progress(self, remote: Mapping[str, pytest.Item]) -> None:
+        """The status line (progress.py) counts what the dispatcher runs and queues."""
+        line = progress.progress_of(self.config)
+        if line is None:
+            return
+
+        def in_flight() -> tuple[dict[str, float], int]:
+            running, queued = self.dispatcher.in_flight()
+            return {remote[n].nodeid: t for n, t in running.items() if n in remote}, queued
+
+        line.tally.external = in_flight
+        line.tally.slots = self.dispatcher.concurrency
+        line.begin()
+
+    def _tell_progress(self, item: pytest.Item) -> None:
+        line = progress.progress_of(self.config)
+        outcome = self.dispatcher.peek(item.name)
+        if line is not None and outcome is not None:
+            took = outcome.ended_at - outcome.started_at if outcome.started_at else None
+            line.ran_on(item.nodeid, outcome.node, took)
 
     def _protocol(self, session: pytest.Session, item: pytest.Item) -> None:
         item.config.hook.pytest_runtest_protocol(item=item, nextitem=None)
@@ -83,6 +112,11 @@ class RaySession:
     def _show_steps(self, steps: list[tuple[str, dict[str, Any]]]) -> None:
         from pytest_super.live import live_printer
 
+        line = progress.progress_of(self.config)
+        with line.paused() if line is not None else contextlib.nullcontext():
+            self._print_steps(steps, live_printer)
+
+    def _print_steps(self, steps: list[tuple[str, dict[str, Any]]], live_printer: Any) -> None:
         for name, fields in steps:
             item_task = name.split("[", 1)[0]
             printer = self._printers.get(name)

@@ -48,6 +48,8 @@ class SuperRun:
     #: --super-ray-address (else RAY_ADDRESS, else "auto") and --super-ray-concurrency
     ray_address: str | None = None
     ray_concurrency: int | None = None
+    #: --super-progress: the status line with an ETA (progress.py): auto, on or off
+    progress: str = "auto"
     #: --super-registry HOST:PORT: an engine without the kernel image pulls it from there first
     registry: str | None = None
     #: scheduling on this machine: --super-max-containers, --super-pool

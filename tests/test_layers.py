@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "collect",
             "recorder",
             "interrupts",
+            "progress",
             "timeouts",
             "report",
             "html",

@@ -1,0 +1,348 @@
+"""`--super-progress`: where a long run stands, on the controller of a Ray or xdist run.
+
+One status line: tasks running, queued and done, failures and errors so far, the tasks each Ray
+node has finished, and an estimated end (the known durations of the tasks left, durations.py's,
+else the mean of the tasks finished so far, spread over the tasks running at once):
+
+    pytest-super: 4 running, 12 queued, 24/40 done, 1 failed, 0 errors; ETA 17:42:10 (in 3m20s)
+
+On a terminal the line sits below pytest's own output and is redrawn in place (a carriage return,
+only when stdout is a tty); it is cleared before pytest writes anything of its own and drawn again
+after, so it never shares a line with pytest's output. When the output is not a terminal (CI logs)
+it becomes one ordinary line every `PYTEST_SUPER_PROGRESS_INTERVAL` seconds (60 by default).
+`--super-progress` is auto (the default: on for Ray and xdist runs of an agent), on (any run of an
+agent, a run on one process too) or off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+#: seconds between two status lines when the output is not a terminal
+INTERVAL_ENV = "PYTEST_SUPER_PROGRESS_INTERVAL"
+DEFAULT_INTERVAL_S = 60.0
+#: seconds between two redraws on a terminal when nothing happened (the ETA counts down)
+TTY_TICK_S = 1.0
+PREFIX = "pytest-super: "
+
+
+@dataclass
+class Tally:
+    """Where the run stands; no pytest here. `estimate(item_id)` is a known duration or None."""
+
+    estimate: Callable[[str], float | None] = lambda item_id: None
+    ids: set[str] = field(default_factory=set)
+    running: dict[str, float] = field(default_factory=dict)  # item id -> its start (monotonic)
+    finished: set[str] = field(default_factory=set)
+    failed: int = 0
+    errors: int = 0
+    took: list[float] = field(default_factory=list)
+    nodes: dict[str, int] = field(default_factory=dict)  # Ray node -> tasks it finished
+    #: what another scheduler says of the tasks it runs (item id -> start, monotonic) and of
+    #: its queue (Ray: the dispatcher's); None: what the reports said
+    external: Callable[[], tuple[dict[str, float], int]] | None = None
+    slots: int = 1
+
+    def running_now(self) -> dict[str, float]:
+        return self.external()[0] if self.external is not None else self.running
+
+    def start(self, item_id: str, now: float) -> None:
+        if item_id in self.ids and item_id not in self.finished:
+            self.running.setdefault(item_id, now)
+
+    def finish(
+        self, item_id: str, outcome: str, now: float, node: str = "", took: float | None = None
+    ) -> None:
+        if item_id not in self.ids or item_id in self.finished:
+            return
+        started = self.running.pop(item_id, None)
+        self.finished.add(item_id)
+        if took is None and started is not None and self.external is None:
+            took = now - started
+        if took is not None and outcome != "skipped":
+            self.took.append(took)
+        self.failed += outcome == "failed"
+        self.errors += outcome == "error"
+        if node:
+            self.nodes[node] = self.nodes.get(node, 0) + 1
+
+    def queued(self) -> int:
+        if self.external is not None:
+            return self.external()[1]
+        return max(len(self.ids) - len(self.finished) - len(self.running), 0)
+
+    def _seconds(self, item_id: str) -> float | None:
+        known = self.estimate(item_id)
+        if known is not None:
+            return known
+        return sum(self.took) / len(self.took) if self.took else None
+
+    def left_s(self, now: float) -> float | None:
+        """Seconds until the end: the work left over the tasks that run at once (None: unknown)."""
+        work = 0.0
+        longest = 0.0
+        running = self.running_now()
+        for item_id in self.ids - self.finished:
+            seconds = self._seconds(item_id)
+            if seconds is None:
+                return None
+            started = running.get(item_id)
+            left = max(seconds - (now - started), 0.0) if started is not None else seconds
+            work += left
+            longest = max(longest, left if started is not None else 0.0)
+        at_once = max(self.slots, len(running), 1)
+        return max(work / at_once, longest)
+
+    def line(self, now: float, wall: float) -> str:
+        done = len(self.finished)
+        parts = [
+            f"{len(self.running_now())} running, {self.queued()} queued, {done}/{len(self.ids)} done, "
+            f"{self.failed} failed, {self.errors} error{'s' if self.errors != 1 else ''}"
+        ]
+        if self.nodes:
+            parts.append(", ".join(f"{node}: {n} done" for node, n in sorted(self.nodes.items())))
+        left = self.left_s(now)
+        if done == len(self.ids):
+            parts.append("finished")
+        elif left is None:
+            parts.append("ETA unknown (no duration known yet)")
+        else:
+            end = time.strftime("%H:%M:%S", time.localtime(wall + left))
+            parts.append(f"ETA {end} (in {_span(left)})")
+        return PREFIX + "; ".join(parts)
+
+
+def _span(seconds: float) -> str:
+    seconds = math.ceil(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def interval_s() -> float:
+    """Seconds between status lines in a log (`PYTEST_SUPER_PROGRESS_INTERVAL`, default 60)."""
+    raw = os.environ.get(INTERVAL_ENV, "")
+    try:
+        value = float(raw) if raw else DEFAULT_INTERVAL_S
+    except ValueError:
+        raise pytest.UsageError(
+            f"environment variable {INTERVAL_ENV} {raw!r}: expected seconds, e.g. 60"
+        ) from None
+    if not 0.1 <= value <= 86400:
+        raise pytest.UsageError(
+            f"environment variable {INTERVAL_ENV} {raw}: expected seconds from 0.1 to 86400"
+        )
+    return value
+
+
+def known(durations: Callable[[], Any]) -> Callable[[str], float | None]:
+    """A task's known duration from `durations()` (durations.py's `Durations` the plugin keeps,
+    looked up when asked: it is chosen at collection), else None."""
+
+    def estimate(item_id: str) -> float | None:
+        table = durations()
+        return table.get(item_id) if table is not None else None
+
+    return estimate
+
+
+class ProgressLine:
+    """The status line on the controller's terminal (or log), written through pytest's terminal
+    reporter's stream; registered as a plugin by `start`. Every write holds one lock, so the
+    ticking thread never writes while pytest does."""
+
+    def __init__(self, config: pytest.Config, tally: Tally, *, every_s: float) -> None:
+        self.config = config
+        self.tally = tally
+        self.tty = False
+        self.every_s = every_s
+        self.reporter: Any = None  # pytest's terminal reporter, at the session's start
+        self._lock = threading.RLock()
+        self._shown = False  # the tty line is on the screen
+        self._started = False
+        self._last = 0.0
+        self._stop = threading.Event()
+        self._outcome: dict[str, str] = {}
+        self._node: dict[str, str] = {}
+        self._took: dict[str, float] = {}
+        self._thread = threading.Thread(
+            target=self._tick, name="pytest-super progress", daemon=True
+        )
+
+    # -- drawing --------------------------------------------------------------------------------
+    def _raw(self, text: str) -> None:
+        """Escape sequences past the terminal writer's idea of its current line (pytest's
+        column stays what pytest wrote)."""
+        stream = self.reporter._tw._file
+        stream.write(text)
+        stream.flush()
+
+    def _back(self) -> str:
+        """From the line below back to the end of pytest's current line."""
+        tw = self.reporter._tw
+        column = tw.width_of_current_line % max(tw.fullwidth, 1)
+        return "\x1b[A\r" + (f"\x1b[{column}C" if column else "")
+
+    def draw(self) -> None:
+        with self._lock:
+            if not self._started:
+                return
+            now = time.monotonic()
+            text = self.tally.line(now, time.time())
+            if self.tty:
+                width = max(self.reporter._tw.fullwidth - 1, 20)
+                self._raw(f"\n\r\x1b[2K{text[:width]}" + self._back())
+                self._shown = True
+            else:
+                if self.reporter._tw.width_of_current_line:
+                    self.reporter.write("\n")  # pytest's line of letters ends here
+                self.reporter.write(text + "\n", flush=True)
+            self._last = now
+
+    def clear(self) -> None:
+        with self._lock:
+            if self.tty and self._shown:
+                self._raw("\n\r\x1b[2K" + self._back())
+                self._shown = False
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Around anything that writes to the terminal: the line cleared, then drawn again."""
+        with self._lock:
+            self.clear()
+            try:
+                yield
+            finally:
+                if self.tty:
+                    self.draw()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.reporter = self.config.pluginmanager.getplugin("terminalreporter")
+        if self.reporter is not None and self.reporter.isatty():
+            self.tty, self.every_s = True, TTY_TICK_S
+
+    def begin(self) -> None:
+        with self._lock:
+            if self.reporter is None:  # -p no:terminal: nowhere to write
+                return
+            if not self._started:
+                self._started = True
+                self._last = time.monotonic()
+                self._thread.start()
+                if self.tty:
+                    self.draw()
+
+    def end(self) -> None:
+        self._stop.set()
+        with self._lock:
+            self.clear()
+            self._started = False
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(min(self.every_s, TTY_TICK_S)):
+            with self._lock:
+                if self._started and time.monotonic() - self._last >= self.every_s:
+                    self.draw()
+
+    # -- hooks: pytest's writes happen in between ----------------------------------------------
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> Iterator[None]:
+        self.begin()
+        self.tally.start(nodeid, time.monotonic())
+        with self.paused():
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:
+        with self.paused():
+            result = yield
+            if report.failed and self._outcome.get(report.nodeid) not in ("failed", "error"):
+                self._outcome[report.nodeid] = "failed" if report.when == "call" else "error"
+            if report.when == "teardown":
+                outcome = self._outcome.pop(report.nodeid, "passed")
+                node = self._node.pop(report.nodeid, "")
+                took = self._took.pop(report.nodeid, None)
+                self.tally.finish(report.nodeid, outcome, time.monotonic(), node, took)
+        return result
+
+    def ran_on(self, nodeid: str, node: str, took: float | None) -> None:
+        """The Ray node that ran `nodeid` and how long it took there (told before its report)."""
+        self._node[nodeid] = node
+        if took is not None:
+            self._took[nodeid] = took
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> Iterator[None]:
+        with self.paused():
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True, optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> Iterator[None]:
+        with self.paused():
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Iterator[None]:
+        self.end()
+        return (yield)
+
+    # -- what is run ------------------------------------------------------------------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """xdist: every worker collects the same items; each worker runs one at a time."""
+        if not self.tally.ids:
+            self.tally.ids = set(ids)
+        self.tally.slots = (
+            len(getattr(self.config.pluginmanager.getplugin("dsession"), "_active_nodes", ()))
+            or self.tally.slots
+        )
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if not hasattr(self.config, "workerinput") and session.items:
+            self.tally.ids = {item.nodeid for item in session.items}
+
+
+KEY = pytest.StashKey[ProgressLine]()
+
+
+def enabled(config: pytest.Config, mode: str, remote: bool) -> bool:
+    """auto: a Ray or xdist run (on the controller); on: any run; off: never."""
+    if mode == "off" or hasattr(config, "workerinput"):
+        return False
+    xdist = bool(getattr(config.option, "numprocesses", None)) and not getattr(
+        config.option, "collectonly", False
+    )
+    return mode == "on" or remote or xdist
+
+
+def start(
+    config: pytest.Config, mode: str, *, remote: bool, durations: Callable[[], Any]
+) -> ProgressLine | None:
+    """The status line of this run, when `mode` and the run call for one; `durations()` gives
+    the known durations (or None)."""
+    if not enabled(config, mode, remote):
+        return None
+    tally = Tally(estimate=known(durations))
+    line = ProgressLine(config, tally, every_s=interval_s())
+
+    config.stash[KEY] = line
+    config.pluginmanager.register(line, "pytest-super-progress")
+    return line
+
+
+def progress_of(config: pytest.Config) -> ProgressLine | None:
+    return config.stash.get(KEY, None)
