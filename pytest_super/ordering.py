@@ -40,6 +40,49 @@ def in_order(items: Sequence[T], duration: Callable[[T], float | None], order: s
     raise ValueError(f"unknown order {order!r}; use one of {', '.join(ORDERS)}")
 
 
+def first_blocks(count: int, workers: int, dist: str, maxschedchunk: int | None) -> list[int]:
+    """The sizes of the runs of consecutive items pytest-xdist first hands each of `workers` workers
+    (its schedulers, xdist 3.x): `worksteal` splits all `count` items into one run per worker;
+    `load` sends each a chunk of max(2, min(count // workers // 4, --maxschedchunk)), or deals
+    one item at a time round robin below two items a worker. Other modes: none (a run per item)."""
+    if workers < 2 or count == 0:
+        return []
+    if dist == "worksteal":
+        sizes, left = [], count
+        for i in range(workers):
+            sizes.append(left // (workers - i))
+            left -= sizes[-1]
+        return sizes
+    if dist == "load" and count >= 2 * workers:
+        chunk = max(
+            2, min(count // workers // 4, count if maxschedchunk is None else maxschedchunk)
+        )
+        return [chunk] * workers
+    return []
+
+
+def dealt(ordered: Sequence[T], sizes: Sequence[int]) -> list[T]:
+    """`ordered` (longest first) dealt round robin into runs of `sizes` (the workers' first runs:
+    the k-th longest task heads worker k's run), the rest after them in order. So under xdist
+    the W longest tasks start first, one per worker, not one after another on worker 0."""
+    runs: list[list[T]] = [[] for _ in sizes]
+    rest = list(ordered[sum(sizes) :])
+    open_runs = [i for i, size in enumerate(sizes) if size > 0]
+    for item in ordered[: sum(sizes)]:
+        i = open_runs.pop(0)
+        runs[i].append(item)
+        if len(runs[i]) < sizes[i]:
+            open_runs.append(i)
+    return [item for run in runs for item in run] + rest
+
+
+def for_xdist(
+    ordered: Sequence[T], workers: int, dist: str, maxschedchunk: int | None = None
+) -> list[T]:
+    """The collection order that makes xdist's `dist` scheduler start `ordered` longest first."""
+    return dealt(ordered, first_blocks(len(ordered), workers, dist, maxschedchunk))
+
+
 def choose_order(requested: str | None, *, any_known: bool, one_process: bool) -> str:
     """The order a run uses: the one asked for; else longest when any duration is known and the
     run hands tasks to several slots (xdist, Ray), collection order otherwise (a run on one

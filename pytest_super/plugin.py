@@ -23,7 +23,7 @@ from pytest_super.kernels.pool import KernelPool
 from pytest_super.live import live_printer
 from pytest_super.names import file_stem
 from pytest_super.options import SuperRun, run_of
-from pytest_super.ordering import choose_order, in_order
+from pytest_super.ordering import choose_order, for_xdist, in_order
 from pytest_super.recorder import RunRecorder
 from pytest_super.runner import TaskResult, exit_status_of, task_timeout_s
 from pytest_super.tasks import (
@@ -206,6 +206,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:  # xdist: hand the run id to each worker
     node.workerinput["super_run_id"] = run_of(node.config).run_id
+    # and how the controller hands out items (a worker's own --dist reads "no"): ordering.for_xdist
+    node.workerinput["super_dist"] = getattr(node.config.option, "dist", "load")
+    node.workerinput["super_maxschedchunk"] = getattr(node.config.option, "maxschedchunk", None)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -244,8 +247,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if run.resume:
         _skip_finished_tasks(run, tasks)
     if config.stash.get(ORDER_KEY, "collection") != "collection":
-        durations = config.stash[DURATIONS_KEY]
-        items[:] = in_order(items, lambda item: durations.get(item.nodeid), config.stash[ORDER_KEY])
+        items[:] = _in_start_order(config, items)
     if config.pluginmanager.hasplugin("timeout") and not timeouts.user_timeout_configured(config):
         from pytest_super.agents import needs_llm
 
@@ -254,6 +256,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if item.get_closest_marker("timeout") is None:
                 seconds = task_timeout_s(item.task, run.settings, uses_model=uses_model)
                 item.add_marker(pytest.mark.timeout(seconds))
+
+
+def _in_start_order(config: pytest.Config, items: list[pytest.Item]) -> list[pytest.Item]:
+    """The items longest first; on an xdist worker, arranged so that the controller's scheduler
+    (which hands each worker a run of consecutive items) starts the longest ones first."""
+    durations = config.stash[DURATIONS_KEY]
+    ordered = in_order(items, lambda item: durations.get(item.nodeid), config.stash[ORDER_KEY])
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return ordered
+    return for_xdist(
+        ordered,
+        int(workerinput.get("workercount", 1)),
+        workerinput.get("super_dist", "load"),
+        workerinput.get("super_maxschedchunk"),
+    )
 
 
 def _skip_finished_tasks(run: SuperRun, items: list[collect.SuperTaskItem]) -> None:

@@ -16,9 +16,9 @@ from pytest_super import ordering
 from tests.support.projects import make_project, run_pytest, sleep_then_answer, task_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-#: a gold project whose collection order puts the long task last
-ORDER = ("a", "b", "c", "long")
-SECONDS = {"a": 1.0, "b": 2.0, "c": 3.0, "long": 60.0}
+#: a gold project whose collection order puts the two long tasks last
+ORDER = ("a", "b", "c", "d", "long1", "long2")
+SECONDS = {"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0, "long1": 60.0, "long2": 50.0}
 #: the project's conftest: each item's start time (worker side), for the start-order test
 STARTS_PLUGIN = """
 
@@ -37,6 +37,26 @@ def test_longest_first_puts_unknown_durations_first_and_keeps_equals_in_order() 
     assert ordering.in_order(list(seconds), seconds.get, "collection") == list(seconds)
     with pytest.raises(ValueError, match="unknown order 'random'"):
         ordering.in_order([], seconds.get, "random")
+
+
+def test_xdist_gets_the_longest_tasks_dealt_one_per_worker_in_the_runs_it_hands_out() -> None:
+    ordered = ["L1", "L2", "L3", "s1", "s2", "s3", "s4", "s5"]
+    # worksteal: two runs of 4, each worker's run headed by one of the longest
+    assert ordering.first_blocks(8, 2, "worksteal", None) == [4, 4]
+    assert ordering.for_xdist(ordered, 2, "worksteal") == [
+        *("L1", "L3", "s2", "s4"),
+        *("L2", "s1", "s3", "s5"),
+    ]
+    # load: chunks of 2 first, the rest handed out in order as workers free
+    assert ordering.first_blocks(8, 2, "load", None) == [2, 2]
+    assert ordering.for_xdist(ordered, 2, "load") == ["L1", "L3", "L2", "s1", *ordered[4:]]
+    assert ordering.first_blocks(801, 8, "load", None) == [25] * 8
+    assert ordering.first_blocks(801, 8, "load", 10) == [10] * 8
+    # fewer than two items a worker: load deals them one at a time, round robin
+    assert ordering.for_xdist(ordered[:3], 2, "load") == ordered[:3]
+    assert ordering.for_xdist(ordered, 1, "load") == ordered
+    assert ordering.for_xdist(ordered, 2, "loadscope") == ordered
+    assert sorted(ordering.for_xdist(ordered, 3, "worksteal")) == sorted(ordered)
 
 
 def test_the_order_chosen_longest_only_where_slots_free_one_after_another() -> None:
@@ -166,9 +186,9 @@ def test_one_process_keeps_collection_order_unless_longest_is_asked_for(tmp_path
         project, *args[:-1], "--super-durations=durations.json", "--super-order=longest"
     )
     assert code == 0, out
-    assert _collected(out) == ["long", "c", "b", "a"]
+    assert _collected(out) == ["long1", "long2", "d", "c", "b", "a"]
     assert "pytest-super: order longest (--super-order); durations: --super-durations " in out
-    assert "durations.json, 4 known" in out
+    assert "durations.json, 6 known" in out
 
 
 def test_a_bad_durations_file_is_a_usage_error_naming_it(tmp_path: Path) -> None:
@@ -202,7 +222,7 @@ def test_pytest_split_shards_task_items_by_the_same_file(tmp_path: Path) -> None
         groups.append(set(_collected(out)))
     assert groups[0] and groups[1] and not groups[0] & groups[1]
     assert groups[0] | groups[1] == set(ORDER)
-    assert {"long"} in groups  # 60 s against 1 + 2 + 3: the long task is a shard alone
+    assert not {"long1", "long2"} <= groups[0] and not {"long1", "long2"} <= groups[1]
 
 
 # -- the start order under xdist (real engine) -----------------------------------------------------
@@ -214,7 +234,9 @@ def _starts(project: Path) -> list[str]:
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.parametrize("dist", ["load", "worksteal"])
-def test_under_xdist_the_longest_task_starts_first(image: str, tmp_path: Path, dist: str) -> None:
+def test_under_xdist_the_longest_tasks_start_first(image: str, tmp_path: Path, dist: str) -> None:
+    """Both long tasks (listed last) start first, one on each worker: xdist hands each worker a
+    run of consecutive items, so plain longest first would queue both on the first worker."""
     project = _project(tmp_path, seconds=1)
     conftest = project / "conftest.py"
     conftest.write_text(conftest.read_text() + STARTS_PLUGIN)
@@ -233,11 +255,11 @@ def test_under_xdist_the_longest_task_starts_first(image: str, tmp_path: Path, d
     assert "pytest-super: order longest (default); durations: --super-durations" in out
     starts = _starts(project)
     assert sorted(starts) == sorted(ORDER)
-    assert "long" in starts[:2], starts  # one of the two workers' first tasks
+    assert set(starts[:2]) == {"long1", "long2"}, starts  # each worker's first task
     if dist == "load":  # --super-resume after it: every task resumed, ordered by that run
         code, out = run_pytest(
             project, "-p", "no:cacheprovider", "--super-agent=gold", "--super-resume", "-n", "2"
         )
         assert code == 0, out
-        assert "4 skipped" in out
-        assert "durations: earlier run " in out and ", 4 known" in out
+        assert "6 skipped" in out
+        assert "durations: earlier run " in out and ", 6 known" in out
