@@ -25,7 +25,7 @@ from pytest_super.published_runs import read_run
 from pytest_super.replay.deviations import DEVIATIONS, documented_table
 from pytest_super.replay.endpoint import NO_MORE_REPLIES, ReplayEndpoint
 from pytest_super.replay.kernel import RUN_VARIABLE, ReplayBackend, ReplayKernel
-from pytest_super.replay.run import replay_run, report_lines
+from pytest_super.replay.run import RunReplay, replay_run, report_lines
 from pytest_super.replay.script import Reply, episode_script
 from pytest_super.trajectory import Action
 from tests.support.published_data import published_runs, sample_runs
@@ -36,18 +36,25 @@ SAMPLES = sorted(p for p in sample_runs().iterdir() if p.is_dir())
 EXPERT = published_runs() / "gpt-4o-2024-08-06_react-super_expert"
 SWE_MASKED = sample_runs() / "gpt-4o-2024-08-06_swe-agent_masked"
 
-#: per run: (wall-clock seconds, this process's CPU seconds) of its replay
-_timings: dict[str, tuple[float, float]] = {}
+#: the shipped runs' tests share one replay of every run (a module fixture): on one xdist worker
+SHIPPED = pytest.mark.xdist_group("replay-shipped")
 
 
-# -- every shipped episode ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def shipped() -> dict[str, tuple[RunReplay, float, float]]:
+    """Each shipped run's replay, with its wall-clock and CPU seconds."""
+    replays = {}
+    for run_dir in RUNS + SAMPLES:
+        started, cpu = time.monotonic(), time.process_time()
+        replay = replay_run(run_dir)
+        replays[run_dir.name] = (replay, time.monotonic() - started, time.process_time() - cpu)
+    return replays
 
 
+@SHIPPED
 @pytest.mark.parametrize("run_dir", RUNS + SAMPLES, ids=lambda p: p.name)
-def test_every_shipped_episode_replays_identically_or_as_documented(run_dir: Path) -> None:
-    started, cpu = time.monotonic(), time.process_time()
-    replay = replay_run(run_dir)
-    _timings[run_dir.name] = (time.monotonic() - started, time.process_time() - cpu)
+def test_every_shipped_episode_replays_identically_or_as_documented(run_dir: Path, shipped) -> None:
+    replay = shipped[run_dir.name][0]
     print(f"{run_dir.name}: {replay.identical} of {len(replay.episodes)} identical")
     assert replay.undocumented == [], "\n".join(report_lines(replay))
     differing = {e.task_id for e in replay.episodes if not e.identical}
@@ -57,16 +64,15 @@ def test_every_shipped_episode_replays_identically_or_as_documented(run_dir: Pat
     assert all(not e.kernel_notes for e in replay.episodes if e.identical)
 
 
-def test_all_shipped_runs_replay_within_a_minute() -> None:
-    # runs after the parametrized test above (same module, file order) and sums its timings. The
-    # bound is on this process's CPU time: on a shared machine the wall clock also counts the
-    # other processes' turns (both are printed)
-    if len(_timings) != len(RUNS + SAMPLES):
-        pytest.skip("the replays of the runs did not all run in this session")
-    wall = sum(w for w, _ in _timings.values())
-    cpu = sum(c for _, c in _timings.values())
-    episodes = sum(len(read_run(r)) for r in RUNS + SAMPLES)
+@SHIPPED
+def test_all_shipped_runs_replay_within_a_minute(shipped) -> None:
+    # the bound is on this process's CPU time: on a shared machine the wall clock also counts
+    # the other processes' turns (both are printed)
+    wall = sum(w for _, w, _ in shipped.values())
+    cpu = sum(c for _, _, c in shipped.values())
+    episodes = sum(len(r.episodes) for r, _, _ in shipped.values())
     print(f"replay of {episodes} episodes: {wall:.1f} s wall clock, {cpu:.1f} s CPU")
+    assert episodes == 238
     assert cpu < 60.0
 
 
