@@ -391,6 +391,6 @@ def test_a_run_of_another_agent_or_no_run_is_a_clear_error(tmp_path, capsys) -> 
     other = tmp_path / "gpt-4o-2024-08-06_reflexion_expert"
     shutil.copytree(EXPERT / task, other / task)
     assert cli.main(["replay-run", str(other)]) == 2
-    assert "the run names the agent 'reflexion'" in capsys.readouterr().err
+    assert "the run names the agent 'reflexion', not react-super" in capsys.readouterr().err
     assert cli.main(["replay-run", str(tmp_path / "nothing")]) == 2
     assert "nothing: no such folder" in capsys.readouterr().err

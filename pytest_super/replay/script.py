@@ -101,15 +101,16 @@ class EpisodeScript:
 
 
 def agent_for(episode: PublishedEpisode) -> str:
-    """Our agent of the episode's kind: `react-super` or `swe` (the run folder names it)."""
+    """Our agent of the episode's kind: `react-super`, `react` or `swe` (the run folder names
+    it: react-super, react, swe-agent)."""
     kind = episode.agent.lower()
     if "swe" in kind:
         return "swe"
-    if "react" in kind:
-        return "react-super"
+    if kind in ("react-super", "react"):
+        return kind
     raise EpisodeFormatError(
-        f"{episode.folder}: the run names the agent {episode.agent!r}, neither react-super nor "
-        "swe-agent: replay-run replays those two (<model>_<agent>_<set>, e.g. "
+        f"{episode.folder}: the run names the agent {episode.agent!r}, not react-super, react "
+        "or swe-agent, the agents replay-run replays (<model>_<agent>_<set>, e.g. "
         "gpt-4o-2024-08-06_react-super_expert)"
     )
 
