@@ -440,6 +440,57 @@ def test_image_build_on_every_node_with_one_command(cluster, image):
     assert len({line.split(":", 1)[0] for line in lines}) == 2  # one line per node
 
 
+def test_the_second_worker_node_gets_the_image_by_pulling_from_a_registry(cluster, image, tmp_path):
+    """A real registry (Debian's docker-registry) and the module's cluster: worker node 1's engine
+    loses the kernel image; a run with --super-registry has it pull the image (not build it).
+
+    The registry listens on the host's loopback, not the cluster namespace's: the node engines'
+    dockerd run in the host's network namespace (tests/support/ray_cluster.py) and pull from there,
+    so a registry on the namespace's loopback is out of their reach."""
+    from pytest_super.cli import main as cli
+    from tests.support.registry_server import running_registry
+
+    node = docker.DockerClient(base_url=cluster.engines[1])
+    try:
+        with running_registry() as registry:
+            assert cli(["image", "push", "--registry", registry.address]) == 0  # main engine
+            node.images.remove(image)
+            assert not node.images.list(name=image.split(":")[0])
+            project = make_project(
+                tmp_path,
+                {f"expert/r{i}": task_yaml(f"r{i}", sleep_then_answer(4)) for i in range(4)},
+            )
+            run = ClusterRun(
+                cluster,
+                project,
+                "--super-agent=gold",
+                "--super-backend=ray",
+                f"--super-registry={registry.address}",
+            )
+            code = run.wait(600)
+            out = run.output()
+        assert code == 0, out[-4000:]
+        records = _records(project / "reports")
+        assert [r["outcome"] for r in records] == ["passed"] * 4
+        nodes = {r["node"] for r in records}
+        assert len(nodes) == 2, nodes  # both worker nodes ran tasks
+        pulled = [line for line in out.splitlines() if "pulled the kernel image" in line]
+        assert len(pulled) == 1, out[-3000:]  # node 1 alone lacked it
+        assert image in pulled[0] and registry.address in pulled[0]
+        assert "built the kernel image" not in out and "failed (" not in out, out[-3000:]
+        assert node.images.get(image).id == docker.from_env().images.get(image).id
+        assert not node.images.list(name=f"{registry.address}/pytest-super-kernel")
+        print(pulled[0])
+    finally:  # the next tests need the image on every node
+        if not node.images.list(name=image.split(":")[0]):
+            subprocess.run(
+                f"docker save {image} | docker -H {cluster.engines[1]} load -q",
+                shell=True,
+                check=True,
+            )
+        node.close()
+
+
 def test_x_stops_the_cluster_run_at_the_first_failure_and_cancels_the_rest(cluster, tmp_path):
     tasks = {"expert/wrong": task_yaml("wrong", WRONG)}
     tasks.update(
