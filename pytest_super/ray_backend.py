@@ -249,7 +249,6 @@ class _Pending:
     deadline_s: float | None
     attempts_left: int
     retried: list[str] = field(default_factory=list)
-    launched_at: float = 0.0  # monotonic, on the controller
 
 
 class RayDispatcher:
@@ -267,6 +266,8 @@ class RayDispatcher:
         self.ended_at: dict[str, float] = {}
         #: (start, end) on its node of each finished task: how many ran there at once
         self.spans: list[tuple[float, float]] = []
+        #: name -> when it was launched (monotonic), from its launch until its outcome is taken
+        self._launched: dict[str, float] = {}
         #: (node, image, seconds) of each kernel image a node built for this run
         self.built: list[tuple[str, str, float]] = []
         #: (node, image, seconds) of each kernel image a node pulled from --super-registry
@@ -279,6 +280,7 @@ class RayDispatcher:
         self._remote: Any = None
         self._cleanup: Any = None
         self._task_options: dict[str, Any] = {}
+        self._run_ref: Any = None
 
     # -- connection -------------------------------------------------------------------------------
     def connect(self) -> None:
@@ -364,12 +366,18 @@ class RayDispatcher:
             self._launch(pending)
 
     def _launch(self, pending: _Pending) -> None:
-        run = self._payload_run()
+        if self._run_ref is None:  # the run's settings: one object for every task
+            self._run_ref = self.ray.put(self._payload_run())
         name = f"{TASK_NAME_PREFIX} {pending.name}"[:200]
         ref = self._remote.options(name=name, **self._task_options).remote(
-            pending.task, run, pending.name, pending.deadline_s, self._secrets, self._steps
+            pending.task,
+            self._run_ref,
+            pending.name,
+            pending.deadline_s,
+            self._secrets,
+            self._steps,
         )
-        pending.launched_at = time.monotonic()
+        self._launched[pending.name] = time.monotonic()
         self._in_flight[ref] = pending
         self.peak_in_flight = max(self.peak_in_flight, len(self._in_flight))
 
@@ -389,7 +397,10 @@ class RayDispatcher:
         """Names of the tasks that finished within `timeout_s` (their outcomes are ready)."""
         if not self._in_flight:
             return []
-        ready, _ = self.ray.wait(list(self._in_flight), num_returns=1, timeout=timeout_s)
+        refs = list(self._in_flight)
+        ready, _ = self.ray.wait(refs, num_returns=1, timeout=timeout_s)
+        if ready and len(refs) > 1:  # all that are back, in one call (not one a call)
+            ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0)
         finished = []
         for ref in ready:
             pending = self._in_flight.pop(ref)
@@ -450,6 +461,7 @@ class RayDispatcher:
         return lines
 
     def outcome(self, name: str) -> NodeOutcome:
+        self._launched.pop(name, None)
         return self._done.pop(name)
 
     def peek(self, name: str) -> NodeOutcome | None:
@@ -457,23 +469,26 @@ class RayDispatcher:
         return self._done.get(name)
 
     def in_flight(self) -> tuple[dict[str, float], int]:
-        """The tasks in flight (name -> when launched, monotonic) and how many are queued."""
-        return {p.name: p.launched_at for p in self._in_flight.values()}, len(self._queue)
+        """The tasks running (name -> when launched, monotonic: in flight, or back and not yet
+        reported) and how many are queued."""
+        return dict(self._launched), len(self._queue)
 
     def drain_steps(self) -> list[tuple[str, dict[str, Any]]]:
         """The live steps the nodes have sent since the last call."""
         if self._steps is None:
             return []
-        steps = []
-        with contextlib.suppress(Exception):
-            while not self._steps.empty():
-                steps.append(self._steps.get_nowait())
+        steps: list[tuple[str, dict[str, Any]]] = []
+        with contextlib.suppress(Exception):  # two calls of the queue's actor, not one a step
+            waiting = self._steps.qsize()
+            if waiting:
+                steps = self._steps.get_nowait_batch(waiting)
         return steps
 
     def cancel(self) -> None:
         """Cancel every queued and in-flight task (their workers end; their containers are
         removed by `cleanup_on_nodes`)."""
         self._queue.clear()
+        self._launched.clear()
         for ref in list(self._in_flight):
             with contextlib.suppress(Exception):
                 self.ray.cancel(ref, force=True)

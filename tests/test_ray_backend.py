@@ -600,3 +600,34 @@ def test_the_longest_task_is_submitted_first_on_the_cluster(cluster, tmp_path):
     assert "pytest-super: order longest (default); durations: --super-durations" in run.output()
     assert [r["task_id"] for r in _records(project / "reports")] == ["t02", "t01", "t00"]
     assert _containers(cluster, _run_id(project / "reports")) == []
+
+
+def test_the_progress_line_counts_the_tasks_in_flight_and_each_nodes_tasks(cluster, tmp_path):
+    """Issue 33 item 5 on the cluster (--super-progress auto, the output a pipe): one status line
+    a second (PYTEST_SUPER_PROGRESS_INTERVAL=1) with the tasks in flight and queued as the
+    dispatcher has them (4 slots: 2 nodes of 4 CPUs, tasks of 2), the failure, and the tasks each
+    node finished, named as the results name the node."""
+    import re
+
+    tasks = {f"expert/s{i}": task_yaml(f"s{i}", sleep_then_answer(3)) for i in range(6)}
+    tasks["expert/bad"] = task_yaml("bad", "print('{\"x\": 2}')")
+    project = make_project(tmp_path, tasks)
+    run = ClusterRun(
+        cluster,
+        project,
+        "--super-agent=gold",
+        "--super-backend=ray",
+        "-q",
+        env={"PYTEST_SUPER_PROGRESS_INTERVAL": "1"},
+    )
+    assert run.wait(600) == 1, run.output()[-3000:]
+    out = run.output()
+    status = re.findall(r"(?m)^pytest-super: (\d+) running, (\d+) queued, (\d+)/7 done.*$", out)
+    assert len(status) >= 3, out[-3000:]
+    counts = [tuple(map(int, line)) for line in status]
+    assert all(sum(c) == 7 for c in counts), counts  # each task running, queued or done
+    assert max(c[0] for c in counts) == 4 and any(c[1] > 0 for c in counts), counts
+    lines = [ln for ln in out.splitlines() if ln.startswith("pytest-super: ") and "running" in ln]
+    nodes = {r["node"] for r in _records(project / "reports")}
+    assert "1 failed" in lines[-1] or any("1 failed" in ln for ln in lines), lines
+    assert any(all(f"{node}: " in ln for node in nodes) for ln in lines), (nodes, lines[-3:])
