@@ -38,6 +38,8 @@ from typing import Any
 
 import pytest
 
+from pytest_super import progress
+
 _PREVIOUS = pytest.StashKey[Any]()
 _PREVIOUS_SIGINT = pytest.StashKey[Any]()
 #: seconds between the lines that say the controller is still stopping
@@ -195,7 +197,11 @@ class _CtrlC:
             )
 
     def say(self, line: str) -> None:
-        """Write `line` to the terminal, past pytest's output capture."""
+        """Write `line` to the terminal, past pytest's output capture (the status line of
+        --super-progress cleared and stopped first: it never shares a line with this)."""
+        status = progress.progress_of(self.config)
+        if status is not None:
+            status.end(wait=False)
         with contextlib.suppress(OSError):
             os.write(_terminal_fd(self.config), (line + "\n").encode("utf-8", "replace"))
 

@@ -244,12 +244,14 @@ class ProgressLine:
                 if self.tty:
                     self.draw()
 
-    def end(self) -> None:
+    def end(self, *, wait: bool = True) -> None:
+        """Clear the line for good (`wait`: until the ticking thread has ended; not in a signal
+        handler, which may have interrupted this thread inside `paused`)."""
         self._stop.set()
         with self._lock:
             self.clear()
             self._started = False
-        if self._thread.is_alive():
+        if wait and self._thread.is_alive():
             self._thread.join(timeout=5)
 
     def _tick(self) -> None:
