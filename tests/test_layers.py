@@ -54,6 +54,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "stats",
             "registry",
             "ordering",
+            "locks",
         ),
     ),
 ]
