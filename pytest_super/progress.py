@@ -185,8 +185,9 @@ class ProgressLine:
         """Escape sequences past the terminal writer's idea of its current line (pytest's
         column stays what pytest wrote)."""
         stream = self.reporter._tw._file
-        stream.write(text)
-        stream.flush()
+        with contextlib.suppress(OSError, ValueError):  # a closed or broken stream ends nothing
+            stream.write(text)
+            stream.flush()
 
     def _back(self) -> str:
         """From the line below back to the end of pytest's current line."""
@@ -205,9 +206,10 @@ class ProgressLine:
                 self._raw(f"\n\r\x1b[2K{text[:width]}" + self._back())
                 self._shown = True
             else:
-                if self.reporter._tw.width_of_current_line:
-                    self.reporter.write("\n")  # pytest's line of letters ends here
-                self.reporter.write(text + "\n", flush=True)
+                with contextlib.suppress(OSError, ValueError):
+                    if self.reporter._tw.width_of_current_line:
+                        self.reporter.write("\n")  # pytest's line of letters ends here
+                    self.reporter.write(text + "\n", flush=True)
             self._last = now
 
     def clear(self) -> None:
@@ -264,8 +266,8 @@ class ProgressLine:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> Iterator[None]:
         self.begin()
-        self.tally.start(nodeid, time.monotonic())
         with self.paused():
+            self.tally.start(nodeid, time.monotonic())
             return (yield)
 
     @pytest.hookimpl(wrapper=True)
@@ -274,6 +276,8 @@ class ProgressLine:
             result = yield
             if report.failed and self._outcome.get(report.nodeid) not in ("failed", "error"):
                 self._outcome[report.nodeid] = "failed" if report.when == "call" else "error"
+            elif report.skipped:  # its time says nothing of a task's length
+                self._outcome.setdefault(report.nodeid, "skipped")
             if report.when == "teardown":
                 outcome = self._outcome.pop(report.nodeid, "passed")
                 node = self._node.pop(report.nodeid, "")
