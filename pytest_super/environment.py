@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pytest_super.deadlines import timer_seconds
 from pytest_super.edit import EditRequest, edit_file, format_edit
 from pytest_super.errors import BudgetExceeded, ComputeLimitReached, ExitStatus
 from pytest_super.kernels.base import CellResult, Kernel, ToolKernel, ToolResult
@@ -22,7 +23,6 @@ from pytest_super.llm import LLMClient
 from pytest_super.prompts import PromptSet
 from pytest_super.prompts import ours as ours_prompts
 from pytest_super.tasks import Cell, Task
-from pytest_super.timeouts import timer_seconds
 from pytest_super.trajectory import Action, Step, Trajectory
 
 #: the thought of the steps the harness takes for the user (the reference's words, as the

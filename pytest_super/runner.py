@@ -17,6 +17,7 @@ from typing import Any
 
 from pytest_super import scoring
 from pytest_super.agents.base import Agent
+from pytest_super.deadlines import timer_seconds
 from pytest_super.environment import (
     AgentOptions,
     AgentResult,
@@ -36,7 +37,6 @@ from pytest_super.errors import (
 from pytest_super.kernels.base import Kernel
 from pytest_super.llm import LLMClient
 from pytest_super.tasks import Task
-from pytest_super.timeouts import timer_seconds
 from pytest_super.trajectory import NOT_ACTIONS, Step, Trajectory
 
 PASS_METRICS = ("accuracy", "landmarks", "script-executed")
@@ -152,7 +152,7 @@ def episode_limits(task: Task, settings: RunSettings) -> EpisodeLimits:
 def task_timeout_s(task: Task, settings: RunSettings, *, uses_model: bool) -> float:
     """The default pytest-timeout of a task: its compute limit plus a margin for provisioning,
     prefix replay and, for LLM agents, a minute of model latency per allowed step; never more
-    than a timer takes (`timeouts.timer_seconds`: the limits are checked when read, but a Task
+    than a timer takes (`deadlines.timer_seconds`: the limits are checked when read, but a Task
     made in Python is not)."""
     limits = episode_limits(task, settings)
     margin = 300.0 + (60.0 * limits.steps if uses_model else 0.0)

@@ -19,10 +19,11 @@ from __future__ import annotations
 import math
 import os
 import re
-import threading
 
 import pytest
 import pytest_timeout  # type: ignore[import-untyped]
+
+from pytest_super.deadlines import MAX_TIMER_S
 
 #: the text pytest-timeout's signal method fails a test with (`%s`: the seconds); versions before
 #: 2.4.0 had no constant and wrote "Timeout >%ss"
@@ -38,19 +39,6 @@ def failure_pattern(template: str) -> re.Pattern[str]:
 
 
 _FAILURE = failure_pattern(FAILURE_TEMPLATE)
-
-#: the longest deadline handed to a timer: one year, and never more than `threading.TIMEOUT_MAX`
-#: (pytest-timeout's thread method, a kernel's waits; 49 days on Windows). `signal.setitimer`
-#: (its signal method) overflows from 1e10 s: a deadline above it was an INTERNALERROR.
-MAX_TIMER_S: float = min(365 * 24 * 3600.0, threading.TIMEOUT_MAX)
-
-
-def timer_seconds(seconds: float) -> float:
-    """A deadline computed from limits (a task's compute limit plus margins, a cell's timeout)
-    as every timer takes it: at most MAX_TIMER_S (NaN or infinity too), never below 0."""
-    if math.isnan(seconds) or seconds > MAX_TIMER_S:
-        return MAX_TIMER_S
-    return max(seconds, 0.0)
 
 
 def is_timeout(exc: BaseException) -> bool:

@@ -124,7 +124,9 @@ def test_entry_points_register_backends(tmp_path: Path, monkeypatch: pytest.Monk
     assert isinstance(kernel_backend(KernelSettings(backend="recording")), RecordingBackend)
     with pytest.raises(ValueError, match="kernel backend 'broken': entry point .* does not load"):
         kernel_backend_class("broken")
-    with pytest.raises(ValueError, match="known kernel backends: docker, local, replay, broken, recording"):
+    with pytest.raises(
+        ValueError, match="known kernel backends: docker, local, replay, broken, recording"
+    ):
         kernel_backend_class("nosuch")
 
 

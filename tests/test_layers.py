@@ -49,6 +49,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "atomic",
             "strictjson",
             "safe_read",
+            "deadlines",
             "redaction",
             "names",
             "stats",

@@ -62,7 +62,7 @@ def _plain(number: float) -> str:
 
 
 #: the longest time limit (a cell's timeout, a task's compute): 30 days, far above SUPER's 1800 s
-#: and far below what a timer takes (timeouts.MAX_TIMER_S)
+#: and far below what a timer takes (deadlines.MAX_TIMER_S)
 MAX_LIMIT_S = 30 * 24 * 3600
 #: the accepted range of each task limit, and of the run's option that sets it by default
 #: (--super-compute-limit, --super-token-budget, --super-steps, --super-cell-timeout)

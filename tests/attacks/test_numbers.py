@@ -292,7 +292,7 @@ def test_timer_seconds_clamps_to_what_every_timer_takes():
     import signal
     import threading
 
-    from pytest_super.timeouts import MAX_TIMER_S, timer_seconds
+    from pytest_super.deadlines import MAX_TIMER_S, timer_seconds
 
     assert MAX_TIMER_S <= threading.TIMEOUT_MAX
     signal.setitimer(signal.ITIMER_REAL, MAX_TIMER_S)  # takes it (1e10 overflows)
