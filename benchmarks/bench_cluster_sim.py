@@ -61,6 +61,10 @@ file line by line; the dataset's line order is not in the repository, so tasks r
 order (the order of the published episode folders). `--repeats R` (seeds x agents) runs each item
 R times back to back, as `--super-repeat` collects them, each replaying the same episode. For
 comparison: the same tasks longest first, and the lower bound max(longest task, total / slots).
+Both orders come from pytest_super.ordering, the code the plugin orders
+pytest's items with (collection order is `--super-order=collection`; longest first is what xdist
+and Ray runs do when durations are known, issue 33). `--write-durations FILE` writes each
+published task's duration as the table the package ships (pytest_super/data/super_durations.json).
 "Longest task dominates" is the smallest N from which the FIFO wall time is within 5% of the
 longest task (wall time never grows with N here: with independent tasks in a fixed order, no task
 starts later on more slots).
