@@ -28,6 +28,16 @@ def pytest_runtest_setup(item):
         out.write(f"{time.time()} {item.name}\\n")
 """
 
+#: the project's conftest: which worker starts which item, in order (skipped items too)
+LOGSTART_PLUGIN = """
+
+def pytest_runtest_logstart(nodeid, location):
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "controller")
+    if worker != "controller":
+        with open("starts.txt", "a") as out:
+            out.write(f"{worker} {nodeid.rsplit('::', 1)[-1]}\\n")
+"""
+
 
 # -- the ordering --------------------------------------------------------------------------------
 def test_longest_first_puts_unknown_durations_first_and_keeps_equals_in_order() -> None:
@@ -223,6 +233,38 @@ def test_pytest_split_shards_task_items_by_the_same_file(tmp_path: Path) -> None
     assert groups[0] and groups[1] and not groups[0] & groups[1]
     assert groups[0] | groups[1] == set(ORDER)
     assert not {"long1", "long2"} <= groups[0] and not {"long1", "long2"} <= groups[1]
+
+
+def test_under_xdist_items_of_no_known_duration_keep_collection_order(tmp_path: Path) -> None:
+    """The shipped table is always there, but it knows none of these tasks: the workers get
+    collection order's runs, not a dealt one. Every task has a result of an earlier run without a
+    duration, so --super-resume skips them all (no container) and only the order is seen."""
+    project = _project(tmp_path)
+    conftest = project / "conftest.py"
+    conftest.write_text(conftest.read_text() + LOGSTART_PLUGIN)
+    record = '{{"task_id": "{}", "outcome": "passed", "agent": "gold", "model": ""}}'
+    _results(project / "reports" / "20260101-000000-aa", *(record.format(t) for t in ORDER))
+    code, out = run_pytest(
+        project,
+        "-p",
+        "no:cacheprovider",
+        "--super-agent=gold",
+        "--super-resume",
+        "-n",
+        "2",
+        "--dist",
+        "worksteal",
+    )
+    assert code == 0, out
+    assert "durations: shipped table" in out and "6 skipped" in out
+    by_worker: dict[str, list[str]] = {}
+    for line in (project / "starts.txt").read_text().splitlines():
+        worker, name = line.split()
+        by_worker.setdefault(worker, []).append(name)
+    assert sorted(n for names in by_worker.values() for n in names) == sorted(ORDER)
+    # worksteal's first run for a worker is a, b, c (stealing takes from a run's end only)
+    (first,) = [names for names in by_worker.values() if names[0] == "a"]
+    assert first[:2] == ["a", "b"], by_worker
 
 
 # -- the start order under xdist (real engine) -----------------------------------------------------
