@@ -201,6 +201,27 @@ def test_one_process_keeps_collection_order_unless_longest_is_asked_for(tmp_path
     assert "durations.json, 6 known" in out
 
 
+def test_last_failed_keeps_working_with_longest_first(tmp_path: Path) -> None:
+    """`--lf` picks the items (pytest's cache), our order sorts what it picked."""
+    project = _project(tmp_path)
+    cache = project / ".pytest_cache" / "v" / "cache"
+    cache.mkdir(parents=True)
+    failed = {f"tasks/expert/{t}.yaml::{t}": True for t in ("a", "long2", "c")}
+    (cache / "lastfailed").write_text(json.dumps(failed))
+    code, out = run_pytest(
+        project,
+        "--super-agent=gold",
+        "--collect-only",
+        "-q",
+        "--lf",
+        "--super-durations=durations.json",
+        "--super-order=longest",
+    )
+    assert code == 0, out
+    assert _collected(out) == ["long2", "c", "a"]
+    assert "3 tests collected" in out
+
+
 def test_a_bad_durations_file_is_a_usage_error_naming_it(tmp_path: Path) -> None:
     project = _project(tmp_path)
     (project / "durations.json").write_text('{"tasks/expert/a.yaml::a": "1 min"}')
