@@ -19,12 +19,17 @@ import argparse
 import os
 import sys
 import warnings
+from collections.abc import Callable, Container
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_super.errors import SuperError
 from pytest_super.kernels.docker.image import COLAB_LOCK, DEFAULT_BASE, PROFILES
 from pytest_super.kernels.jupyter.output import console_text
 from pytest_super.safe_read import ForeignDataError
+
+if TYPE_CHECKING:
+    from pytest_super.report import TaskRecord
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,8 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=_cleanup)
 
     args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func  # the subcommand's set_defaults
     try:
-        return args.func(args)
+        return func(args)
     except SuperError as exc:
         print(f"pytest-super: {exc}", file=sys.stderr)
         return 2
@@ -386,7 +392,7 @@ def _warn(message: str) -> None:
     print(f"pytest-super report: warning: {message}", file=sys.stderr)
 
 
-def _column_name(path: Path, records: list, taken: dict) -> str:
+def _column_name(path: Path, records: list[TaskRecord], taken: Container[str]) -> str:
     agent = str(records[0].properties.get("agent") or "")
     model = str(records[0].properties.get("model") or "")
     name = "/".join(x for x in (agent, model) if x and x != "None") or path.stem

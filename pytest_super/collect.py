@@ -8,8 +8,9 @@ error of that file; a broken JSONL line is a collection error of that line only 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -23,7 +24,8 @@ if TYPE_CHECKING:  # pytest's own types of a failure's representation
 from pytest_super.tasks import Task, infer_set, iter_jsonl_tasks, load_yaml_task
 
 TASK_SUFFIXES = (".yaml", ".yml", ".jsonl")
-SEEN_IDS = pytest.StashKey[dict]()
+#: each task id collected, and where it was first found (`file` or `file:line`)
+SEEN_IDS = pytest.StashKey[dict[str, str]]()
 NAMED_FOLDERS = pytest.StashKey[list[Path]]()
 #: the named folders whose task files were left out, each said once
 UNCOLLECTED = pytest.StashKey[set[Path]]()
@@ -135,7 +137,7 @@ class _TaskFileCollector(pytest.File):
 class YamlTaskFile(_TaskFileCollector):
     """A YAML file holding one task."""
 
-    def collect(self):
+    def collect(self) -> Iterator[SuperTaskItem]:
         task = load_yaml_task(self.path)
         self._register(task)
         if self._selected(task):
@@ -146,7 +148,7 @@ class LinkedOutsideTaskFile(_TaskFileCollector):
     """A task file that is a symbolic link out of the project: an error, and never read (a link
     to /etc/shadow named `x.yaml` must not have its lines quoted into the reports)."""
 
-    def collect(self):
+    def collect(self) -> NoReturn:
         raise TaskFileError(
             str(self.path),
             f"is a symbolic link to {self.path.resolve()}, outside the project "
@@ -158,7 +160,7 @@ class LinkedOutsideTaskFile(_TaskFileCollector):
 class JsonlTaskFile(_TaskFileCollector):
     """SUPER's own data: one task per JSON line, node id `file.jsonl::<task_id>`."""
 
-    def collect(self):
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
         # The file's name (expert.jsonl, masked.jsonl, auto_gen.jsonl) or a row's own field names
         # the set; a single --super-set names it for files that say nothing.
         explicit = options.run_of(self.config).sets
@@ -184,7 +186,7 @@ class BrokenTaskLine(pytest.Collector):
         super().__init__(**kwargs)
         self.error = error
 
-    def collect(self):
+    def collect(self) -> NoReturn:
         raise self.error
 
     def repr_failure(

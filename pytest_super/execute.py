@@ -50,7 +50,7 @@ def retried_of(exc: BaseException) -> list[str]:
 
 def retry_backoff_s(attempt: int) -> float:
     """Seconds to wait before attempt `attempt + 2` (attempt counts from 0)."""
-    return min(RETRY_BACKOFF_CAP_S, RETRY_BACKOFF_BASE_S * 2**attempt)
+    return min(RETRY_BACKOFF_CAP_S, RETRY_BACKOFF_BASE_S * 2.0**attempt)
 
 
 def kernel_settings_for(run: SuperRun, task: Task) -> KernelSettings:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from pytest_super import report as reports
 from pytest_super.durations import Durations, DurationsFileError, known_durations
 from pytest_super.errors import ExitStatus, InfrastructureError, SuperError, TaskSetupError
 from pytest_super.execute import kernel_settings_for, retried_of, run_one_task
-from pytest_super.kernels.base import KernelSettings
+from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.kernels.jupyter.output import console_text
 from pytest_super.kernels.pool import KernelPool
 from pytest_super.live import live_printer
@@ -300,7 +301,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Setup and teardown errors of our own (engine down, prefix cell failed) read as sentences."""
     rep = yield
     if (
@@ -343,7 +346,7 @@ def _console_safe_report(rep: pytest.TestReport) -> None:
 @pytest.fixture
 def super_task(request: pytest.FixtureRequest) -> Task:
     """The task this test runs: the item's own, or the file named by @pytest.mark.super_task(path)."""
-    task = getattr(request.node, "task", None)
+    task: Task | None = getattr(request.node, "task", None)
     if task is not None:
         return task
     marker = request.node.get_closest_marker("super_task")
@@ -355,7 +358,7 @@ def super_task(request: pytest.FixtureRequest) -> Task:
 
 
 @pytest.fixture
-def super_kernel(request: pytest.FixtureRequest):
+def super_kernel(request: pytest.FixtureRequest) -> Iterator[Kernel]:
     """A fresh kernel (a new container with the docker backend) for this test, removed afterwards."""
     from pytest_super.kernels import provision_kernel
 
@@ -436,7 +439,7 @@ def _run_here(config: pytest.Config, run: SuperRun, item: pytest.Item, task: Tas
     if run.registry and run.kernel.backend == "docker":  # a missing image: pulled, else built
         _provide_image(run, task)
 
-    def new_kernel(settings: KernelSettings, name: str):
+    def new_kernel(settings: KernelSettings, name: str) -> Kernel:
         kernel = pool.take(settings, name)
         if upcoming is not None:  # made while this task runs
             pool.warm(*upcoming)

@@ -241,12 +241,12 @@ def _check_cell(cell: Any) -> str | None:
     return None
 
 
-def _source(cell: dict) -> str:
+def _source(cell: dict[str, Any]) -> str:
     source = cell.get("source", "")
     return "".join(source) if isinstance(source, list) else str(source)
 
 
-def _output_text(cell: dict) -> str:
+def _output_text(cell: dict[str, Any]) -> str:
     parts = []
     for output in cell.get("outputs") or []:
         data = output.get("data", {}).get("text/plain", output.get("text", ""))
@@ -254,7 +254,9 @@ def _output_text(cell: dict) -> str:
     return "".join(parts)
 
 
-def _notebook_steps(notebook: Path, cells: list[dict]) -> tuple[str, list[dict[str, Any]]]:
+def _notebook_steps(
+    notebook: Path, cells: list[dict[str, Any]]
+) -> tuple[str, list[dict[str, Any]]]:
     """The query and, per `### Step N`, its thought, action type, content, observation, duration."""
     query = ""
     steps: list[dict[str, Any]] = []
@@ -418,7 +420,7 @@ def exit_status_of(episode: PublishedEpisode) -> str:
     """How a published episode ended, as our exit statuses name it."""
     if not episode.has_notebook:  # only the scores are known
         submitted = episode.metrics.get("submitted")
-        return (ExitStatus.SUBMITTED if submitted else ExitStatus.NO_SUBMISSION).value
+        return ExitStatus.SUBMITTED.value if submitted else ExitStatus.NO_SUBMISSION.value
     final = episode.final_action
     if final is not None and final.action == Action.SUBMIT:
         return ExitStatus.SUBMITTED.value

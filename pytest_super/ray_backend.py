@@ -637,7 +637,7 @@ def wait_for(
     dispatcher: RayDispatcher,
     names: set[str],
     *,
-    on_steps: Callable[[list], None],
+    on_steps: Callable[[list[tuple[str, dict[str, Any]]]], None],
     should_stop: Callable[[], bool],
 ) -> Iterator[str]:
     """Yield each of `names` as its task finishes, showing live steps in between."""

@@ -77,7 +77,7 @@ class RunRecorder:
         if self.crashes.get(report.nodeid) is report:  # its worker died while running it
             del self.crashes[report.nodeid]
             self.phases.pop(report.nodeid, None)
-            if report.outcome != "rerun" and self._is_task(report.nodeid, phases):
+            if not _rerun(report) and self._is_task(report.nodeid, phases):
                 self._write(
                     report.nodeid,
                     "error",
@@ -248,6 +248,13 @@ class RunRecorder:
 
     def _rows(self) -> list[reports.SummaryRow]:
         return reports.summarize(self.records.values())
+
+
+def _rerun(report: pytest.TestReport) -> bool:
+    """A report pytest-rerunfailures will run again: it sets `outcome` to "rerun", a value outside
+    the `Literal` pytest types the field with."""
+    outcome: str = report.outcome
+    return outcome == "rerun"
 
 
 def _outcome(phases: list[pytest.TestReport]) -> str:

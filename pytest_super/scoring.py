@@ -19,7 +19,7 @@ import shlex
 import sys
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -112,7 +112,7 @@ def _numbers_close(gold: int | float, submitted: int | float, tolerance: float) 
         return False
 
 
-def _lookup(mapping: dict, key: Any) -> Any:
+def _lookup(mapping: Mapping[object, object], key: object) -> object:
     """The submitted value under a gold key; a YAML int key also finds its JSON string form."""
     if key in mapping:
         return mapping[key]

@@ -266,11 +266,11 @@ def read_trajectory_data(
     with open(path, encoding="utf-8") as f:
         first = f.readline()
         if not first.rstrip("\n").endswith('"steps": ['):
-            data = json.loads(first + f.read())
+            data: dict[str, Any] = json.loads(first + f.read())
             data["steps"] = [keep(s) for s in data.get("steps") or []]
             return data
         data = json.loads(first.rstrip("\n")[: -len(', "steps": [')] + "}")
-        steps = []
+        steps: list[dict[str, Any]] = []
         for line in f:
             if line.startswith(_TRAILER):
                 data["info"] = json.loads(line[len(_TRAILER) :].rstrip().removesuffix("}"))

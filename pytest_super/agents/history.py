@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pytest_super.agents.cleaning import clean_observation
+from pytest_super.agents.cleaning import clean_observation as clean_observation
 from pytest_super.environment import Environment
 from pytest_super.errors import BudgetExceeded, EpisodeEnd, FormatErrorsExceeded
 from pytest_super.kernels.base import CellResult

@@ -257,7 +257,7 @@ class FileViewer:
     # -- dispatch ----------------------------------------------------------------------------
     def run(self, command: Command) -> str:
         """Run one special command (not submit, not a cell) and return what the model is shown."""
-        handler = getattr(self, f"_cmd_{command.name}", None)
+        handler: Callable[[Command], str] | None = getattr(self, f"_cmd_{command.name}", None)
         if handler is None:
             raise ValueError(f"{str(command.name)!r} is not a file viewer command")
         if command.malformed:
@@ -320,7 +320,8 @@ class FileViewer:
     # -- the viewer --------------------------------------------------------------------------
     def cwd(self) -> str:
         """The kernel's current directory."""
-        return self._snippet("cwd", {})
+        cwd: str = self._snippet("cwd", {})
+        return cwd
 
     def open(self, path: str, line: int | None = None) -> str:
         info = self._snippet("stat", {"path": path})

@@ -59,7 +59,7 @@ def kernel_key(settings: KernelSettings, task_id: str) -> Hashable:
     return (task_id, _frozen(settings))
 
 
-def _frozen(value: Any) -> Hashable:
+def _frozen(value: object) -> Hashable:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return tuple((f.name, _frozen(getattr(value, f.name))) for f in dataclasses.fields(value))
     if isinstance(value, dict):
@@ -257,7 +257,7 @@ def _remove_made(future: Future[PooledKernel | None]) -> None:
 def _alive(kernel: PooledKernel) -> bool:
     """A warm kernel's liveness; an engine fault counts as dead (the new kernel meets it)."""
     try:
-        return kernel.is_alive()
+        return kernel.kernel.is_alive()
     except Exception:
         return False
 

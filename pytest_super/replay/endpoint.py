@@ -35,7 +35,9 @@ def cut_at_stop(text: str, stops: Any) -> str:
     return text[: min(found)] if found else text
 
 
-def completion_body(request: dict[str, Any], text: str, prompt: int, completion: int) -> dict:
+def completion_body(
+    request: dict[str, Any], text: str, prompt: int, completion: int
+) -> dict[str, Any]:
     """An OpenAI chat completion answering `request` with `text` and the usage given."""
     return {
         "id": "chatcmpl-replay",

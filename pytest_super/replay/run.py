@@ -127,7 +127,7 @@ def _same_step(ours: Step, published: Step) -> bool:
     return _same_content(str(ours.action), ours.content, published.content)
 
 
-def _submitted_value(text: str) -> Any:
+def _submitted_value(text: str) -> object:
     read = scoring.read_submission(text)
     return read.value if read.problem == "" else text.strip()
 

@@ -15,7 +15,7 @@ from pytest_super.tasks.super_jsonl import iter_jsonl_tasks
 from pytest_super.tasks.validation import cell_to_mapping
 
 
-def task_to_dict(task: Task) -> dict:
+def task_to_dict(task: Task) -> dict[str, Any]:
     """The task as our YAML mapping, fields in the format's order, empty and default ones left out."""
     data: dict[str, Any] = {"id": task.id, "set": task.set}
     implied = categories_from_id(task.id) if task.set == "masked" else ()

@@ -142,7 +142,7 @@ def task_from_super_row(row: Any, *, path: str, line: int, set_name: str | None)
     return task if task.set == "masked" else replace(task, pre_executed=())
 
 
-def row_to_mapping(row: Any, *, path: str, line: int, set_name: str | None) -> dict:
+def row_to_mapping(row: Any, *, path: str, line: int, set_name: str | None) -> dict[str, Any]:
     """SUPER's row as our YAML mapping, to be validated as a task file is. What only SUPER's
     format holds is decoded here: the set (option, row or file name), the answer's JSON string,
     pre_execute_cells and solution in their several shapes. A field that is null or blank text
@@ -214,7 +214,7 @@ def _answer(raw: Any, fail: _Fail) -> Any:
         ) from None
 
 
-def _decoded_cell(item: Any, where: str, fail: _Fail) -> dict:
+def _decoded_cell(item: Any, where: str, fail: _Fail) -> dict[str, Any]:
     """A SUPER cell given as a JSON string or as an object, decoded to a dict."""
     if isinstance(item, str):
         try:
@@ -231,7 +231,9 @@ def _decoded_cell(item: Any, where: str, fail: _Fail) -> dict:
     return item
 
 
-def _typed_cell(item: dict, index: int, fail: _Fail, field: str = "pre_execute_cells") -> dict:
+def _typed_cell(
+    item: dict[str, Any], index: int, fail: _Fail, field: str = "pre_execute_cells"
+) -> dict[str, Any]:
     """{"type": "execute"|"edit", "content": "..."} -> our cell mapping; edits are in SUPER's
     edit format."""
     where = f"{field}[{index}]"
@@ -286,7 +288,7 @@ def _solution(raw: Any, fail: _Fail) -> Any:
         raw = raw["cells"] if isinstance(raw.get("cells"), list) else [raw]
     if not isinstance(raw, list):
         return raw
-    cells: list[dict] = []
+    cells: list[dict[str, Any]] = []
     for index, item in enumerate(raw):
         where = f"solution[{index}]"
         if isinstance(item, str) and item.lstrip().startswith("{"):

@@ -130,10 +130,11 @@ def infer_set_at(
 
 
 @functools.cache
-def schema() -> dict:
+def schema() -> dict[str, Any]:
     """The JSON Schema of a task file (`task.schema.json`), loaded once. Do not mutate it."""
     text = resources.files("pytest_super").joinpath("task.schema.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
 
 
 @functools.cache
@@ -141,7 +142,7 @@ def _validator() -> Draft202012Validator:
     return Draft202012Validator(schema())
 
 
-def task_from_mapping(data: dict, origin: Origin) -> Task:
+def task_from_mapping(data: dict[str, Any], origin: Origin) -> Task:
     """Validate a task mapping (our YAML format) by the schema, then by what the schema cannot
     express, and return the Task. Raises TaskFileError naming file, field, value and a fix."""
     _check_limits(data, origin)
@@ -251,7 +252,7 @@ def type_name(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def cell_to_mapping(cell: Cell) -> dict:
+def cell_to_mapping(cell: Cell) -> dict[str, Any]:
     """A cell as our YAML format writes it: {"execute": code} or {"edit": {file, before, ...}}."""
     if cell.kind == "execute":
         return {"execute": cell.code}
@@ -261,7 +262,7 @@ def cell_to_mapping(cell: Cell) -> dict:
     return {"edit": edit}
 
 
-def _cell_from_mapping(item: dict) -> Cell:
+def _cell_from_mapping(item: dict[str, Any]) -> Cell:
     if "execute" in item:
         return Cell(kind="execute", code=item["execute"])
     edit = item["edit"]

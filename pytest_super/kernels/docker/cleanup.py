@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_super.kernels.docker.engine import LABEL, LABEL_RUN, engine_identity
 from pytest_super.kernels.docker.lease import (
@@ -50,7 +50,7 @@ def cleanup_containers(
     # containers first, leases second: a lease is taken before its first container is made, so
     # every container listed here has its lease in the later listing unless it is released
     found = client.containers.list(all=True, filters=filters, ignore_removed=True)
-    leases: list = []
+    leases: list[docker.models.containers.Container] = []
     if dead_runs_only:
         alive, leases = live_leases(client)
         found = [
@@ -209,7 +209,7 @@ def _ours(path: str) -> bool:
 _OWNER_FILE_MAX = 4096
 
 
-def _read_owner(folder: str) -> dict:
+def _read_owner(folder: str) -> dict[str, Any]:
     """A box folder's owner file, opened so that a FIFO or symlink there cannot block or redirect
     the read (`O_NOFOLLOW | O_NONBLOCK`, a regular file only, a bounded read)."""
     fd = os.open(

@@ -191,7 +191,7 @@ def build_hint(tag: str) -> str:
 def image_exists(client: docker.DockerClient, tag: str) -> bool:
     """Does the engine hold an image with this tag (or id)?"""
     try:
-        client.api.inspect_image(tag)
+        client.api.inspect_image(tag)  # type: ignore[no-untyped-call]  # unannotated in types-docker
     except docker.errors.ImageNotFound:
         return False
     except docker.errors.NotFound:

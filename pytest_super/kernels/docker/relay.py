@@ -93,7 +93,8 @@ class EngineRelay:
             stream = self._api.exec_start(exec_id, socket=True)
             raw = getattr(stream, "_sock", stream)
             threading.Thread(target=_upstream, args=(conn, raw), daemon=True).start()
-            for _, data in frames_iter(stream, tty=False):
+            # types-docker leaves frames_iter unannotated
+            for _, data in frames_iter(stream, tty=False):  # type: ignore[no-untyped-call]
                 conn.sendall(data)
         except (OSError, docker.errors.APIError, requests.exceptions.RequestException):
             pass  # the container stopped or is restarting: ZeroMQ will connect again

@@ -12,6 +12,7 @@ without a frontend's stdin channel. Standard library only; shipped as source (`k
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 #: what the shell runs before the cell's command
@@ -25,7 +26,7 @@ def install() -> bool:
         shell_module: Any = importlib.import_module("ipykernel.zmqshell")
     except ImportError:
         return False
-    original = getattr(shell_module, "system", None)
+    original: Callable[[str], int] | None = getattr(shell_module, "system", None)
     if original is None:
         return False
     if getattr(original, _MARK, False):

@@ -34,7 +34,7 @@ from queue import Empty
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import zmq
-from jupyter_client import BlockingKernelClient
+from jupyter_client.blocking.client import BlockingKernelClient
 
 if TYPE_CHECKING:
     from jupyter_client.connect import KernelConnectionInfo
@@ -393,7 +393,7 @@ class JupyterKernel:
         deadline = time.perf_counter() + timeout
         while (left := deadline - time.perf_counter()) > 0:
             try:
-                msg = client.shell_channel.get_msg(timeout=left)
+                msg: dict[str, Any] = client.shell_channel.get_msg(timeout=left)
             except Empty:
                 return None
             if msg["parent_header"].get("msg_id") == msg_id:
@@ -469,7 +469,8 @@ class JupyterKernel:
             if isinstance(exc_type, type) and issubclass(exc_type, OSError):
                 raise exc_type(message)
             raise OSError(message)
-        return result["data"]["text/plain"].strip("'\"")
+        text: str = result["data"]["text/plain"]
+        return text.strip("'\"")
 
     def _silent_request(
         self, code: str, expressions: dict[str, str], doing: str
@@ -514,7 +515,8 @@ class JupyterKernel:
                         f"the kernel in {self.description} failed while {doing}: "
                         f"{content.get('ename')}: {content.get('evalue')}"
                     )
-                return content.get("user_expressions", {})
+                replies: dict[str, dict[str, Any]] = content.get("user_expressions", {})
+                return replies
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -688,7 +690,8 @@ def _expression_value(values: dict[str, Any], name: str) -> str | None:
     result = values.get(name)
     if not result or result.get("status") != "ok":
         return None
-    return result.get("data", {}).get("text/plain")
+    text: str | None = result.get("data", {}).get("text/plain")
+    return text
 
 
 def _b64(text: str) -> str:
