@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pytest_super"
 #: top to bottom; a module belongs to the layer of the longest prefix that names it or a package
 #: of it (agents.llm is below the other agents)
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("pytest glue and commands", ("plugin", "cli", "ray_session", "live")),
+    ("pytest glue and commands", ("plugin", "cli", "ray_session", "live", "conformance")),
     (
         "settings, collection, the run's records and reports",
         (

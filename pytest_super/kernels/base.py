@@ -203,6 +203,11 @@ class KernelBackend(Protocol):
     The controller goes on when `cleanup_dead_runs` raises `InfrastructureError` (each task then
     meets the fault itself) and when `cleanup_run` raises `EngineUnavailable`; any other
     `InfrastructureError` of `cleanup_run` becomes a warning (the run's reports are written).
+
+    **Checking one.** `pytest --pyargs pytest_super.conformance --super-backend NAME` runs the
+    behaviour tests every backend must pass (docs/backends.md). What a backend cannot do, it
+    declares in a class attribute `unsupported = {capability: reason}` (`CAPABILITIES`): those
+    tests are skipped with the reason.
     """
 
     def provision(self, settings: KernelSettings, *, task_id: str) -> Kernel:
@@ -226,6 +231,39 @@ class KernelBackend(Protocol):
         another, nor a kept box); return the names removed. Raises `InfrastructureError` if the
         backend cannot be reached. A backend whose boxes die with their process returns []."""
         ...
+
+
+#: what the conformance suite (`pytest --pyargs pytest_super.conformance --super-backend NAME`)
+#: asks of a backend, by name. A backend that cannot do one declares it in a class attribute
+#: `unsupported: dict[str, str]` (capability -> why); the suite skips the tests that need it with
+#: that reason. Without the attribute, a backend claims every capability.
+CAPABILITIES: dict[str, str] = {
+    "code": "runs any cell it is sent and returns its output (stdout, stderr, rich, errors)",
+    "timeout": "stops a cell at its timeout (or leaves it running for `wait`), keeping state",
+    "interrupt": "interrupts a running cell, keeping state",
+    "death": "reports a kernel process that died (`died`, `is_alive()` false) and starts anew",
+    "restart": "restarts the kernel process: variables are lost, files are kept",
+    "files": "reads and writes files (text and bytes) relative to the kernel's directory",
+    "leftovers": "`cleanup_run` finds and removes a kernel of the run that was never closed",
+}
+
+
+def unsupported_capabilities(backend: object) -> dict[str, str]:
+    """What `backend` (a class or an instance) declares it cannot do: capability -> reason.
+    ValueError for a name not in `CAPABILITIES` or an empty reason (a skip must say why)."""
+    declared = getattr(backend, "unsupported", None) or {}
+    owner = backend if isinstance(backend, type) else type(backend)
+    where = f"{owner.__module__}.{owner.__qualname__}.unsupported"
+    if not isinstance(declared, dict):
+        raise ValueError(f"{where}: expected a dict of capability -> reason, got {declared!r}")
+    for name, reason in declared.items():
+        if name not in CAPABILITIES:
+            raise ValueError(
+                f"{where}: unknown capability {name!r}; known: {', '.join(CAPABILITIES)}"
+            )
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError(f"{where}[{name!r}]: give the reason it is not supported")
+    return dict(declared)
 
 
 def console_command(connection_file: str) -> str:

@@ -232,6 +232,12 @@ class LocalBackend:
     """The local backend: an ipykernel subprocess per kernel. Its boxes are removed when the
     process that made them exits (`_remove_leftover_boxes`), so no later cleanup finds any."""
 
+    #: what the conformance suite must not ask (`base.CAPABILITIES`)
+    unsupported = {
+        "leftovers": "a local kernel is a subprocess removed when the process that made it "
+        "exits; `cleanup_run` has nothing to find",
+    }
+
     def provision(self, settings: KernelSettings, *, task_id: str) -> Kernel:
         return start_local_kernel(settings, task_id=task_id)
 

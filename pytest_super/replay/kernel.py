@@ -193,6 +193,14 @@ class ReplayBackend:
     """Provisions `ReplayKernel`s for the episodes registered with it (see the module docstring).
     Made once per process without arguments; reaches nothing."""
 
+    #: what the conformance suite must not ask (`kernels.base.CAPABILITIES`): a replayed kernel
+    #: runs nothing
+    unsupported = {
+        name: "the replay backend answers only the cells its published episode recorded; it runs "
+        "no code, and provisions only the tasks of registered episodes"
+        for name in ("code", "timeout", "interrupt", "death", "restart", "files", "leftovers")
+    }
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._scripts: dict[str, EpisodeScript] = {}

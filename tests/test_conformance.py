@@ -1,0 +1,129 @@
+"""The backend conformance suite (`pytest --pyargs pytest_super.conformance --super-backend NAME`)
+run as a user runs it, in a subprocess: it passes for `local` and `docker`, skips with the
+backend's own reason what a backend declares it cannot do, and fails for a backend that breaks
+one rule (tests/support/broken_backend.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from pytest_super.kernels.base import CAPABILITIES, unsupported_capabilities
+from pytest_super.kernels.local import LocalBackend
+from pytest_super.replay.kernel import ReplayBackend
+
+ROOT = Path(__file__).resolve().parent.parent
+BROKEN = "tests.support.broken_backend:StickyRestartBackend"
+RESTART_TEST = "test_restart_gives_a_fresh_namespace_and_keeps_files"
+LEFTOVERS_TEST = "test_cleanup_run_removes_a_kernel_never_closed"
+
+
+def run_suite(tmp_path: Path, backend: str) -> tuple[int, dict[str, tuple[str, str]], str]:
+    """Run the suite in a folder of its own (no ini of ours); return the exit code, each test's
+    (outcome, message) from the JUnit XML, and the output."""
+    junit = tmp_path / "junit.xml"
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", "--pyargs", "pytest_super.conformance"),
+            *(f"--super-backend={backend}", "-p", "no:cacheprovider", "-q", "-rs"),
+            f"--junitxml={junit}",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = proc.stdout + proc.stderr
+    cases: dict[str, tuple[str, str]] = {}
+    for case in ET.parse(junit).iter("testcase"):
+        outcome, message = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                outcome, message = child.tag, child.get("message", "")
+        cases[case.get("name", "")] = (outcome, message)
+    return proc.returncode, cases, output
+
+
+def outcomes(cases: dict[str, tuple[str, str]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for outcome, _ in cases.values():
+        counts[outcome] = counts.get(outcome, 0) + 1
+    return counts
+
+
+def test_the_suite_passes_for_the_local_backend(tmp_path: Path) -> None:
+    code, cases, output = run_suite(tmp_path, "local")
+    assert code == 0, output
+    assert len(cases) >= 12
+    assert outcomes(cases) == {"passed": len(cases) - 1, "skipped": 1}, output
+    outcome, message = cases[LEFTOVERS_TEST]
+    assert outcome == "skipped"
+    assert (
+        message
+        == f"backend 'local' does not support 'leftovers': {LocalBackend.unsupported['leftovers']}"
+    )
+
+
+@pytest.mark.docker
+def test_the_suite_passes_for_the_docker_backend(tmp_path: Path, image: str) -> None:
+    started = time.perf_counter()
+    code, cases, output = run_suite(tmp_path, "docker")
+    elapsed = time.perf_counter() - started
+    assert code == 0, output
+    assert outcomes(cases) == {"passed": len(cases)}, output
+    assert elapsed < 90, f"the suite took {elapsed:.0f} s against docker"
+
+
+def test_the_suite_fails_for_a_backend_whose_restart_keeps_state(tmp_path: Path) -> None:
+    code, cases, output = run_suite(tmp_path, BROKEN)
+    assert code == 1, output
+    failed = {name for name, (outcome, _) in cases.items() if outcome != "passed"}
+    assert failed == {RESTART_TEST, LEFTOVERS_TEST}, output
+    assert cases[RESTART_TEST][0] == "failure"
+    assert "'stale' in dir()" in output  # the assertion that caught it
+    assert cases[LEFTOVERS_TEST][0] == "skipped"  # inherited from the local backend
+
+
+def test_a_backend_that_runs_no_code_has_every_test_skipped_with_its_reason(
+    tmp_path: Path,
+) -> None:
+    code, cases, output = run_suite(tmp_path, "replay")
+    assert code == 0, output
+    assert {outcome for outcome, _ in cases.values()} == {"skipped"}
+    reason = ReplayBackend.unsupported["code"]
+    assert {message for _, message in cases.values()} == {
+        f"backend 'replay' does not support 'code': {reason}"
+    }
+
+
+def test_a_declaration_names_known_capabilities_with_a_reason() -> None:
+    assert unsupported_capabilities(LocalBackend) == {
+        "leftovers": LocalBackend.unsupported["leftovers"]
+    }
+    assert unsupported_capabilities(LocalBackend()) == unsupported_capabilities(LocalBackend)
+    assert set(unsupported_capabilities(ReplayBackend)) == set(CAPABILITIES)
+
+    class Typo:
+        unsupported = {"restrat": "no"}
+
+    class Silent:
+        unsupported = {"restart": " "}
+
+    class Undeclared:
+        pass
+
+    assert unsupported_capabilities(Undeclared) == {}
+    with pytest.raises(
+        ValueError, match=r"Typo.unsupported: unknown capability 'restrat'; known: code,"
+    ):
+        unsupported_capabilities(Typo)
+    with pytest.raises(ValueError, match=r"Silent.unsupported\['restart'\]: give the reason"):
+        unsupported_capabilities(Silent)
