@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pytest_super import defaults
 from pytest_super.deadlines import timer_seconds
 from pytest_super.edit import EditRequest, edit_file, format_edit
 from pytest_super.errors import BudgetExceeded, ComputeLimitReached, ExitStatus
@@ -44,10 +45,10 @@ class AgentResult:
 class EpisodeLimits:
     """The limits in force for one episode, resolved from task and options."""
 
-    steps: int = 100
+    steps: int = defaults.STEPS
     token_budget: int = 600_000
-    compute_s: float = 1800.0
-    cell_timeout_s: float = 300.0
+    compute_s: float = defaults.COMPUTE_LIMIT_S
+    cell_timeout_s: float = defaults.CELL_TIMEOUT_S
     format_errors: int | None = None  # malformed replies in a row that end it; None: no cap
 
 
@@ -56,7 +57,7 @@ class AgentOptions:
     """The run's options for agents that take some: Reflexion's attempts (--super-attempts), the
     replay agent's saved trajectory (--super-replay), the prompts (--super-prompts)."""
 
-    attempts: int = 3
+    attempts: int = defaults.ATTEMPTS
     replay_path: str | None = None
     prompts: PromptSet = field(default_factory=ours_prompts)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_super import scoring
+from pytest_super import defaults, scoring
 from pytest_super.agents.base import Agent
 from pytest_super.deadlines import timer_seconds
 from pytest_super.environment import (
@@ -52,9 +52,9 @@ class RunSettings:
     pass_metric: str | None = None  # None: accuracy for expert/masked, script-executed for auto
     pass_threshold: float = 1.0
     token_budget: int | None = None  # None: 600k expert/auto, 400k masked
-    compute_limit_s: float = 1800.0
-    cell_timeout_s: float = 300.0
-    steps: int = 100
+    compute_limit_s: float = defaults.COMPUTE_LIMIT_S
+    cell_timeout_s: float = defaults.CELL_TIMEOUT_S
+    steps: int = defaults.STEPS
     # --super-format-errors: malformed replies in a row that end an episode (None: no cap)
     format_errors: int | None = None
     keep_failed: bool = False  # --super-keep: leave a failing task's container running

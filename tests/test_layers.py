@@ -56,6 +56,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "registry",
             "ordering",
             "locks",
+            "defaults",
         ),
     ),
 ]
