@@ -6,6 +6,7 @@ one rule (tests/support/broken_backend.py)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -24,11 +25,13 @@ RESTART_TEST = "test_restart_gives_a_fresh_namespace_and_keeps_files"
 LEFTOVERS_TEST = "test_cleanup_run_removes_a_kernel_never_closed"
 
 
-def run_suite(tmp_path: Path, backend: str) -> tuple[int, dict[str, tuple[str, str]], str]:
-    """Run the suite in a folder of its own (no ini of ours); return the exit code, each test's
-    (outcome, message) from the JUnit XML, and the output."""
+def run_suite(
+    tmp_path: Path, backend: str, path: Path = ROOT
+) -> tuple[int, dict[str, tuple[str, str]], str]:
+    """Run the suite in a folder of its own (no ini of ours), `path` on PYTHONPATH; return the exit
+    code, each test's (outcome, message) from the JUnit XML, and the output."""
     junit = tmp_path / "junit.xml"
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    pythonpath = os.pathsep.join(p for p in (str(path), os.environ.get("PYTHONPATH")) if p)
     proc = subprocess.run(
         [
             *(sys.executable, "-m", "pytest", "--pyargs", "pytest_super.conformance"),
@@ -36,7 +39,7 @@ def run_suite(tmp_path: Path, backend: str) -> tuple[int, dict[str, tuple[str, s
             f"--junitxml={junit}",
         ],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": path},
+        env={**os.environ, "PYTHONPATH": pythonpath},
         capture_output=True,
         text=True,
         timeout=300,
@@ -127,3 +130,16 @@ def test_a_declaration_names_known_capabilities_with_a_reason() -> None:
         unsupported_capabilities(Typo)
     with pytest.raises(ValueError, match=r"Silent.unsupported\['restart'\]: give the reason"):
         unsupported_capabilities(Silent)
+
+
+def test_the_backend_shown_in_docs_backends_md_is_short_and_passes(tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "backends.md").read_text()
+    listing = re.search(r"```python\n(.*?)```", page, re.DOTALL)
+    assert listing is not None, "docs/backends.md shows no backend"
+    source = listing.group(1)
+    assert len(source.splitlines()) < 100
+    (tmp_path / "my_backend.py").write_text(source)
+    code, cases, output = run_suite(tmp_path, "my_backend:ManagedBackend", path=tmp_path)
+    assert code == 0, output
+    assert outcomes(cases) == {"passed": len(cases) - 1, "skipped": 1}, output
+    assert cases[LEFTOVERS_TEST][0] == "skipped"
