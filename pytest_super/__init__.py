@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the real types for type checkers; at run time `__getattr__`
     from pytest_super.kernels.base import CellResult, Kernel, KernelBackend, KernelSettings
     from pytest_super.runner import TaskResult
     from pytest_super.settings import SuperRun
-    from pytest_super.tasks import Task
+    from pytest_super.tasks import Task, load_tasks
     from pytest_super.trajectory import Step
 
 #: each public name -> the module it is imported from
@@ -38,6 +38,7 @@ _EXPORTS = {
     "SuperRun": "pytest_super.settings",
     "Task": "pytest_super.tasks",
     "TaskResult": "pytest_super.runner",
+    "load_tasks": "pytest_super.tasks",
     "run_one_task": "pytest_super.execute",
 }
 
@@ -54,6 +55,7 @@ __all__ = [
     "SuperRun",
     "Task",
     "TaskResult",
+    "load_tasks",
     "run_one_task",
 ]
 

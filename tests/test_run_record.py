@@ -129,3 +129,104 @@ def test_a_bad_value_is_refused_with_the_message_pytest_gives(pytester, ini, giv
 def test_an_unknown_keyword_is_a_type_error_naming_the_known_ones(tmp_path):
     with pytest.raises(TypeError, match="unknown settings memory; known: .*mem"):
         SuperRun.resolve(rootdir=tmp_path, memory="3g")
+
+
+# -- load_tasks: the tasks collection finds -------------------------------------------------------
+YAML_TASK = """\
+id: {id}
+query: 'Report x as a json structured as follows: {{"x": 0}}.'
+answer: {{x: 1}}
+solution:
+  - execute: "print('{{\\"x\\": 1}}')"
+"""
+
+
+def _super_row(task_id: str) -> str:
+    return json.dumps(
+        {
+            "task_id": task_id,
+            "github_repo": "https://github.com/super-demo/vocab-stats",
+            "git_commit": "abc123",
+            "query": "Train it and report the accuracy.",
+            "query_components": {"e2e_task": "Train it"},
+            "answer": '{"accuracy": 0.5}',
+            "landmarks": ["Epoch 1/1"],
+            "entrypoint": "",
+            "pre_execute_cells": [],
+            "solution": [],
+        }
+    )
+
+
+def _tasks_folder(root, files: dict[str, str]):
+    for name, text in files.items():
+        path = root / "tasks" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (root / "pytest.ini").write_text("[pytest]\nsuper_tasks = tasks\n")
+    return root / "tasks"
+
+
+def _collected(pytester: pytest.Pytester) -> tuple[list[str], str]:
+    result = pytester.runpytest_subprocess(
+        "--collect-only", "-q", "-p", "no:cacheprovider", "--super-agent=gold"
+    )
+    ids = [ln.split("::")[-1] for ln in result.outlines if "::" in ln]
+    return ids, result.stdout.str()
+
+
+def test_load_tasks_returns_what_collection_collects(pytester):
+    from pytest_super import load_tasks
+
+    folder = _tasks_folder(
+        pytester.path,
+        {
+            "expert/b.yaml": YAML_TASK.format(id="b"),
+            "expert/a.yml": YAML_TASK.format(id="a"),
+            "expert.jsonl": _super_row("j1") + "\n" + _super_row("j2") + "\n",
+            "repos/ignored.yaml": "not: a task",
+            ".hidden/ignored.yaml": "not: a task",
+        },
+    )
+    ids, _ = _collected(pytester)
+    assert sorted(t.id for t in load_tasks(folder)) == sorted(ids) == ["a", "b", "j1", "j2"]
+    assert [t.id for t in load_tasks(folder / "expert.jsonl")] == ["j1", "j2"]
+    assert [t.id for t in load_tasks(str(folder / "expert" / "a.yml"))] == ["a"]
+    assert {t.set for t in load_tasks(folder)} == {"expert"}
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"expert/a.yaml": "id: a\nquery: q\n"}, "a.yaml"),  # no answer: invalid
+        (
+            {"expert/a.yaml": YAML_TASK.format(id="a"), "expert/b.yaml": YAML_TASK.format(id="a")},
+            "duplicate task id",
+        ),
+        ({"expert.jsonl": _super_row("j1") + "\n{not json\n"}, "not a JSON object"),
+        ({"expert.jsonl": _super_row("j1") + "\n" + _super_row("j1") + "\n"}, "duplicate task id"),
+    ],
+)
+def test_load_tasks_refuses_what_collection_refuses_with_its_message(pytester, files, expected):
+    from pytest_super import load_tasks
+    from pytest_super.tasks import TaskFileError
+
+    folder = _tasks_folder(pytester.path, files)
+    with pytest.raises(TaskFileError) as caught:
+        load_tasks(folder)
+    _, output = _collected(pytester)
+    message = str(caught.value)
+    assert expected in message
+    relative = message.replace(str(pytester.path) + "/", "")
+    assert message in output or relative in output, (message, output[-2000:])
+
+
+def test_load_tasks_names_a_path_that_is_no_task_file(tmp_path):
+    from pytest_super import load_tasks
+    from pytest_super.tasks import TaskFileError
+
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(TaskFileError, match="notes.txt: not a task file"):
+        load_tasks(tmp_path / "notes.txt")
+    with pytest.raises(TaskFileError, match="missing.yaml: cannot read the task file"):
+        load_tasks(tmp_path / "missing.yaml")
