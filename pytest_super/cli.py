@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from pytest_super.errors import SuperError
 from pytest_super.kernels.docker.image import COLAB_LOCK, DEFAULT_BASE, PROFILES
 from pytest_super.kernels.jupyter.output import console_text
+from pytest_super.paths import shown_path
 from pytest_super.safe_read import ForeignDataError
 
 if TYPE_CHECKING:
@@ -200,15 +201,17 @@ def _download(args: argparse.Namespace) -> int:
             )
             return 2
         path = download_prompts(args.out)
-        print(f"SUPER's prompts: {path} (license: {path.with_name('LICENSE.md')})")
-        print(f"run with them: pytest tasks --super-agent=react-super --super-prompts={path}")
+        shown, license_file = shown_path(path), shown_path(path.with_name("LICENSE.md"))
+        print(f"SUPER's prompts: {shown} (license: {license_file})")
+        print(f"run with them: pytest tasks --super-agent=react-super --super-prompts={shown}")
         return 0
     args.out = args.out or Path("tasks/super")
     written = download_tasks(args.out, sets=args.sets, revision=args.revision or DEFAULT_REVISION)
     for item in written:
         lines = sum(1 for ln in item.path.read_text().splitlines() if ln.strip())
-        print(f"{item.set_name}: {item.path} ({lines} tasks, dataset commit {item.commit})")
-    print(f"run them: pytest {args.out} --super-agent=react-super --super-model=gpt-4o")
+        shown = shown_path(item.path)
+        print(f"{item.set_name}: {shown} ({lines} tasks, dataset commit {item.commit})")
+    print(f"run them: pytest {shown_path(args.out)} --super-agent=react-super --super-model=gpt-4o")
     return 0
 
 
@@ -277,7 +280,7 @@ def _import(args: argparse.Namespace) -> int:
     from pytest_super.tasks import import_jsonl
 
     written = import_jsonl(args.file, args.set_name, args.out)
-    print(f"wrote {len(written)} task files to {args.out}")
+    print(f"wrote {len(written)} task files to {shown_path(args.out)}")
     return 0
 
 
@@ -289,7 +292,8 @@ def _import_trajectories(args: argparse.Namespace) -> int:
         done = import_run(run_dir, args.out, rescore=args.rescore)
         statuses = ", ".join(f"{k} {v}" for k, v in sorted(done.statuses.items()))
         print(
-            f"imported {done.imported} episodes of {run_dir.name} into {done.folder} ({statuses})"
+            f"imported {done.imported} episodes of {run_dir.name} into {shown_path(done.folder)} "
+            f"({statuses})"
         )
         for line in done.warnings:  # lines quoting a foreign run: no terminal escapes
             print(console_text(f"warning: {line}"), file=sys.stderr)
@@ -384,7 +388,7 @@ def _html(args: argparse.Namespace) -> int:
             written = html.write_comparison(list(args.runs), out)
     for warning in caught:
         print(f"warning: {warning.message}", file=sys.stderr)
-    print(written)
+    print(shown_path(written))
     return 0
 
 

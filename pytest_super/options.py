@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_super import timeouts
+from pytest_super.paths import shown_path
 from pytest_super.settings import (
     DEFAULT_DISK,
     FLAGS,
@@ -161,6 +162,6 @@ def report_header(run: SuperRun) -> list[str]:
     return [
         f"pytest-super: agent {run.agent}, model {run.settings.model or '-'}, backend {backend}, "
         f"image {run.kernel.image or '(the default kernel image)'}",
-        f"pytest-super: run {run.run_id}, reports in {run.run_dir}",
+        f"pytest-super: run {run.run_id}, reports in {shown_path(run.run_dir)}",
         f"pytest-super: prompts {run.settings.options.prompts.label}",
     ]

@@ -17,6 +17,7 @@ from pytest_super.errors import EngineUnavailable, ExitStatus, InfrastructureErr
 from pytest_super.kernels import kernel_backend
 from pytest_super.kernels.jupyter.output import console_text
 from pytest_super.options import SuperRun
+from pytest_super.paths import shown_path
 from pytest_super.tasks import category_suffix, infer_set, load_yaml_task
 
 
@@ -41,7 +42,7 @@ class RunRecorder:
             self.writer = reports.ResultsWriter(run.run_dir / "results.jsonl")
         except OSError as exc:  # before any container starts: a usage error, not a crash
             raise pytest.UsageError(
-                f"pytest-super: cannot write the run's reports in {run.run_dir}: "
+                f"pytest-super: cannot write the run's reports in {shown_path(run.run_dir)}: "
                 f"{exc.strerror or exc}; give a writable folder with --super-report-dir (or the "
                 "ini key super_report_dir)"
             ) from None
@@ -143,7 +144,7 @@ class RunRecorder:
         results still reach JUnit and the terminal, and results.jsonl keeps its whole lines."""
         self.write_failure = f"{exc.strerror or exc}"
         warnings.warn(
-            f"pytest-super: results.jsonl in {self.run.run_dir} could not be written "
+            f"pytest-super: results.jsonl in {shown_path(self.run.run_dir)} could not be written "
             f"({self.write_failure}); it holds the tasks recorded before this one (a cut last "
             "line is skipped by readers). The run goes on; JUnit and the summary below have "
             "every task.",
@@ -228,7 +229,7 @@ class RunRecorder:
         except Exception as exc:  # the HTML report is the last and least of the run's reports
             warnings.warn(
                 f"pytest-super: the HTML report was not written ({type(exc).__name__}: {exc}); "
-                f"`pytest-super html {self.run.run_dir}` tries again",
+                f"`pytest-super html {shown_path(self.run.run_dir)}` tries again",
                 stacklevel=1,
             )
             return None
@@ -242,9 +243,9 @@ class RunRecorder:
         images = reports.images_line(self.records.values())
         if images:
             terminalreporter.write_line(console_text(images))
-        terminalreporter.write_line(f"reports: {self.run.run_dir}")
+        terminalreporter.write_line(f"reports: {shown_path(self.run.run_dir)}")
         if self.html is not None:
-            terminalreporter.write_line(f"HTML report: {self.html}")
+            terminalreporter.write_line(f"HTML report: {shown_path(self.html)}")
 
     def _rows(self) -> list[reports.SummaryRow]:
         return reports.summarize(self.records.values())

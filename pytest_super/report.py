@@ -20,6 +20,7 @@ from xml.parsers import expat
 
 from pytest_super import safe_read, scoring, stats, strictjson
 from pytest_super.kernels.jupyter.output import clean_for_model
+from pytest_super.paths import shown_path
 from pytest_super.runner import TaskResult
 from pytest_super.tasks import categories_of, jsonl_lines
 
@@ -65,7 +66,8 @@ def format_failure(result: TaskResult) -> str:
         lines.append("last observation (tail):")
         lines.extend("  | " + ln for ln in tail.splitlines()[-15:])
     lines.append(f"steps: {result.steps}, prompt tokens: {result.prompt_tokens}")
-    lines.append(f"trajectory: {result.trajectory}")
+    shown = shown_path(result.trajectory) if result.trajectory else ""
+    lines.append(f"trajectory: {shown}")
     if result.kept:
         lines.append(result.kept)
     return "\n".join(lines)

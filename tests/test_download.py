@@ -104,7 +104,9 @@ def hub():
     server.stop()
 
 
-def download(endpoint: str, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def download(
+    endpoint: str, home: Path, *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     env.update(HF_ENDPOINT=endpoint, HF_HOME=str(home), HF_HUB_DISABLE_TELEMETRY="1")
     env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1"
@@ -114,6 +116,7 @@ def download(endpoint: str, home: Path, *args: str) -> subprocess.CompletedProce
         capture_output=True,
         text=True,
         timeout=120,
+        cwd=cwd,
     )
 
 
@@ -131,6 +134,17 @@ def test_downloads_the_three_sets_at_the_pinned_revision(hub, tmp_path):
     assert resolved == sorted(f"/datasets/{REPO_ID}/resolve/{COMMIT}/{n}" for n in FILES)
     # into the Hub's own cache under HF_HOME
     assert list((tmp_path / "hf").rglob("expert.jsonl"))
+
+
+def test_the_download_names_files_relative_to_the_working_folder(hub, tmp_path):
+    """Red before issue 30 item 6: an --out given in full inside the working folder was printed
+    in full (`expert: /tmp/.../tasks/expert.jsonl`)."""
+    out = tmp_path / "tasks"
+    done = download(hub.url, tmp_path / "hf", "--out", str(out), "--revision", COMMIT, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"expert: {Path('tasks') / 'expert.jsonl'} (1 tasks" in done.stdout, done.stdout
+    assert "run them: pytest tasks --super-agent" in done.stdout, done.stdout
+    assert str(tmp_path) not in done.stdout, done.stdout
 
 
 def test_a_second_download_at_a_commit_comes_from_the_cache_offline(hub, tmp_path):

@@ -295,11 +295,15 @@ def test_runs_side_by_side_in_the_browser(two_runs, tmp_path, record_property):
 
 
 def test_html_command_rebuilds_a_run_and_rejects_a_folder_without_results(
-    two_runs, tmp_path, capsys
+    two_runs, tmp_path, capsys, monkeypatch
 ):
     (two_runs[0] / "index.html").unlink()
     assert cli_main(["html", str(two_runs[0])]) == 0
     assert capsys.readouterr().out.strip() == str(two_runs[0] / "index.html")
+    # named relative to the working folder when inside it (red before issue 30 item 6: in full)
+    monkeypatch.chdir(two_runs[0].parent)
+    assert cli_main(["html", str(two_runs[0])]) == 0
+    assert capsys.readouterr().out.strip() == os.path.join(two_runs[0].name, "index.html")
     assert (two_runs[0] / "index.html").is_file()
     assert cli_main(["html", str(tmp_path)]) == 2
     assert "no results.jsonl" in capsys.readouterr().err

@@ -57,6 +57,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ordering",
             "locks",
             "defaults",
+            "paths",
         ),
     ),
 ]

@@ -8,6 +8,7 @@ path is covered in test_integration_docker.py.
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 import xml.etree.ElementTree as ET
 
@@ -264,6 +265,49 @@ def test_answer_off_by_002_fails_with_a_readable_diff(project):
             '*ok   name: expected "x", submitted "x"*',
             "*trajectory: *almost.ipynb*",
         ]
+    )
+
+
+#: our messages that name a path: the failure text, the header, the summary
+PATH_MESSAGES = ("trajectory: ", "reports in ", "reports: ", "HTML report: ")
+
+
+def test_messages_name_paths_relative_to_the_working_folder(project):
+    """Red before issue 30 item 6: the failure text, the header and the summary printed
+    absolute paths (`trajectory: /tmp/pytest-of-root/.../reports/<run>/almost.ipynb`)."""
+    write(project, "tasks/expert/almost.yaml", OFF_BY_002)
+    result = project.runpytest_subprocess(
+        "tasks/expert/almost.yaml", "--super-agent=gold", "--super-backend=local"
+    )
+    result.assert_outcomes(failed=1)
+    (run_dir,) = (project.path / "reports").iterdir()
+    run = f"reports{os.sep}{run_dir.name}"
+    result.stdout.fnmatch_lines(
+        [
+            f"pytest-super: run {run_dir.name}, reports in {run}",
+            f"trajectory: {run}{os.sep}*almost.ipynb",
+            f"reports: {run}",
+            f"HTML report: {run}{os.sep}index.html",
+        ]
+    )
+    shown = [ln for ln in result.stdout.lines if any(m in ln for m in PATH_MESSAGES)]
+    assert len(shown) >= 4 and not [ln for ln in shown if str(project.path) in ln], shown
+
+
+def test_messages_name_paths_outside_the_working_folder_absolute(project, tmp_path_factory):
+    """The sibling: a report folder outside the working folder is named in full."""
+    write(project, "tasks/expert/almost.yaml", OFF_BY_002)
+    elsewhere = tmp_path_factory.mktemp("elsewhere").resolve()
+    result = project.runpytest_subprocess(
+        "tasks/expert/almost.yaml",
+        "--super-agent=gold",
+        "--super-backend=local",
+        f"--super-report-dir={elsewhere}",
+    )
+    result.assert_outcomes(failed=1)
+    (run_dir,) = elsewhere.iterdir()
+    result.stdout.fnmatch_lines(
+        [f"trajectory: {run_dir}{os.sep}*almost.ipynb", f"reports: {run_dir}"]
     )
 
 
