@@ -19,7 +19,6 @@ the tasks it is given; a script may call it directly:
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -54,13 +53,11 @@ def retry_backoff_s(attempt: int) -> float:
 
 
 def kernel_settings_for(run: SuperRun, task: Task) -> KernelSettings:
-    """The kernel settings of one task: the run's, with the image of the task's profile (or the
-    run's --super-image)."""
-    if run.kernel.backend == "local":  # a subprocess of this machine's Python: no image
-        return dataclasses.replace(run.kernel, image="(local kernel)")
-    from pytest_super.kernels.docker.image import image_for_task
+    """The kernel settings of one task: the run's, with the image the run's backend gives the
+    task's profile (`kernels.settings_for_task`; docker: its tag, or the run's --super-image)."""
+    from pytest_super.kernels import settings_for_task
 
-    return dataclasses.replace(run.kernel, image=image_for_task(task.image, run.kernel.image))
+    return settings_for_task(run.kernel, task.image)
 
 
 def trajectory_path(run: SuperRun, name: str) -> Path:

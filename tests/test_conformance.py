@@ -15,9 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_super.kernels.base import CAPABILITIES, unsupported_capabilities
+from pytest_super.execute import kernel_settings_for
+from pytest_super.kernels.base import CAPABILITIES, KernelSettings, unsupported_capabilities
+from pytest_super.kernels.docker.image import default_image_tag
 from pytest_super.kernels.local import LocalBackend
 from pytest_super.replay.kernel import ReplayBackend
+from pytest_super.settings import SuperRun
+from pytest_super.tasks import Cell, Task
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKEN = "tests.support.broken_backend:StickyRestartBackend"
@@ -143,3 +147,33 @@ def test_the_backend_shown_in_docs_backends_md_is_short_and_passes(tmp_path: Pat
     assert code == 0, output
     assert outcomes(cases) == {"passed": len(cases) - 1, "skipped": 1}, output
     assert cases[LEFTOVERS_TEST][0] == "skipped"
+
+
+class EnvironmentBackend(LocalBackend):
+    """A backend whose kernels run in a named environment per image profile (`ImageBackend`)."""
+
+    def image_for(self, settings: KernelSettings, profile: str) -> str:
+        return f"conda env {profile}"
+
+
+def test_the_image_a_task_names_is_its_backends_answer() -> None:
+    task = Task(
+        id="t",
+        set="expert",
+        query="q",
+        answer={"x": 1},
+        solution=(Cell(kind="execute", code="print(1)"),),
+        image="colab",
+    )
+
+    def image(backend: str, override: str | None = None) -> str | None:
+        run = SuperRun(agent="gold", kernel=KernelSettings(backend=backend, image=override))
+        return kernel_settings_for(run, task).image
+
+    assert image("docker") == default_image_tag("colab")
+    assert image("docker", "mine:1") == "mine:1"
+    assert image("local") == "(local kernel)"
+    assert image("tests.test_conformance:EnvironmentBackend") == "conda env colab"
+    # a backend without images (a third party's, the replay backend) is given no Docker tag
+    assert image("tests.support.example_backend:RecordingBackend") is None
+    assert image("replay", "mine:1") == "mine:1"

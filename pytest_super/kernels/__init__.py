@@ -12,9 +12,10 @@ named here too.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
-from pytest_super.kernels.base import Kernel, KernelBackend, KernelSettings
+from pytest_super.kernels.base import ImageBackend, Kernel, KernelBackend, KernelSettings
 from pytest_super.kernels.docker.cleanup import (
     HOST_FOLDER_PREFIX,
     KEPT_SUFFIX,
@@ -90,6 +91,16 @@ def kernel_backend(settings: KernelSettings) -> KernelBackend:
     return backend
 
 
+def settings_for_task(settings: KernelSettings, profile: str) -> KernelSettings:
+    """The kernel settings of one task whose image profile is `profile`: `settings` with the image
+    the backend gives it (`base.ImageBackend.image_for`); a backend without images keeps
+    `settings.image`."""
+    backend = kernel_backend(settings)
+    if not isinstance(backend, ImageBackend):
+        return settings
+    return dataclasses.replace(settings, image=backend.image_for(settings, profile))
+
+
 def provision_kernel(settings: KernelSettings, *, task_id: str) -> Kernel:
     """Start a fresh kernel for one task with the configured backend; it is ready to execute."""
     return kernel_backend(settings).provision(settings, task_id=task_id)
@@ -118,4 +129,5 @@ __all__ = [
     "kernel_backend_class",
     "known_backend_names",
     "provision_kernel",
+    "settings_for_task",
 ]

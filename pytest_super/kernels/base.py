@@ -233,6 +233,20 @@ class KernelBackend(Protocol):
         ...
 
 
+@runtime_checkable
+class ImageBackend(Protocol):
+    """A backend whose kernels run in an image or environment a task names (its `image:` profile,
+    e.g. `default`, `colab`). Optional: a backend without `image_for` leaves `settings.image`
+    as the run gave it (`--super-image`, or None). The docker backend's answer is the tag of the
+    profile's image (`pytest-super image build --profile P`), unless `--super-image` overrides it.
+    """
+
+    def image_for(self, settings: KernelSettings, profile: str) -> str | None:
+        """The image (or environment) a kernel for a task of `profile` runs in, as the task's
+        results record it (`super.image`); `settings.image` is the run's `--super-image`."""
+        ...
+
+
 #: what the conformance suite (`pytest --pyargs pytest_super.conformance --super-backend NAME`)
 #: asks of a backend, by name. A backend that cannot do one declares it in a class attribute
 #: `unsupported: dict[str, str]` (capability -> why); the suite skips the tests that need it with

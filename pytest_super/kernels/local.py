@@ -241,6 +241,10 @@ class LocalBackend:
     def provision(self, settings: KernelSettings, *, task_id: str) -> Kernel:
         return start_local_kernel(settings, task_id=task_id)
 
+    def image_for(self, settings: KernelSettings, profile: str) -> str:
+        """No image: a subprocess of this machine's Python (`base.ImageBackend`)."""
+        return "(local kernel)"
+
     def cleanup_run(self, settings: KernelSettings, run_id: str) -> list[str]:
         return []
 

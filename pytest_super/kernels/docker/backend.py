@@ -90,7 +90,7 @@ from pytest_super.kernels.docker.engine import (
     engine_identity,
 )
 from pytest_super.kernels.docker.hostguard import guard_host
-from pytest_super.kernels.docker.image import build_hint, default_image_tag
+from pytest_super.kernels.docker.image import build_hint, default_image_tag, image_for_task
 from pytest_super.kernels.docker.lease import LABEL_LEASE, lease_for
 from pytest_super.kernels.docker.relay import RELAY_IN_CONTAINER, EngineRelay, relay_source
 
@@ -338,6 +338,10 @@ class DockerBackend:
 
     def provision(self, settings: KernelSettings, *, task_id: str) -> Kernel:
         return start_docker_kernel(settings, task_id=task_id)
+
+    def image_for(self, settings: KernelSettings, profile: str) -> str:
+        """`--super-image` if given, else the tag of the profile's image (`base.ImageBackend`)."""
+        return image_for_task(profile, settings.image)
 
     def cleanup_run(self, settings: KernelSettings, run_id: str) -> list[str]:
         client = docker_client(settings)
