@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the real types for type checkers; at run time `__getattr__`
     from pytest_super.errors import ExitStatus
     from pytest_super.execute import run_one_task
     from pytest_super.kernels.base import CellResult, Kernel, KernelBackend, KernelSettings
+    from pytest_super.run_record import run_tasks
     from pytest_super.runner import TaskResult
     from pytest_super.settings import SuperRun
     from pytest_super.tasks import Task, load_tasks
@@ -40,6 +41,7 @@ _EXPORTS = {
     "TaskResult": "pytest_super.runner",
     "load_tasks": "pytest_super.tasks",
     "run_one_task": "pytest_super.execute",
+    "run_tasks": "pytest_super.run_record",
 }
 
 __all__ = [
@@ -57,6 +59,7 @@ __all__ = [
     "TaskResult",
     "load_tasks",
     "run_one_task",
+    "run_tasks",
 ]
 
 #: the version when the package's metadata cannot be read (a source tree never installed)

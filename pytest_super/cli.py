@@ -28,6 +28,7 @@ from pytest_super.kernels.docker.image import COLAB_LOCK, DEFAULT_BASE, PROFILES
 from pytest_super.kernels.jupyter.output import console_text
 from pytest_super.paths import shown_path
 from pytest_super.safe_read import ForeignDataError
+from pytest_super.settings import add_shared_argument, resolve_setting
 
 if TYPE_CHECKING:
     from pytest_super.report import TaskRecord
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="no registry: bootstrap the base from Debian's archive with debootstrap",
     )
-    p.add_argument("--docker-host", default=None, help="engine address (default DOCKER_HOST)")
+    add_shared_argument(p, "docker_host")
     p.add_argument(
         "--print-tag", action="store_true", help="print the default tag and exit (no engine needed)"
     )
@@ -145,9 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="build it on every live node of a Ray cluster, each on its own engine",
     )
-    p.add_argument(
-        "--ray-address", default=None, help="the Ray cluster (default RAY_ADDRESS, else auto)"
-    )
+    add_shared_argument(p, "ray_address")
     p.set_defaults(func=_image_build)
     p = image.add_parser(
         "push",
@@ -157,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--registry", required=True, metavar="HOST:PORT", help="the registry")
     p.add_argument("--profile", choices=PROFILES, default="default", help="package set")
     p.add_argument("--tag", default=None, help="the image to push (default: the profile's tag)")
-    p.add_argument("--docker-host", default=None, help="engine address (default DOCKER_HOST)")
+    add_shared_argument(p, "docker_host")
     p.set_defaults(func=_image_push)
     p = image.add_parser(
         "lock",
@@ -179,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="every pytest-super container, of live runs and kept ones too",
     )
-    p.add_argument("--docker-host", help="Docker engine address (default DOCKER_HOST)")
+    add_shared_argument(p, "docker_host")
     p.set_defaults(func=_cleanup)
 
     args = parser.parse_args(argv)
@@ -226,7 +225,7 @@ def _image_build(args: argparse.Namespace) -> int:
     if args.ray:
         from pytest_super.ray_backend import build_on_nodes
 
-        address = args.ray_address or os.environ.get("RAY_ADDRESS") or "auto"
+        address = resolve_setting("ray_address", args.ray_address)
         built = build_on_nodes(
             address, profile=args.profile, base=args.base, offline=args.offline, tag=args.tag
         )

@@ -26,6 +26,7 @@ from pytest_super.names import file_stem
 from pytest_super.options import SuperRun, run_of
 from pytest_super.ordering import choose_order, for_xdist, in_order
 from pytest_super.recorder import RunRecorder
+from pytest_super.run_record import known_properties, result_properties, retried_property
 from pytest_super.runner import TaskResult, exit_status_of, task_timeout_s
 from pytest_super.tasks import (
     CATEGORIES,
@@ -378,22 +379,10 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
     if not run.agent:
         pytest.skip("no --super-agent given")
     item = request.node
-    repeat = [("super.repeat", item.repeat)] if getattr(item, "repeat", None) else []
-    kernel_settings = kernel_settings_for(run, super_task)
-    image = kernel_settings.image or ""
-    prompts = [(f"super.{k}", v) for k, v in run.settings.options.prompts.properties().items()]
-    # known before the episode, so a task that errors is still filed under its set and agent
-    item.user_properties.extend(
-        [
-            ("super.set", super_task.set),
-            ("super.category", super_task.category),
-            ("super.agent", run.agent),
-            ("super.model", run.settings.model or ""),
-            *repeat,
-            ("super.image", image),
-            *prompts,
-        ]
-    )
+    # known before the episode, so a task that errors is still filed under its set and agent;
+    # the record's properties are run_record.py's, as `run_tasks` writes them without pytest
+    known = known_properties(run, super_task, getattr(item, "repeat", None))
+    item.user_properties.extend((f"super.{k}", v) for k, v in known.items())
     try:
         if run.remote:
             result, node = _outcome_from_cluster(request.config, run, item)
@@ -414,18 +403,8 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
             )
         raise
     item.user_properties[:] = [p for p in item.user_properties if not p[0].startswith("super.")]
-    properties = result.junit_properties()
-    # relative to the report folder's parent, so an archived report folder keeps its links
-    properties["super.trajectory"] = os.path.relpath(result.trajectory, run.report_dir.parent)
-    item.user_properties.extend(
-        [
-            *properties.items(),
-            ("super.image", image),
-            *prompts,
-            *repeat,
-            *_retried_property(result.retried),
-        ]
-    )
+    properties = {**known, **result_properties(run, result)}
+    item.user_properties.extend((f"super.{k}", v) for k, v in properties.items())
     if node:
         item.user_properties.append(("super.node", node))
     item.stash[RESULT_KEY] = result
@@ -502,4 +481,4 @@ def _upcoming_task(run: SuperRun, item: pytest.Item) -> tuple[KernelSettings, st
 def _retried_property(retried: list[str]) -> list[tuple[str, str]]:
     """One `super.retried_after` holding every earlier attempt's error, one per line (a list of
     same-named properties kept only the last in results.jsonl)."""
-    return [("super.retried_after", "\n".join(retried))] if retried else []
+    return [(f"super.{k}", v) for k, v in retried_property(retried).items()]

@@ -1,23 +1,24 @@
-"""The controller's record of a run: results.jsonl as tasks finish, the summary at the end, and
-the removal of containers that killed processes left behind.
+"""The controller's record of a run under pytest: the pytest hooks above run_record.py's
+`RunRecord`, which writes results.jsonl as tasks finish, the summary and HTML report at the end,
+and removes the containers that killed processes left behind (the same object `run_tasks` uses
+without pytest).
 """
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_super import collect, html, interrupts
+from pytest_super import collect, interrupts
 from pytest_super import report as reports
-from pytest_super.errors import EngineUnavailable, ExitStatus, InfrastructureError, SuperError
-from pytest_super.kernels import kernel_backend
+from pytest_super.errors import ExitStatus, SuperError
 from pytest_super.kernels.jupyter.output import console_text
 from pytest_super.options import SuperRun
 from pytest_super.paths import shown_path
+from pytest_super.run_record import RunFolderError, RunRecord
 from pytest_super.tasks import category_suffix, infer_set, load_yaml_task
 
 
@@ -32,29 +33,23 @@ class RunRecorder:
         self.run = run
         self.rootpath = rootpath
         self.phases: dict[str, list[pytest.TestReport]] = {}
-        self.records: dict[str, reports.TaskRecord] = {}
-        self.html: Path | None = None
-        self.write_failure: str | None = None  # why results.jsonl stopped being written
         self.crashes: dict[str, pytest.TestReport] = {}  # xdist: the report of a worker's death
         self.workers = interrupts.Workers()
-        try:
-            run.run_dir.mkdir(parents=True, exist_ok=True)
-            self.writer = reports.ResultsWriter(run.run_dir / "results.jsonl")
-        except OSError as exc:  # before any container starts: a usage error, not a crash
-            raise pytest.UsageError(
-                f"pytest-super: cannot write the run's reports in {shown_path(run.run_dir)}: "
-                f"{exc.strerror or exc}; give a writable folder with --super-report-dir (or the "
-                "ini key super_report_dir)"
-            ) from None
+        try:  # before any container starts: a usage error, not a crash
+            self.record = RunRecord(run, warn=lambda m: warnings.warn(m, stacklevel=1))
+        except RunFolderError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    @property
+    def records(self) -> dict[str, reports.TaskRecord]:
+        return self.record.records
+
+    @property
+    def html(self) -> Path | None:
+        return self.record.html
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        # what runs whose controller died (kill -9) left behind goes when the next run starts; with
-        # no engine each task will report the engine as an error of its own. On a Ray cluster
-        # each node does this for its own engine (ray_backend.py).
-        if self.run.remote:
-            return
-        with contextlib.suppress(InfrastructureError):
-            kernel_backend(self.run.kernel).cleanup_dead_runs(self.run.kernel)
+        self.record.cleanup_dead_runs()
 
     # -- xdist, through its documented hooks (optional: a run without xdist has none) ------------
     @pytest.hookimpl(optionalhook=True, tryfirst=True)  # firstresult: before any that answers
@@ -129,27 +124,7 @@ class RunRecorder:
         )
 
     def _write(self, nodeid: str, outcome: str, properties: dict[str, Any]) -> None:
-        record = reports.TaskRecord(
-            task_id=nodeid.rsplit("::", 1)[-1], outcome=outcome, properties=properties
-        )
-        self.records[nodeid] = record
-        if self.write_failure is None:
-            try:
-                self.writer.write(record)
-            except OSError as exc:
-                self._stop_writing(exc)
-
-    def _stop_writing(self, exc: OSError) -> None:
-        """The report folder took no more (a full disk): said once; the run goes on, the tasks'
-        results still reach JUnit and the terminal, and results.jsonl keeps its whole lines."""
-        self.write_failure = f"{exc.strerror or exc}"
-        warnings.warn(
-            f"pytest-super: results.jsonl in {shown_path(self.run.run_dir)} could not be written "
-            f"({self.write_failure}); it holds the tasks recorded before this one (a cut last "
-            "line is skipped by readers). The run goes on; JUnit and the summary below have "
-            "every task.",
-            stacklevel=1,
-        )
+        self.record.add(nodeid, outcome, properties)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """A task file (or JSONL line) that failed to load is an error of the run, recorded
@@ -161,10 +136,10 @@ class RunRecorder:
             return
         path = self.rootpath / report.nodeid.split("::")[0]
         detail = str(report.longrepr).strip().splitlines()
-        record = reports.TaskRecord(
-            task_id=report.nodeid,
-            outcome="error",
-            properties={
+        self.record.add(
+            report.nodeid,
+            "error",
+            {
                 "set": infer_set(path) or "",
                 "agent": self.run.agent,
                 "model": self.run.settings.model or "",
@@ -172,83 +147,27 @@ class RunRecorder:
                 "exit_status": ExitStatus.TASK_ERROR.value,
                 "load_error": detail[0][:1000] if detail else "",
             },
+            task_id=report.nodeid,
         )
-        self.records[report.nodeid] = record
-        self.writer.write(record)
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if exitstatus == pytest.ExitCode.INTERRUPTED:
             interrupts.finish_worker_reports(session.config, self.workers)
-        try:
-            self.writer.close()
-        except OSError as exc:
-            if self.write_failure is None:
-                self._stop_writing(exc)
-        if not self.run.settings.keep_failed and not self.run.remote:  # killed workers' leftovers
-            try:
-                kernel_backend(self.run.kernel).cleanup_run(self.run.kernel, self.run.run_id)
-            except EngineUnavailable:
-                pass  # no engine: nothing can be left on it
-            except InfrastructureError as exc:  # the reports come first
-                warnings.warn(
-                    f"pytest-super: {exc}; `pytest-super cleanup --run {self.run.run_id}` "
-                    "removes what is left",
-                    stacklevel=1,
-                )
-        if self.records:
-            self._write_summary_and_html()
-
-    def _write_summary_and_html(self) -> None:
-        """summary.md, then index.html. Neither may cost the run its other reports (JUnit is
-        written after this hook)."""
-        table = reports.format_table({self.run.agent or "run": self._rows()}, markdown=True)
-        images = reports.images_line(self.records.values())
-        try:
-            (self.run.run_dir / "summary.md").write_text(
-                f"# pytest-super run {self.run.run_id}\n\nagent: {self.run.agent}, model: "
-                f"{self.run.settings.model or '-'}\n\n{table}\n"
-                + (f"\n{images}\n" if images else "")
-            )
-            self.html = self._write_html()
-        except OSError as exc:  # a full disk must not cost the run its other reports
-            warnings.warn(
-                f"pytest-super: the summary and HTML report were not written: {exc}",
-                stacklevel=1,
-            )
-
-    def _write_html(self) -> Path | None:
-        """index.html and the task pages; None, with a warning, when they could not be made. The
-        report reads files this run did not write (earlier runs' results in the report folder,
-        trajectories named by the records), which are read defensively; should any still
-        break the page, the run keeps its results, summary and JUnit."""
-        try:
-            return html.write_run_report(self.run.run_dir)
-        except OSError:
-            raise
-        except Exception as exc:  # the HTML report is the last and least of the run's reports
-            warnings.warn(
-                f"pytest-super: the HTML report was not written ({type(exc).__name__}: {exc}); "
-                f"`pytest-super html {shown_path(self.run.run_dir)}` tries again",
-                stacklevel=1,
-            )
-            return None
+        self.record.finish()
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.records:
             return
         terminalreporter.section(f"SUPER summary (run {self.run.run_id}, agent {self.run.agent})")
-        table = reports.format_table({self.run.agent or "run": self._rows()})
+        table = self.record.table()
         terminalreporter.write_line(console_text(table))  # names read back from earlier runs
-        images = reports.images_line(self.records.values())
+        images = self.record.images()
         if images:
             terminalreporter.write_line(console_text(images))
         terminalreporter.write_line(f"reports: {shown_path(self.run.run_dir)}")
         if self.html is not None:
             terminalreporter.write_line(f"HTML report: {shown_path(self.html)}")
-
-    def _rows(self) -> list[reports.SummaryRow]:
-        return reports.summarize(self.records.values())
 
 
 def _rerun(report: pytest.TestReport) -> bool:

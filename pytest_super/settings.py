@@ -21,6 +21,7 @@ setup.cfg with [tool:pytest] in the folder or an ancestor) with the `iniconfig` 
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 import os
@@ -881,3 +882,28 @@ class SuperRun:
     def remote(self) -> bool:
         """Whether tasks run on other machines (a Ray cluster) rather than in this process."""
         return self.backend == "ray"
+
+
+# -- the command line's shared options -------------------------------------------------------------
+def add_shared_argument(parser: argparse.ArgumentParser, name: str) -> None:
+    """`--<name>` of a `pytest-super` subcommand, declared from the setting `name` of the table
+    (its help and metavar: `--docker-host` says what `--super-docker-host` says)."""
+    s = _BY_NAME[name]
+    parser.add_argument("--" + name.replace("_", "-"), default=None, metavar=s.metavar, help=s.help)
+
+
+def resolve_setting(name: str, given: str | None) -> Any:
+    """A subcommand's shared option as a pytest run resolves its setting: the option, else the
+    setting's environment variables, else its default (no ini file: the commands take none)."""
+    flag = "--" + name.replace("_", "-")
+    s = _BY_NAME[name]
+    inputs = Inputs(
+        given=lambda _name: given,
+        given_source=lambda _name: flag,
+        ini=lambda _key: None,
+        ini_label="",
+        rootpath=Path.cwd(),
+        invocation_dir=Path.cwd(),
+        task_roots=(),
+    )
+    return resolve_one(inputs, name, s.read, s.default, ini=False, env=s.env)[0]

@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "options",
             "collect",
             "recorder",
+            "run_record",
             "interrupts",
             "progress",
             "timeouts",
@@ -249,3 +250,21 @@ def test_nothing_from_one_task_down_imports_pytest() -> None:
                 continue
             offenders += [f"{name} imports {r}" for r in roots if r in ("pytest", "_pytest")]
     assert offenders == []
+
+
+#: modules above the one-task layer that a script without pytest imports (`run_tasks`)
+PYTEST_FREE_ABOVE = ("pytest_super.run_record", "pytest_super.settings", "pytest_super.tasks")
+
+
+@pytest.mark.parametrize("module", PYTEST_FREE_ABOVE)
+def test_a_script_recording_a_run_loads_no_pytest(module: str) -> None:
+    """The run record below pytest (run_record.py) and all it imports, loaded in a plain
+    process, bring no pytest module with them."""
+    code = (
+        f"import sys, {module}\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pytest', '_pytest')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]"

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -230,3 +234,112 @@ def test_load_tasks_names_a_path_that_is_no_task_file(tmp_path):
         load_tasks(tmp_path / "notes.txt")
     with pytest.raises(TaskFileError, match="missing.yaml: cannot read the task file"):
         load_tasks(tmp_path / "missing.yaml")
+
+
+# -- a script: resolve, load_tasks, run_tasks; the run folder a pytest run leaves -------------------
+ROOT = Path(__file__).resolve().parent.parent
+MIRRORS = ROOT / ".super-cache" / "mirrors"
+MIRROR_TASK = ROOT / "tasks" / "expert" / "hmm-tagger.yaml"  # clones super-demo/hmm-tagger
+
+SCRIPT = """\
+import json, sys
+from pathlib import Path
+from pytest_super import SuperRun, load_tasks, run_tasks
+
+run = SuperRun.resolve(rootdir=Path(sys.argv[1]), agent="gold")
+results = run_tasks(load_tasks(Path(sys.argv[1]) / "tasks"), run)
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("pytest", "_pytest", "xdist"))
+print(json.dumps({"run_dir": str(run.run_dir), "sources": run.sources, "mem": run.kernel.mem,
+                  "mirrors": run.kernel.git_mirrors, "pytest_modules": loaded,
+                  "results": [(r.task.id, r.exit_status.value, r.accuracy) for r in results]}))
+"""
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=900, check=False)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_script_runs_a_task_that_needs_the_ini_s_mirror_and_leaves_a_pytest_run_folder(
+    tmp_path, image
+):
+    (tmp_path / "tasks" / "expert").mkdir(parents=True)
+    shutil.copy(MIRROR_TASK, tmp_path / "tasks" / "expert")
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nsuper_tasks = tasks\nsuper_mem = 3g\n"
+        f"super_git_mirrors =\n    https://github.com/super-demo/={MIRRORS}\n"
+    )
+    alone = _run([sys.executable, "-c", SCRIPT, str(tmp_path)], ROOT)
+    assert alone.returncode == 0, alone.stdout[-2000:] + alone.stderr[-3000:]
+    got = json.loads(alone.stdout.strip().splitlines()[-1])
+    assert got["pytest_modules"] == []  # no pytest in that process
+    assert got["results"] == [["hmm-tagger", "submitted", 1.0]]
+    assert got["mem"] == "3g" and got["sources"]["mem"] == "ini super_mem (pytest.ini)"
+    assert got["sources"]["git_mirror https://github.com/super-demo/"] == (
+        "ini super_git_mirrors (pytest.ini)"
+    )
+    run_dir = Path(got["run_dir"])
+    assert run_dir.parent == tmp_path / "reports"
+    (line,) = (run_dir / "results.jsonl").read_text().splitlines()
+    record = json.loads(line)
+    assert record["task_id"] == "hmm-tagger" and record["outcome"] == "passed"
+    assert (tmp_path / record["trajectory"]).exists()  # relative, as pytest writes it
+    assert {p.name for p in run_dir.iterdir()} >= {"results.jsonl", "summary.md", "index.html"}
+    assert (run_dir / "trajectories" / "hmm-tagger.json").exists()
+    assert (run_dir / "trajectories" / "hmm-tagger.ipynb").exists()
+
+    (run_dir / "index.html").unlink()  # made again from the folder alone
+    html = _run([sys.executable, "-m", "pytest_super.cli", "html", str(run_dir)], ROOT)
+    assert html.returncode == 0, html.stderr[-2000:]
+    assert "hmm-tagger" in (run_dir / "index.html").read_text()
+
+    resumed = _run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--super-agent=gold",
+            "--super-resume",
+            "-p",
+            "no:cacheprovider",
+            "-rs",
+        ],
+        tmp_path,
+    )
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert f"resumed: passed in run {run_dir.name}" in resumed.stdout
+
+
+# -- the CLI's shared options come from the same table ------------------------------------------------
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [
+        (["image", "build"], "docker_host"),
+        (["image", "build"], "ray_address"),
+        (["image", "push"], "docker_host"),
+        (["cleanup"], "docker_host"),
+    ],
+)
+def test_a_subcommands_shared_option_is_the_settings_tables(command, name, capsys):
+    from pytest_super.cli import main
+    from pytest_super.settings import SETTINGS
+
+    (setting,) = [s for s in SETTINGS if s.name == name]
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--" + name.replace("_", "-") in out
+    assert " ".join(setting.help.split()) in out
+
+
+def test_the_clis_ray_address_resolves_as_the_setting_does(monkeypatch):
+    from pytest_super.settings import resolve_setting
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert resolve_setting("ray_address", None) == "auto"  # the table's default
+    monkeypatch.setenv("RAY_ADDRESS", "env-host:2")
+    assert resolve_setting("ray_address", None) == "env-host:2"
+    assert resolve_setting("ray_address", "opt-host:3") == "opt-host:3"
+    with pytest.raises(SettingError, match="--cpus 'abc': expected a finite number"):
+        resolve_setting("cpus", "abc")
