@@ -177,3 +177,30 @@ def test_the_image_a_task_names_is_its_backends_answer() -> None:
     # a backend without images (a third party's, the replay backend) is given no Docker tag
     assert image("tests.support.example_backend:RecordingBackend") is None
     assert image("replay", "mine:1") == "mine:1"
+
+
+def test_the_backend_neutral_modules_load_nothing_of_dockers() -> None:
+    code = (
+        "import sys\n"
+        "from pytest_super.execute import kernel_settings_for\n"
+        "from pytest_super.kernels import provision_kernel, settings_for_task\n"
+        "from pytest_super.kernels.base import KernelSettings\n"
+        "assert settings_for_task(KernelSettings(backend='local'), 'default').image\n"
+        "print(sorted(m for m in sys.modules if m.startswith('pytest_super.kernels.docker')))\n"
+        "from pytest_super.kernels import LABEL_RUN, cleanup_containers, docker_client\n"
+        "from pytest_super.kernels.docker.engine import docker_client as engines\n"
+        "assert docker_client is engines and LABEL_RUN\n"
+        "import pytest_super.kernels as k\n"
+        "try:\n"
+        "    k.no_such_name\n"
+        "except AttributeError as exc:\n"
+        "    print(exc)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "[]",
+        "module 'pytest_super.kernels' has no attribute 'no_such_name'",
+    ]

@@ -5,38 +5,83 @@ lifecycle: `provision` a kernel for a task, `cleanup_run` what a run left behind
 `cleanup_dead_runs` what runs whose controller died left behind. `docker` (`docker/backend.py`),
 `local` (`local.py`) and `replay` (`replay/kernel.py`: a published episode played back) are built
 in; others come from the entry-point group `pytest_super.backends` or as `package.module:Class` (`registry.Registry`, as agents do). `kernel_backend` gives the one
-`KernelSettings.backend` names, and `provision_kernel` starts a kernel with it. The Docker engine's
-connection and labels (`docker/engine.py`) and the cleanup of leftovers (`docker/cleanup.py`) are
-named here too.
+`KernelSettings.backend` names, `provision_kernel` starts a kernel with it, `settings_for_task`
+asks it for a task's image. Nothing here is Docker's: the Docker engine's connection and labels
+(`docker/engine.py`) and the cleanup of its leftovers (`docker/cleanup.py`) are still answered by
+name for older imports (`__getattr__`), loaded only when asked for.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import threading
+from typing import TYPE_CHECKING
 
 from pytest_super.kernels.base import ImageBackend, Kernel, KernelBackend, KernelSettings
-from pytest_super.kernels.docker.cleanup import (
-    HOST_FOLDER_PREFIX,
-    KEPT_SUFFIX,
-    OWNER_FILE,
-    cleanup_containers,
-    cleanup_host_folders,
-    host_folder_root,
-)
-from pytest_super.kernels.docker.engine import (
-    LABEL,
-    LABEL_HOST,
-    LABEL_PID,
-    LABEL_RUN,
-    LABEL_TASK,
-    LABEL_WORKER,
-    docker_client,
-    docker_client_for,
-    engine_address,
-    forget_docker_client,
-)
 from pytest_super.registry import Registry, qualified_name
+
+if TYPE_CHECKING:  # Docker's names, as `__getattr__` gives them (for type checkers)
+    from pytest_super.kernels.docker.cleanup import (
+        HOST_FOLDER_PREFIX,
+        KEPT_SUFFIX,
+        OWNER_FILE,
+        cleanup_containers,
+        cleanup_host_folders,
+        host_folder_root,
+    )
+    from pytest_super.kernels.docker.engine import (
+        LABEL,
+        LABEL_HOST,
+        LABEL_PID,
+        LABEL_RUN,
+        LABEL_TASK,
+        LABEL_WORKER,
+        docker_client,
+        docker_client_for,
+        engine_address,
+        forget_docker_client,
+    )
+
+#: the Docker backend's names this package still answers, for code that imported them from here;
+#: each is imported from its module when first asked for, so that running another backend loads
+#: nothing of Docker's. New code imports them from `kernels.docker.engine` / `kernels.docker.cleanup`.
+_DOCKER_NAMES: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "HOST_FOLDER_PREFIX",
+            "KEPT_SUFFIX",
+            "OWNER_FILE",
+            "cleanup_containers",
+            "cleanup_host_folders",
+            "host_folder_root",
+        ),
+        "pytest_super.kernels.docker.cleanup",
+    ),
+    **dict.fromkeys(
+        (
+            "LABEL",
+            "LABEL_HOST",
+            "LABEL_PID",
+            "LABEL_RUN",
+            "LABEL_TASK",
+            "LABEL_WORKER",
+            "docker_client",
+            "docker_client_for",
+            "engine_address",
+            "forget_docker_client",
+        ),
+        "pytest_super.kernels.docker.engine",
+    ),
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _DOCKER_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 #: the entry-point group third-party backends register under
 ENTRY_POINT_GROUP = "pytest_super.backends"
