@@ -798,6 +798,7 @@ def default_of(name: str) -> Any:
 
 
 _BY_NAME = {s.name: s for s in SETTINGS}
+_FLAG_DEFAULTS = {name: default for name, default, _ini, _help in FLAGS}
 
 
 def _default_run_settings() -> RunSettings:
@@ -819,7 +820,7 @@ class SuperRun:
     kernel: KernelSettings = field(default_factory=_default_kernel)
     settings: RunSettings = field(default_factory=_default_run_settings)
     llm_settings: LLMSettings | None = None
-    live: bool = False
+    live: bool = _FLAG_DEFAULTS["live"]
     #: --super-retries: attempts after a retryable infrastructure error
     retries: int = default_of("retries")
     #: --super-backend as given: a kernel backend's name, or `ray` (tasks run whole on a Ray
@@ -834,11 +835,11 @@ class SuperRun:
     registry: str | None = None
     #: scheduling on this machine: --super-max-containers, --super-pool
     max_containers: int | None = default_of("max_containers")
-    pool: bool = True
+    pool: bool = _FLAG_DEFAULTS["pool"]
     #: selection: --super-set (None: every set), --super-repeat, --super-resume
     sets: tuple[str, ...] | None = None
     repeat: int = default_of("repeat")
-    resume: bool = False
+    resume: bool = _FLAG_DEFAULTS["resume"]
     #: --super-durations FILE (None: the earlier run, else the shipped table) and --super-order
     #: (None: longest when any duration is known and tasks go to several slots; ordering.py)
     durations_file: Path | None = None
