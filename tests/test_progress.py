@@ -119,7 +119,9 @@ def test_on_a_terminal_the_line_is_redrawn_in_place_and_pytests_lines_stay_whole
     tmux = ["tmux", "-L", socket]
     raw = tmp_path / "raw.out"
     command = " ".join([sys.executable, "-m", "pytest", *RUN, "; echo END-OF-RUN; sleep 120"])
-    environment = env(TERM="xterm")
+    # the window's size said outright: a COLUMNS inherited from elsewhere, or a size the
+    # terminal is not yet known to have, made pytest's writer 80 wide and cut the line (CI)
+    environment = env(TERM="xterm", COLUMNS="160", LINES="60")
     subprocess.run(
         [*tmux, "new-session", "-d", "-x", "160", "-y", "60", f"cd {made} && {command}"],
         env=environment,
