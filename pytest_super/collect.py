@@ -21,7 +21,13 @@ from pytest_super.runner import TaskResult
 
 if TYPE_CHECKING:  # pytest's own types of a failure's representation
     from _pytest._code.code import TerminalRepr, TracebackStyle
-from pytest_super.tasks import Task, infer_set, iter_jsonl_tasks, load_yaml_task
+from pytest_super.tasks import (
+    Task,
+    infer_set,
+    iter_jsonl_tasks,
+    load_yaml_task,
+    register_task_id,
+)
 
 TASK_SUFFIXES = (".yaml", ".yml", ".jsonl")
 #: each task id collected, and where it was first found (`file` or `file:line`)
@@ -105,18 +111,7 @@ def task_items(parent: pytest.Collector, task: Task) -> list[SuperTaskItem]:
 class _TaskFileCollector(pytest.File):
     def _register(self, task: Task) -> None:
         """Reject a task id seen in another file (collection order is deterministic)."""
-        seen = self.config.stash.setdefault(SEEN_IDS, {})
-        first = seen.setdefault(task.id, f"{task.source}" + (f":{task.line}" if task.line else ""))
-        here = f"{task.source}" + (f":{task.line}" if task.line else "")
-        if first != here:
-            raise TaskFileError(
-                task.source,
-                "duplicate task id",
-                field="id",
-                value=task.id,
-                line=task.line,
-                hint=f"already defined in {first}; task ids must be unique across task files",
-            )
+        register_task_id(task, self.config.stash.setdefault(SEEN_IDS, {}))
 
     def _selected(self, task: Task) -> bool:
         wanted = options.run_of(self.config).sets

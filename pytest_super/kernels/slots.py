@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from pytest_super.locks import open_lock_file, secure_folder
+from pytest_super.locks import held_lock, open_lock_file, secure_folder
 
 
 class Slot:
@@ -111,11 +111,5 @@ def someone_waits(lock_dir: Path) -> bool:
 def start_lock(lock_dir: Path) -> Iterator[None]:
     """One container start at a time across the run's workers (the lock dies with its holder)."""
     secure_folder(lock_dir)
-    fd = open_lock_file(lock_dir, "start.lock")
-    assert fd is not None  # made when missing
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with held_lock(lock_dir, "start.lock"):
         yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)

@@ -46,6 +46,7 @@ __all__ = [
     "jsonl_lines",
     "load_tasks",
     "load_yaml_task",
+    "register_task_id",
     "raw_category_of",
     "schema",
     "task_from_super_row",
@@ -79,7 +80,7 @@ def load_tasks(path: Path | str, *, set_name: str | None = None) -> list[Task]:
     seen: dict[str, str] = {}
     for file in files:
         for task in _file_tasks(file, set_name):
-            _register(task, seen)
+            register_task_id(task, seen)
             tasks.append(task)
     return tasks
 
@@ -116,8 +117,9 @@ def _file_tasks(file: Path, set_name: str | None) -> list[Task]:
     return tasks
 
 
-def _register(task: Task, seen: dict[str, str]) -> None:
-    """A task id defined in two places is an error on the later one (collection's words)."""
+def register_task_id(task: Task, seen: dict[str, str]) -> None:
+    """A task id defined in two places is an error on the later one (`seen`: id -> where it was
+    first defined; collection and `load_tasks` share it)."""
     here = f"{task.source}" + (f":{task.line}" if task.line else "")
     first = seen.setdefault(task.id, here)
     if first != here:
