@@ -147,13 +147,14 @@ def check_llm_endpoint(settings: Any) -> None:
 
 
 def _kernel_pool(config: pytest.Config, run: SuperRun) -> KernelPool:
-    from pytest_super.kernels import provision_kernel
+    from pytest_super.kernels import kernel_backend_class, provision_kernel
+    from pytest_super.kernels.base import warms_ahead
 
     return KernelPool(
         provision_kernel,
         lock_dir=run.run_dir / "locks",
         max_containers=run.max_containers,
-        warm=run.pool and run.kernel.backend == "docker",
+        warm=run.pool and warms_ahead(kernel_backend_class(run.kernel.backend)),
     )
 
 

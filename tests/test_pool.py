@@ -287,3 +287,40 @@ def test_a_task_waiting_for_a_slot_comes_before_a_kernel_made_ahead(tmp_path):
     ahead = slots.take_slot(lock_dir, 1, wait=False)
     assert ahead is not None
     ahead.release()
+
+
+class _ThirdPartyPlainBackend:
+    """A backend of another package that says nothing about warming (its methods unused here)."""
+
+    def provision(self, settings: KernelSettings, *, task_id: str) -> Any:
+        raise NotImplementedError("only its class is inspected")
+
+    def cleanup_run(self, settings: KernelSettings, run_id: str) -> list[str]:
+        return []
+
+    def cleanup_dead_runs(self, settings: KernelSettings) -> list[str]:
+        return []
+
+
+class _ThirdPartyWarmBackend(_ThirdPartyPlainBackend):
+    """A backend of another package that opts in to kernels made ahead."""
+
+    warm_pool = True
+
+
+@pytest.mark.parametrize(
+    ("spec", "warm"),
+    [
+        ("docker", True),
+        ("local", False),
+        ("tests.test_pool:_ThirdPartyWarmBackend", True),
+        ("tests.test_pool:_ThirdPartyPlainBackend", False),
+    ],
+)
+def test_warming_is_the_backends_declaration(spec: str, warm: bool) -> None:
+    """The pool warms kernels for a backend that declares `warm_pool = True` (found through the
+    registry, as the plugin does), never by the backend's name: a third-party one can opt in."""
+    from pytest_super.kernels import kernel_backend_class
+    from pytest_super.kernels.base import warms_ahead
+
+    assert warms_ahead(kernel_backend_class(spec)) is warm

@@ -208,6 +208,10 @@ class KernelBackend(Protocol):
     behaviour tests every backend must pass (docs/backends.md). What a backend cannot do, it
     declares in a class attribute `unsupported = {capability: reason}` (`CAPABILITIES`): those
     tests are skipped with the reason.
+
+    **Kernels made ahead.** A backend whose kernels may be made ahead of the task that uses them
+    (the kernel pool warms the next task's kernel while the current one runs) says so in a class
+    attribute `warm_pool = True`; without it (or `False`) kernels start when a task asks for one.
     """
 
     def provision(self, settings: KernelSettings, *, task_id: str) -> Kernel:
@@ -260,6 +264,12 @@ CAPABILITIES: dict[str, str] = {
     "files": "reads and writes files (text and bytes) relative to the kernel's directory",
     "leftovers": "`cleanup_run` finds and removes a kernel of the run that was never closed",
 }
+
+
+def warms_ahead(backend: object) -> bool:
+    """Whether `backend` (a class or an instance) lets its kernels be made ahead of the task that
+    uses them (its class attribute `warm_pool`; absent means no)."""
+    return getattr(backend, "warm_pool", False) is True
 
 
 def unsupported_capabilities(backend: object) -> dict[str, str]:

@@ -232,6 +232,8 @@ class LocalBackend:
     """The local backend: an ipykernel subprocess per kernel. Its boxes are removed when the
     process that made them exits (`_remove_leftover_boxes`), so no later cleanup finds any."""
 
+    #: kernels start when a task asks for one: a subprocess, nothing worth making ahead
+    warm_pool = False
     #: what the conformance suite must not ask (`base.CAPABILITIES`)
     unsupported = {
         "leftovers": "a local kernel is a subprocess removed when the process that made it "

@@ -26,8 +26,9 @@ removal has finished, warm ones too. A warm kernel takes only a slot that is fre
 waits for (`slots.take_slot(wait=False)`): a task of another worker waiting for a slot must not
 lose it to a kernel that is only wanted later. Warm starts hold the run's start lock too.
 
-The docker backend only: the plugin turns the pool off for `--super-backend=local` (a subprocess
-per kernel, no container to make ahead or to remove; its kernels start when a task asks for one).
+Only for a backend that declares `warm_pool = True` (`KernelBackend`: its kernels may be made ahead
+of the task that uses them; docker does). For the others (`--super-backend=local`: a subprocess per
+kernel, nothing to make ahead) the plugin turns warming off; their kernels start when a task asks.
 """
 
 from __future__ import annotations

@@ -336,6 +336,9 @@ def kernel_connection(prefix: str, key: str) -> dict[str, Any]:
 class DockerBackend:
     """The docker backend: one container per kernel; leftovers are the containers it labelled."""
 
+    #: a container may be made ahead of the task that uses it (the kernel pool)
+    warm_pool = True
+
     def provision(self, settings: KernelSettings, *, task_id: str) -> Kernel:
         return start_docker_kernel(settings, task_id=task_id)
 
