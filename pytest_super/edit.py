@@ -251,54 +251,85 @@ def apply_edit(text: str, request: EditRequest) -> EditOutcome:
     found = _find(file_lines, wanted)
     if len(found) == 1:
         start = found[0] + len(context)
-        stop = start + len(before)
-        edited = file_lines[:start] + after + file_lines[stop:]
-        new_ending = "\r\n" if endings.count("\r\n") > endings.count("\n") else "\n"
-        edited_endings = endings[:start] + [new_ending] * len(after) + endings[stop:]
-        if stop == len(file_lines) and endings[-1] == "":  # no final newline: keep it that way
-            if start == stop and after:  # lines inserted after the last line
-                edited_endings[start - 1] = new_ending
-            if edited_endings:
-                edited_endings[-1] = ""
-        new_text = "".join(line + end for line, end in zip(edited, edited_endings, strict=True))
-        if not before:
-            done = f"Inserted {len(after)} line(s) after line {start} of {request.file}."
-        elif after:
-            done = (
-                f"Replaced {_span(start, len(before))} of {request.file} with {len(after)} line(s)."
-            )
-        else:
-            done = f"Deleted {_span(start, len(before))} of {request.file}."
-        shown = _numbered(edited, start - SHOWN_BEFORE_EDIT, start + len(after) + SHOWN_AFTER_EDIT)
-        message = (
-            f"Edit was successful. {done} The file now reads, around the edit"
-            f" (check the indentation):\n{shown}"
-            if shown
-            else f"Edit was successful. {done} The file is now empty."
-        )
-        return EditOutcome(True, message, new_text)
-
+        return _applied(request.file, file_lines, endings, start, before, after)
     what = (
         "the lines to replace" + (" with the lines before them" if context else "")
         if before
         else "the lines to insert after"
     )
     if len(found) > 1:
-        parts = [
-            f"Found {what} {len(found)} times in {request.file}, so the edit is ambiguous."
-            f" Add 1-3 lines that stand just before the occurrence you mean above"
-            f" {BEFORE_MARKER}. The first two occurrences:"
-        ]
-        for number, index in enumerate(found[:2], start=1):
-            start = index + len(context)
-            parts.append(
-                f"Occurrence {number}, {_span(start, len(before))}:\n"
-                + _numbered(file_lines, index - _AROUND, start + len(before) + _AROUND)
-            )
-        return EditOutcome(False, "\n".join(parts), None)
+        return _ambiguous(request.file, file_lines, found, what, len(context), len(before))
+    return _not_found(request.file, file_lines, wanted, what)
 
+
+def _applied(
+    file: str,
+    file_lines: list[str],
+    endings: list[str],
+    start: int,
+    before: list[str],
+    after: list[str],
+) -> EditOutcome:
+    """The edit that matched once, at line `start` (0-based): the new text, and what was done
+    with the file's lines around the edit shown."""
+    stop = start + len(before)
+    edited = file_lines[:start] + after + file_lines[stop:]
+    new_text = _spliced_text(edited, endings, start, stop, len(after))
+    if not before:
+        done = f"Inserted {len(after)} line(s) after line {start} of {file}."
+    elif after:
+        done = f"Replaced {_span(start, len(before))} of {file} with {len(after)} line(s)."
+    else:
+        done = f"Deleted {_span(start, len(before))} of {file}."
+    shown = _numbered(edited, start - SHOWN_BEFORE_EDIT, start + len(after) + SHOWN_AFTER_EDIT)
+    message = (
+        f"Edit was successful. {done} The file now reads, around the edit"
+        f" (check the indentation):\n{shown}"
+        if shown
+        else f"Edit was successful. {done} The file is now empty."
+    )
+    return EditOutcome(True, message, new_text)
+
+
+def _spliced_text(
+    edited: list[str], endings: list[str], start: int, stop: int, inserted: int
+) -> str:
+    """The edited lines joined with their line endings: the file's own where lines were kept, its
+    dominant one (CRLF or LF) for the `inserted` lines; a file without a final newline keeps
+    none."""
+    new_ending = "\r\n" if endings.count("\r\n") > endings.count("\n") else "\n"
+    edited_endings = endings[:start] + [new_ending] * inserted + endings[stop:]
+    if stop == len(endings) and endings[-1] == "":  # no final newline: keep it that way
+        if start == stop and inserted:  # lines inserted after the last line
+            edited_endings[start - 1] = new_ending
+        if edited_endings:
+            edited_endings[-1] = ""
+    return "".join(line + end for line, end in zip(edited, edited_endings, strict=True))
+
+
+def _ambiguous(
+    file: str, file_lines: list[str], found: list[int], what: str, context: int, before: int
+) -> EditOutcome:
+    """The lines matched more than once: the first two occurrences, and how to pick one."""
+    parts = [
+        f"Found {what} {len(found)} times in {file}, so the edit is ambiguous."
+        f" Add 1-3 lines that stand just before the occurrence you mean above"
+        f" {BEFORE_MARKER}. The first two occurrences:"
+    ]
+    for number, index in enumerate(found[:2], start=1):
+        start = index + context
+        parts.append(
+            f"Occurrence {number}, {_span(start, before)}:\n"
+            + _numbered(file_lines, index - _AROUND, start + before + _AROUND)
+        )
+    return EditOutcome(False, "\n".join(parts), None)
+
+
+def _not_found(file: str, file_lines: list[str], wanted: list[str], what: str) -> EditOutcome:
+    """The lines matched nowhere: whether only their whitespace differs, else the longest part
+    that matches and where it stops matching."""
     requested = "\n".join(wanted)
-    header = f"Could not find {what} in {request.file}:\n```\n{requested}\n```"
+    header = f"Could not find {what} in {file}:\n```\n{requested}\n```"
     loose = _find(file_lines, wanted, strip=True)
     if loose:
         index = loose[0]
@@ -318,12 +349,18 @@ def apply_edit(text: str, request: EditRequest) -> EditOutcome:
         return EditOutcome(
             False,
             f"{header}\nNone of these lines is in the file. Look at the file first"
-            f" (for example `!cat -n {request.file}`) and copy the lines exactly.",
+            f" (for example `!cat -n {file}`) and copy the lines exactly.",
             None,
         )
+    return EditOutcome(False, header + _partial_match(file_lines, wanted, partial), None)
+
+
+def _partial_match(file_lines: list[str], wanted: list[str], partial: tuple[int, int, int]) -> str:
+    """Where the longest matching part of `wanted` stands in the file, and the lines on either
+    side of it that do not match."""
     w_start, f_start, length = partial
     message = (
-        f"{header}\nThe longest part that matches: your {_span(w_start, length)} of"
+        f"\nThe longest part that matches: your {_span(w_start, length)} of"
         f" {len(wanted)} {'matches' if length == 1 else 'match'} the file's"
         f" {_span(f_start, length)}:\n"
         f"{_numbered(file_lines, f_start, f_start + length)}"
@@ -342,7 +379,7 @@ def apply_edit(text: str, request: EditRequest) -> EditOutcome:
             f"\nThe line you gave before them, {wanted[w_start - 1]!r}, does not stand"
             f" just before them in the file."
         )
-    return EditOutcome(False, message, None)
+    return message
 
 
 # --- through a kernel ---------------------------------------------------------------------------
