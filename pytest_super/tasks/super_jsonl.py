@@ -278,6 +278,21 @@ def _solution(raw: Any, fail: _Fail) -> Any:
     pre_execute_cells, notebook cells {"cell_type", "source"} (markdown skipped), or JSON strings
     of those objects.
     """
+    raw = _solution_items(raw)
+    if not isinstance(raw, list):
+        return raw
+    cells: list[dict[str, Any]] = []
+    for index, item in enumerate(raw):
+        cell = _solution_cell(_decoded_json_cell(item), index, fail)
+        if cell is not None:
+            cells.append(cell)
+    return cells
+
+
+def _solution_items(raw: Any) -> Any:
+    """The list of cells a solution holds: a list as it is; a JSON string of a list or of a
+    notebook decoded; a notebook's "cells"; one cell (a code string or a cell object) as a list
+    of it. Anything else is returned as it is."""
     if isinstance(raw, str):
         try:
             decoded = json.loads(raw)
@@ -286,42 +301,45 @@ def _solution(raw: Any, fail: _Fail) -> Any:
         raw = decoded if isinstance(decoded, (list, dict)) else [raw]
     if isinstance(raw, dict):
         raw = raw["cells"] if isinstance(raw.get("cells"), list) else [raw]
-    if not isinstance(raw, list):
-        return raw
-    cells: list[dict[str, Any]] = []
-    for index, item in enumerate(raw):
-        where = f"solution[{index}]"
-        if isinstance(item, str) and item.lstrip().startswith("{"):
-            try:
-                decoded = json.loads(item)
-            except json.JSONDecodeError:
-                decoded = None
-            if isinstance(decoded, dict) and ("type" in decoded or "cell_type" in decoded):
-                item = decoded
-        if isinstance(item, str):
-            if item.strip():
-                cells.append({"execute": item})
-        elif isinstance(item, dict) and "type" in item:
-            cells.append(_typed_cell(item, index, fail, field="solution"))
-        elif isinstance(item, dict) and "cell_type" in item:
-            if item["cell_type"] != "code":
-                continue  # markdown and raw cells are commentary
-            source = item.get("source", "")
-            if isinstance(source, list) and all(isinstance(part, str) for part in source):
-                source = "".join(source)
-            if not isinstance(source, str):
-                raise fail(
-                    f"{where}.source must be a string or a list of strings",
-                    field=f"{where}.source",
-                    value=source,
-                )
-            if source.strip():
-                cells.append({"execute": source})
-        else:
+    return raw
+
+
+def _decoded_json_cell(item: Any) -> Any:
+    """An item that is a JSON string of a cell object, decoded; any other item as it is."""
+    if isinstance(item, str) and item.lstrip().startswith("{"):
+        try:
+            decoded = json.loads(item)
+        except json.JSONDecodeError:
+            decoded = None
+        if isinstance(decoded, dict) and ("type" in decoded or "cell_type" in decoded):
+            return decoded
+    return item
+
+
+def _solution_cell(item: Any, index: int, fail: _Fail) -> dict[str, Any] | None:
+    """One item of a solution as our cell mapping; None for an item that runs nothing (blank
+    code, a markdown or raw notebook cell)."""
+    where = f"solution[{index}]"
+    if isinstance(item, str):
+        return {"execute": item} if item.strip() else None
+    if isinstance(item, dict) and "type" in item:
+        return _typed_cell(item, index, fail, field="solution")
+    if isinstance(item, dict) and "cell_type" in item:
+        if item["cell_type"] != "code":
+            return None  # markdown and raw cells are commentary
+        source = item.get("source", "")
+        if isinstance(source, list) and all(isinstance(part, str) for part in source):
+            source = "".join(source)
+        if not isinstance(source, str):
             raise fail(
-                f"{where} is not a cell",
-                field=where,
-                value=item,
-                hint='expected code, {"type": ..., "content": ...} or {"cell_type": ..., "source": ...}',
+                f"{where}.source must be a string or a list of strings",
+                field=f"{where}.source",
+                value=source,
             )
-    return cells
+        return {"execute": source} if source.strip() else None
+    raise fail(
+        f"{where} is not a cell",
+        field=where,
+        value=item,
+        hint='expected code, {"type": ..., "content": ...} or {"cell_type": ..., "source": ...}',
+    )
