@@ -405,49 +405,19 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
         binds, env = _mirror_binds(settings.git_mirrors)
         if settings.pip_cache:
             binds[settings.pip_cache] = {"bind": PIP_CACHE_DIR, "mode": "rw"}
-        channel_dir = os.path.join(folder, "ipc")
-        if relayed:  # the engine's host cannot see our folder: a tmpfs there, reached by relay
-            tmpfs = {CHANNEL_DIR_IN_CONTAINER: "rw,nosuid,nodev,noexec,size=1m,mode=0700"}
-        else:
-            os.mkdir(channel_dir, 0o700)
-            mount_channel_folder(channel_dir)  # sockets only: no room for a task's data
-            binds[channel_dir] = {"bind": CHANNEL_DIR_IN_CONTAINER, "mode": "rw"}
-            tmpfs = None
-        limits = {
-            "init": True,
-            "binds": binds or None,
-            "tmpfs": tmpfs,
-            "mem_limit": settings.mem,
-            "memswap_limit": settings.mem,
-            "nano_cpus": int(min(settings.cpus, _engine_cpus(client, address)) * 1e9),
-            "pids_limit": settings.pids_limit,
-            "privileged": False,
-            "cap_drop": ["ALL"],
-            "cap_add": CAPABILITIES,
-            "security_opt": ["no-new-privileges:true"],
-            "network_mode": task_network(client, address, settings.network),
-        }
-        labels = _labels(settings, task_id)
+        channel_dir, tmpfs = _channel_folder(folder, binds, relayed=relayed)
+        limits = _container_limits(client, address, settings, binds, tmpfs)
         create: dict[str, Any] = {
             "command": KERNEL_COMMAND if os.geteuid() == 0 else KERNEL_COMMAND_UNPRIVILEGED,
             "name": name,
             "working_dir": WORKING_DIR,
             "environment": env,
-            "labels": labels,
+            "labels": _labels(settings, task_id),
             "detach": True,
         }
-        try:
-            labels[LABEL_LEASE] = lease_for(client, address, image, settings.run_id).id
-            container_id, enforced = _create_container(
-                client, address, image, create, limits, settings.disk_bytes
-            )
-        except docker.errors.ImageNotFound as exc:
-            raise ImageMissing(
-                f"the kernel image {image!r} is not on the engine at {address}. Build it with "
-                f"{build_hint(image)}"
-                + ("" if settings.image is None else ", or pass an existing --super-image")
-                + "."
-            ) from exc
+        container_id, enforced = _create_leased_container(
+            client, address, image, settings, create, limits
+        )
         box = DockerBox(
             client,
             container_id=container_id,
@@ -457,49 +427,141 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
             channel_dir=channel_dir,
             docker_host=settings.docker_host,
         )
-        write_atomically(
-            Path(folder, OWNER_FILE),
-            json.dumps(
-                {
-                    "engine": engine_identity(_engine_info(client, address)),
-                    "container": container_id,
-                }
-            ),
-        )
-        api.put_archive(container_id, "/etc", _connection_archive(key, with_relay=relayed))
-        api.start(container_id)
-        if relayed:
-            relay = EngineRelay(
-                api,
-                container_id,
-                channel_dir,
-                CHANNEL_DIR_IN_CONTAINER,
-                [f"{CHANNEL_PREFIX}-{port}" for port in KERNEL_PORTS.values()],
-            )
-            box.on_release(relay.close)
-        if settings.disk_bytes is not None and not enforced:
-            watched = [] if relayed else [channel_dir]
-            watch = disk_watch(api, address)
-            box.on_release(
-                watch.watch(container_id, settings.disk_bytes, box.stop_for_disk, host_dirs=watched)
-            )
-            box.measure_disk = functools.partial(watch.poll, only=container_id)
+        _start_container(client, address, container_id, folder, key, relayed=relayed)
+        _watch_box(box, address, settings, relayed=relayed, disk_enforced=enforced)
         box._refresh_connection()
         return box
     except (requests.exceptions.ConnectionError, docker.errors.DockerException) as exc:
         _discard(api, container_id, folder, box)
-        if isinstance(exc, docker.errors.APIError):
-            raise InfrastructureError(
-                f"starting a kernel container for task {task_id!r} from {image!r} failed: "
-                f"{exc.explanation or exc}"
-            ) from exc
-        raise EngineUnavailable(
-            f"the Docker engine at {address} stopped answering while starting a kernel for task "
-            f"{task_id!r} ({exc}). Check `docker info`; start one with `scripts/ensure-docker.sh`."
-        ) from exc
+        raise _start_error(exc, task_id, image, address) from exc
     except BaseException:
         _discard(api, container_id, folder, box)
         raise
+
+
+def _channel_folder(
+    folder: str, binds: dict[str, dict[str, str]], *, relayed: bool
+) -> tuple[str, dict[str, str] | None]:
+    """Where the kernel's connection sockets live: a folder of ours mounted into the container
+    (added to `binds`), or, when the engine's host cannot see our folder (`relayed`), a tmpfs
+    there, reached by relay. Returns the host folder and the container's tmpfs (or None)."""
+    channel_dir = os.path.join(folder, "ipc")
+    if relayed:  # the engine's host cannot see our folder: a tmpfs there, reached by relay
+        return channel_dir, {CHANNEL_DIR_IN_CONTAINER: "rw,nosuid,nodev,noexec,size=1m,mode=0700"}
+    os.mkdir(channel_dir, 0o700)
+    mount_channel_folder(channel_dir)  # sockets only: no room for a task's data
+    binds[channel_dir] = {"bind": CHANNEL_DIR_IN_CONTAINER, "mode": "rw"}
+    return channel_dir, None
+
+
+def _container_limits(
+    client: docker.DockerClient,
+    address: str,
+    settings: KernelSettings,
+    binds: dict[str, dict[str, str]],
+    tmpfs: dict[str, str] | None,
+) -> dict[str, Any]:
+    """The container's mounts, resource limits, privileges and network."""
+    return {
+        "init": True,
+        "binds": binds or None,
+        "tmpfs": tmpfs,
+        "mem_limit": settings.mem,
+        "memswap_limit": settings.mem,
+        "nano_cpus": int(min(settings.cpus, _engine_cpus(client, address)) * 1e9),
+        "pids_limit": settings.pids_limit,
+        "privileged": False,
+        "cap_drop": ["ALL"],
+        "cap_add": CAPABILITIES,
+        "security_opt": ["no-new-privileges:true"],
+        "network_mode": task_network(client, address, settings.network),
+    }
+
+
+def _create_leased_container(
+    client: docker.DockerClient,
+    address: str,
+    image: str,
+    settings: KernelSettings,
+    create: dict[str, Any],
+    limits: dict[str, Any],
+) -> tuple[str, bool]:
+    """Create the container under a lease on its image (its label), so that no image clean-up
+    removes the image meanwhile; `ImageMissing`, saying how to build it, when it is absent.
+    Returns the container's id and whether its disk limit is enforced by the engine."""
+    try:
+        create["labels"][LABEL_LEASE] = lease_for(client, address, image, settings.run_id).id
+        return _create_container(client, address, image, create, limits, settings.disk_bytes)
+    except docker.errors.ImageNotFound as exc:
+        raise ImageMissing(
+            f"the kernel image {image!r} is not on the engine at {address}. Build it with "
+            f"{build_hint(image)}"
+            + ("" if settings.image is None else ", or pass an existing --super-image")
+            + "."
+        ) from exc
+
+
+def _start_container(
+    client: docker.DockerClient,
+    address: str,
+    container_id: str,
+    folder: str,
+    key: str,
+    *,
+    relayed: bool,
+) -> None:
+    """Record which engine and container the host folder belongs to (for clean-up), give the
+    container the kernel's connection file, and start it."""
+    write_atomically(
+        Path(folder, OWNER_FILE),
+        json.dumps(
+            {
+                "engine": engine_identity(_engine_info(client, address)),
+                "container": container_id,
+            }
+        ),
+    )
+    client.api.put_archive(container_id, "/etc", _connection_archive(key, with_relay=relayed))
+    client.api.start(container_id)
+
+
+def _watch_box(
+    box: DockerBox, address: str, settings: KernelSettings, *, relayed: bool, disk_enforced: bool
+) -> None:
+    """What runs beside the started container for its life, stopped when the box is released:
+    the relay of its connection sockets (`relayed`), the disk watch when the engine does not
+    enforce the disk limit itself."""
+    api = box.client.api
+    if relayed:
+        relay = EngineRelay(
+            api,
+            box.container_id,
+            box.channel_dir,
+            CHANNEL_DIR_IN_CONTAINER,
+            [f"{CHANNEL_PREFIX}-{port}" for port in KERNEL_PORTS.values()],
+        )
+        box.on_release(relay.close)
+    if settings.disk_bytes is not None and not disk_enforced:
+        watched = [] if relayed else [box.channel_dir]
+        watch = disk_watch(api, address)
+        box.on_release(
+            watch.watch(box.container_id, settings.disk_bytes, box.stop_for_disk, host_dirs=watched)
+        )
+        box.measure_disk = functools.partial(watch.poll, only=box.container_id)
+
+
+def _start_error(exc: Exception, task_id: str, image: str, address: str) -> InfrastructureError:
+    """The error of an engine that refused (`APIError`) or stopped answering while a kernel's
+    container was being started."""
+    if isinstance(exc, docker.errors.APIError):
+        return InfrastructureError(
+            f"starting a kernel container for task {task_id!r} from {image!r} failed: "
+            f"{exc.explanation or exc}"
+        )
+    return EngineUnavailable(
+        f"the Docker engine at {address} stopped answering while starting a kernel for task "
+        f"{task_id!r} ({exc}). Check `docker info`; start one with `scripts/ensure-docker.sh`."
+    )
 
 
 def _create_container(
