@@ -8,6 +8,8 @@ its default; the lower layers (runner.py's `RunSettings`, environment.py's `Epis
 
 from __future__ import annotations
 
+from typing import Literal
+
 #: --super-cell-timeout: seconds one cell may run (the reference's 300 s)
 CELL_TIMEOUT_S = 300.0
 #: --super-compute-limit: seconds of summed cell time per task, prefix cells included
@@ -21,3 +23,9 @@ ATTEMPTS = 3
 DISK = "20g"
 #: --super-ray-address (after RAY_ADDRESS): the cluster this machine belongs to
 RAY_ADDRESS = "auto"
+#: --super-mem: a kernel's memory limit (swap none beyond it)
+MEM = "4g"
+#: --super-cpus: a kernel's CPUs (at most the engine's)
+CPUS = 2.0
+#: --super-network: a kernel's network, "bridge" (the internet, for pip and downloads) or "none"
+NETWORK: Literal["bridge", "none"] = "bridge"

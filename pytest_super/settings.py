@@ -264,9 +264,16 @@ SETTINGS: tuple[Setting, ...] = (
         metavar="HOST:PORT",
     ),
     Setting("docker_host", _text, None, "Docker engine address (default DOCKER_HOST)"),
-    Setting("mem", memory_size, "4g", "container memory limit (default 4g)"),
-    Setting("cpus", _number(CPU_BOUNDS), 2.0, "container CPUs (default 2)"),
-    Setting("network", _choice("bridge", "none"), "bridge", "container network (default bridge)"),
+    Setting("mem", memory_size, defaults.MEM, f"container memory limit (default {defaults.MEM})"),
+    Setting(
+        "cpus", _number(CPU_BOUNDS), defaults.CPUS, f"container CPUs (default {defaults.CPUS:g})"
+    ),
+    Setting(
+        "network",
+        _choice("bridge", "none"),
+        defaults.NETWORK,
+        f"container network (default {defaults.NETWORK})",
+    ),
     Setting(
         "disk",
         _disk_size,

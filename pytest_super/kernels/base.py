@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
+from pytest_super import defaults
+
 CellStatus = Literal["ok", "error", "timeout", "died"]
 
 
@@ -67,10 +69,10 @@ class KernelSettings:
     backend: str = "docker"
     image: str | None = None  # None: the default image of `pytest-super image build`
     docker_host: str | None = None  # None: DOCKER_HOST or the local socket
-    mem: str = "4g"
-    cpus: float = 2.0
+    mem: str = defaults.MEM
+    cpus: float = defaults.CPUS
     pids_limit: int = 1024
-    network: Literal["bridge", "none"] = "bridge"
+    network: Literal["bridge", "none"] = defaults.NETWORK
     git_mirrors: dict[str, str] = field(default_factory=dict)  # URL prefix -> host directory
     pip_cache: str | None = None  # docker volume name shared by task containers for pip's cache
     #: how the controller reaches a kernel's sockets: "mount" (a host folder bind-mounted into the
