@@ -21,7 +21,8 @@ not cut short by the controller passing on an interrupt the terminal already sen
 once; tasks a worker finished just before or after the signal would be lost. It reads what the
 workers still send, for a short grace, before the reports are written. Which workers are up it
 knows from xdist's documented hooks (`Workers`); the events themselves only xdist's private
-queue holds (`_undispatched_events`: the one private use of xdist).
+queue holds (`thirdparty.undispatched_worker_events`: thirdparty.py is the one adapter to other
+plugins' internals).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from pytest_super import progress
+from pytest_super import progress, thirdparty
 
 _PREVIOUS = pytest.StashKey[Any]()
 _PREVIOUS_SIGINT = pytest.StashKey[Any]()
@@ -117,7 +118,7 @@ def finish_worker_reports(
     would have; a worker's end only marks it down (no replacement worker is started). Without
     xdist's queue (no xdist, or another version) it does nothing.
     """
-    events = _undispatched_events(config)
+    events = thirdparty.undispatched_worker_events(config)
     if events is None:
         return 0
     handled = 0
@@ -138,22 +139,6 @@ def finish_worker_reports(
             config.hook.pytest_collectreport(report=kwargs["rep"])
             handled += 1
     return handled
-
-
-def _undispatched_events(config: pytest.Config) -> queue.Queue[tuple[str, dict[str, Any]]] | None:
-    """The events xdist's workers sent that its controller has not turned into hooks yet.
-
-    The one private use of pytest-xdist (3.8.0, xdist/dsession.py: `DSession.queue`). Worker
-    events are queued from execnet's receiver thread (`WorkerController.process_from_remote`,
-    workermanage.py) and only `DSession.loop_once`, inside `pytest_runtestloop`, takes them out
-    and calls the hooks: once a KeyboardInterrupt has left that loop nothing does, and xdist has
-    no public hook or function for what workers send after it (its hooks are all called from
-    that loop). Each event is `(name, kwargs)`: `testreport` and `collectreport` carry `node`
-    and the report `rep`, `workerfinished` and `errordown` carry `node`.
-    """
-    dsession = config.pluginmanager.getplugin("dsession")
-    events = getattr(dsession, "queue", None)
-    return events if isinstance(events, queue.Queue) else None
 
 
 class _CtrlC:
@@ -203,16 +188,7 @@ class _CtrlC:
         if status is not None:
             status.end(wait=False)
         with contextlib.suppress(OSError):
-            os.write(_terminal_fd(self.config), (line + "\n").encode("utf-8", "replace"))
-
-
-def _terminal_fd(config: pytest.Config) -> int:
-    """The file descriptor of the terminal pytest writes to (fd 2 may be captured by a test)."""
-    capman = config.pluginmanager.getplugin("capturemanager")
-    capture = getattr(capman, "_global_capturing", None)
-    err = getattr(capture, "err", None)
-    saved = getattr(err, "targetfd_save", None)
-    return saved if isinstance(saved, int) else 2
+            os.write(thirdparty.terminal_fd(self.config), (line + "\n").encode("utf-8", "replace"))
 
 
 def _interrupt_children() -> None:

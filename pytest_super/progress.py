@@ -27,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from pytest_super import thirdparty
+
 #: seconds between two status lines when the output is not a terminal
 INTERVAL_ENV = "PYTEST_SUPER_PROGRESS_INTERVAL"
 DEFAULT_INTERVAL_S = 60.0
@@ -312,10 +314,7 @@ class ProgressLine:
         """xdist: every worker collects the same items; each worker runs one at a time."""
         if not self.tally.ids:
             self.tally.ids = set(ids)
-        self.tally.slots = (
-            len(getattr(self.config.pluginmanager.getplugin("dsession"), "_active_nodes", ()))
-            or self.tally.slots
-        )
+        self.tally.slots = thirdparty.active_worker_count(self.config) or self.tally.slots
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if not hasattr(self.config, "workerinput") and session.items:

@@ -5,10 +5,11 @@ What pytest-timeout makes public: `__all__` is `Settings` and `is_debugging`; it
 the hooks `pytest_timeout_set_timer` / `pytest_timeout_cancel_timer`, `Settings`, `is_debugging`
 and the ways to set a timeout (from low to high priority: ini `timeout`, the `PYTEST_TIMEOUT`
 environment variable, `--timeout`, a `timeout` marker). It has no documented failure constant
-(`TIMEOUT_DESC` is the `--timeout` help text). So:
+(`TIMEOUT_DESC` is the `--timeout` help text). What it does not document is reached only through
+thirdparty.py (the one adapter to other plugins' internals, with its pinned test):
 
-- the user's timeout is read by `get_env_settings(config)`, the function pytest-timeout itself
-  resolves option, then environment, then ini with (same name and `Settings` result since 2.x);
+- the user's timeout is what `get_env_settings(config)` resolves (option, then environment, then
+  ini), an item's deadline what pytest-timeout applies to it (`thirdparty.item_deadline_s`);
 - its failure is told by `PYTEST_FAILURE_MESSAGE`, the module constant (since 2.4.0) its signal
   method passes to `pytest.fail`: the failure is matched against that template, never against a
   fragment of text, so a new wording of it is followed.
@@ -18,33 +19,31 @@ from __future__ import annotations
 
 import math
 import os
-import re
 
 import pytest
-import pytest_timeout  # type: ignore[import-untyped]
 
+from pytest_super import thirdparty
 from pytest_super.deadlines import MAX_TIMER_S
+from pytest_super.thirdparty import item_deadline_s
+
+__all__ = [
+    "FAILURE_TEMPLATE",
+    "MAX_TIMER_S",
+    "check_user_timeout",
+    "configured_timeout_s",
+    "failure_message",
+    "failure_pattern",
+    "is_timeout",
+    "item_deadline_s",
+    "user_timeout_configured",
+]
 
 #: the text pytest-timeout's signal method fails a test with (`%s`: the seconds); versions before
 #: 2.4.0 had no constant and wrote "Timeout >%ss"
-FAILURE_TEMPLATE: str = getattr(pytest_timeout, "PYTEST_FAILURE_MESSAGE", "Timeout >%ss")
-
-
-def failure_pattern(template: str) -> re.Pattern[str]:
-    """The failure messages a `%s`-template gives, for any number of seconds."""
-    head, sep, tail = template.partition("%s")
-    if not sep:
-        return re.compile(re.escape(template))
-    return re.compile(re.escape(head) + r"[^\s)]+" + re.escape(tail))
-
-
-_FAILURE = failure_pattern(FAILURE_TEMPLATE)
-
-
-def is_timeout(exc: BaseException) -> bool:
-    """Whether `exc` is pytest-timeout stopping a test: the `pytest.fail` its signal method
-    raises, with its failure message. (Its thread method kills the process: no exception.)"""
-    return isinstance(exc, pytest.fail.Exception) and _FAILURE.fullmatch(str(exc)) is not None
+FAILURE_TEMPLATE: str = thirdparty.TIMEOUT_FAILURE_TEMPLATE
+failure_pattern = thirdparty.timeout_failure_pattern
+is_timeout = thirdparty.is_timeout_failure
+failure_message = thirdparty.timeout_failure_message
 
 
 def user_timeout_configured(config: pytest.Config) -> bool:
@@ -55,9 +54,7 @@ def user_timeout_configured(config: pytest.Config) -> bool:
     0 is pytest-timeout's "no timeout", its default: it counts as not set. Without pytest-timeout
     (`-p no:timeout`) nothing is set.
     """
-    if not config.pluginmanager.hasplugin("timeout"):
-        return False
-    timeout = pytest_timeout.get_env_settings(config).timeout
+    timeout = thirdparty.configured_timeout_s(config)
     return timeout is not None and timeout > 0
 
 
@@ -66,7 +63,7 @@ def configured_timeout_s(config: pytest.Config) -> float | None:
     seconds, None when none is set (a task run on a Ray node gets it as its deadline there)."""
     if not user_timeout_configured(config):
         return None
-    return float(pytest_timeout.get_env_settings(config).timeout)
+    return thirdparty.configured_timeout_s(config)
 
 
 def check_user_timeout(config: pytest.Config) -> None:
@@ -74,10 +71,8 @@ def check_user_timeout(config: pytest.Config) -> None:
     `PYTEST_TIMEOUT`, ini `timeout`) overflowed pytest-timeout's own timer, an INTERNALERROR when
     the first test started, and NaN set no timeout at all. A usage error naming where it came
     from; a value pytest-timeout cannot read is left to pytest-timeout, which says so."""
-    if not config.pluginmanager.hasplugin("timeout"):
-        return
     try:
-        seconds = pytest_timeout.get_env_settings(config).timeout
+        seconds = thirdparty.configured_timeout_s(config)
     except ValueError:
         return
     if seconds is None or (not math.isnan(seconds) and seconds <= MAX_TIMER_S):
@@ -92,9 +87,3 @@ def check_user_timeout(config: pytest.Config) -> None:
         f"{source} {seconds}: expected a finite number of seconds from 0 (no timeout) to "
         f"{int(MAX_TIMER_S)}, what a timer takes"
     )
-
-
-def failure_message(seconds: float) -> str:
-    """pytest-timeout's own failure text for a deadline of `seconds` (a task stopped at its
-    deadline elsewhere, on a Ray node, reads as pytest-timeout stopping it here)."""
-    return FAILURE_TEMPLATE % f"{seconds:g}"

@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "interrupts",
             "progress",
             "timeouts",
+            "thirdparty",
             "report",
             "html",
             "published_runs",
