@@ -6,7 +6,7 @@
 Both runs get the same project: `--tasks` gold tasks, each one cell that sleeps `--sleep` seconds.
 
 - local: `pytest -n K` (K xdist workers, the kernel pool on), on this machine's engine;
-- cluster: `pytest --super-backend=ray --super-ray-concurrency K`, one pytest process, on a cluster
+- cluster: `pytest --super-executor=ray --super-ray-concurrency K`, one pytest process, on a cluster
   of this machine (tests/support/ray_cluster.py: a head and two worker nodes, each with its own
   Docker engine, in a network namespace with only loopback).
 
@@ -115,7 +115,7 @@ def run_in_flight(args: argparse.Namespace, image: str, pytest: list[str], tmp: 
         made = project(Path(tmp, "in-flight"), args.tasks, args.sleep)
         ray = [
             *pytest,
-            "--super-backend=ray",
+            "--super-executor=ray",
             f"--super-ray-concurrency={k}",
             f"--super-mem={args.mem}",
             f"--super-cpus={args.cpus:g}",
@@ -173,14 +173,14 @@ def main() -> None:
         # nodes of 2 k CPUs: k tasks of --super-cpus 2 fit on the two nodes
         with RayTestCluster(image, nodes=2, num_cpus=k, memory=4 * k * GIB) as cluster:
             cluster_dir = project(Path(tmp, "cluster"), args.tasks, args.sleep)
-            ray = [*pytest, "--super-backend=ray", f"--super-ray-concurrency={k}"]
+            ray = [*pytest, "--super-executor=ray", f"--super-ray-concurrency={k}"]
             cluster_s = timed(ray, cluster_dir, cluster)
             assert passed(cluster_dir / "reports") == args.tasks
             peaks = {}
             for in_flight in (2, k):
                 queued = project(Path(tmp, f"queued{in_flight}"), args.queued, 0)
                 timed(
-                    [*pytest, "--super-backend=ray", f"--super-ray-concurrency={in_flight}"],
+                    [*pytest, "--super-executor=ray", f"--super-ray-concurrency={in_flight}"],
                     queued,
                     cluster,
                 )

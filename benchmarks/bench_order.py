@@ -10,7 +10,7 @@ run would give them; the runs differ only in `--super-order=collection` / `--sup
 
 - local: `pytest -n 2 --dist load` on this machine's engine (xdist hands each worker runs of
   consecutive items; pytest_super.ordering.for_xdist deals the longest into them);
-- `--cluster`: `pytest --super-backend=ray` on the tests' two-node cluster
+- `--cluster`: `pytest --super-executor=ray` on the tests' two-node cluster
   (tests/support/ray_cluster.py: needs root for its network namespace and the nodes' engines),
   4 slots (2 nodes x 4 CPUs, --super-cpus 2), one task per slot in the executor's order; beside it
   benchmarks/bench_cluster_sim.py's simulation of the same durations on the same slots (the
@@ -147,7 +147,7 @@ def main() -> None:
             from tests.support.ray_cluster import GIB, RayTestCluster
 
             with RayTestCluster(image, nodes=NODES, num_cpus=4, memory=8 * GIB) as cluster:
-                ray = [*base, "--super-backend=ray"]
+                ray = [*base, "--super-executor=ray"]
                 compare("cluster", tasks, ray, Path(tmp), args.rounds, cluster)
             fifo, lpt = simulated(tasks, args.start_s)
             print(

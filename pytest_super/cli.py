@@ -10,7 +10,7 @@ pytest-super html reports/RUN_ID [reports/OTHER_RUN ...] [--out DIR]
 pytest-super image build [--base IMAGE] [--tag TAG] [--requirements FILE] [--offline] [--profile colab]
 pytest-super image push --registry HOST:PORT [--profile colab] [--tag TAG]
 pytest-super image lock
-pytest-super cleanup [--run RUN_ID | --all]
+pytest-super cleanup [--run RUN_ID | --all] [--backend NAME] [--executor NAME --ray-address ADDR]
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ import sys
 import warnings
 from collections.abc import Callable, Container
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
+from pytest_super import executors
 from pytest_super.errors import SuperError
 from pytest_super.kernels.docker.image import COLAB_LOCK, DEFAULT_BASE, PROFILES
 from pytest_super.kernels.jupyter.output import console_text
@@ -31,13 +32,44 @@ from pytest_super.safe_read import ForeignDataError
 from pytest_super.settings import add_shared_argument, resolve_setting
 
 if TYPE_CHECKING:
+    from pytest_super.kernels.base import KernelSettings
     from pytest_super.report import TaskRecord
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func  # the subcommand's set_defaults
+    try:
+        return func(args)
+    except SuperError as exc:
+        print(f"pytest-super: {exc}", file=sys.stderr)
+        return 2
+
+
+#: what `add_subparsers` returns
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `pytest-super` command line: one subcommand per `_add_*` function."""
     parser = argparse.ArgumentParser(prog="pytest-super", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in (
+        _add_download,
+        _add_import,
+        _add_import_trajectories,
+        _add_replay_run,
+        _add_report,
+        _add_html,
+        _add_image,
+        _add_cleanup,
+    ):
+        add(sub)
+    return parser
 
+
+def _add_download(sub: Subparsers) -> None:
+    """`download [prompts]`: SUPER's task files or its prompt file."""
     p = sub.add_parser(
         "download",
         help="fetch SUPER's task files (Expert, Masked, Auto) from the Hugging Face Hub; "
@@ -64,12 +96,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--revision", help="dataset commit (default: the pinned one)")
     p.set_defaults(func=_download)
 
+
+def _add_import(sub: Subparsers) -> None:
+    """`import FILE`: SUPER's JSON lines as YAML task files."""
     p = sub.add_parser("import", help="turn SUPER's JSON lines into one YAML task file per task")
     p.add_argument("file", type=Path)
     p.add_argument("--set", dest="set_name", choices=("expert", "masked", "auto"))
     p.add_argument("--out", type=Path, required=True, help="folder for the YAML files")
     p.set_defaults(func=_import)
 
+
+def _add_import_trajectories(sub: Subparsers) -> None:
+    """`import-trajectories DIR`: published episodes as trajectories and results."""
     p = sub.add_parser(
         "import-trajectories",
         help="turn SUPER's published episodes (history.ipynb + metrics.json) into trajectories "
@@ -85,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.set_defaults(func=_import_trajectories)
 
+
+def _add_replay_run(sub: Subparsers) -> None:
+    """`replay-run DIR`: our agents against the published episodes, compared."""
     p = sub.add_parser(
         "replay-run",
         help="run our agents closed-loop against each published episode (its replies and "
@@ -104,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompts", type=Path, help="the prompt file --check-prompts runs with")
     p.set_defaults(func=_replay_run)
 
+
+def _add_report(sub: Subparsers) -> None:
+    """`report FILES`: the summary table."""
     p = sub.add_parser("report", help="the summary table from JUnit XML or results.jsonl files")
     p.add_argument("files", type=Path, nargs="+")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
@@ -112,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.set_defaults(func=_report)
 
+
+def _add_html(sub: Subparsers) -> None:
+    """`html RUNS`: a run's HTML report, or a comparison of several."""
     p = sub.add_parser(
         "html",
         help="(re)build a run's HTML report; with several runs also a page comparing them",
@@ -124,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.set_defaults(func=_html)
 
+
+def _add_image(sub: Subparsers) -> None:
+    """`image build|push|lock`: the kernel image."""
     image = sub.add_parser("image", help="the kernel image").add_subparsers(
         dest="image_cmd", required=True
     )
@@ -141,12 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--print-tag", action="store_true", help="print the default tag and exit (no engine needed)"
     )
-    p.add_argument(
-        "--ray",
-        action="store_true",
-        help="build it on every live node of a Ray cluster, each on its own engine",
-    )
-    add_shared_argument(p, "ray_address")
+    _add_executor_arguments(p, "build it on every live node of that executor's cluster")
     p.set_defaults(func=_image_build)
     p = image.add_parser(
         "push",
@@ -164,8 +209,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.set_defaults(func=_image_lock)
 
+
+def _add_cleanup(sub: Subparsers) -> None:
+    """`cleanup`: what runs left behind, by backend and executor."""
     p = sub.add_parser(
-        "cleanup", help="remove containers left by runs whose pytest process is gone"
+        "cleanup",
+        help="remove what runs whose pytest process is gone left behind (containers, leases)",
     )
     which = p.add_mutually_exclusive_group()
     which.add_argument(
@@ -176,18 +225,34 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument(
         "--all",
         action="store_true",
-        help="every pytest-super container, of live runs and kept ones too",
+        help="every pytest-super container, of live runs and kept ones too (docker)",
+    )
+    p.add_argument(
+        "--backend",
+        default="docker",
+        metavar="NAME",
+        help="the kernel backend whose leftovers to remove: docker (default), local, an entry "
+        "point name or package.module:Class",
     )
     add_shared_argument(p, "docker_host")
+    _add_executor_arguments(p, "clean up on every live node of that executor's cluster")
     p.set_defaults(func=_cleanup)
 
-    args = parser.parse_args(argv)
-    func: Callable[[argparse.Namespace], int] = args.func  # the subcommand's set_defaults
-    try:
-        return func(args)
-    except SuperError as exc:
-        print(f"pytest-super: {exc}", file=sys.stderr)
-        return 2
+
+def _add_executor_arguments(p: argparse.ArgumentParser, what: str) -> None:
+    """`--executor NAME` (one whose tasks run on a cluster's nodes), `--<name>` as its short form,
+    and the cluster's address."""
+    names = executors.CLUSTER_EXECUTORS
+    p.add_argument("--executor", choices=("local", *names), default="local", help=what)
+    for name in names:
+        p.add_argument(
+            f"--{name}",
+            dest="executor",
+            action="store_const",
+            const=name,
+            help=f"the same as --executor {name}",
+        )
+    add_shared_argument(p, "ray_address")
 
 
 def _download(args: argparse.Namespace) -> int:
@@ -222,11 +287,9 @@ def _image_build(args: argparse.Namespace) -> int:
             build_inputs(profile=args.profile, requirements=args.requirements, base=args.base).tag()
         )
         return 0
-    if args.ray:
-        from pytest_super.ray_backend import build_on_nodes
-
+    if args.executor != "local":
         address = resolve_setting("ray_address", args.ray_address)
-        built = build_on_nodes(
+        built = executors.cluster_executor(args.executor).build_on_nodes(
             address, profile=args.profile, base=args.base, offline=args.offline, tag=args.tag
         )
         for node, tag in built:
@@ -403,18 +466,54 @@ def _column_name(path: Path, records: list[TaskRecord], taken: Container[str]) -
 
 
 def _cleanup(args: argparse.Namespace) -> int:
-    from pytest_super.kernels import cleanup_containers, docker_client
+    """What `--backend` left: of one run (`--run`), of runs whose pytest process is gone, or every
+    container (`--all`, docker only); here, or on every live node of `--executor`'s cluster."""
     from pytest_super.kernels.base import KernelSettings
-    from pytest_super.kernels.docker.cleanup import cleanup_dead_leases
 
-    client = docker_client(KernelSettings(docker_host=args.docker_host))
-    removed = cleanup_containers(
-        client, run_id=args.run_id, dead_runs_only=not (args.all or args.run_id)
-    )
-    if args.run_id:
-        cleanup_dead_leases(client, args.run_id)
+    if args.all and (args.backend != "docker" or args.executor != "local"):
+        print(
+            "pytest-super cleanup: --all is for the docker backend on this machine; give --run "
+            "RUN_ID, or nothing for the runs whose pytest process is gone",
+            file=sys.stderr,
+        )
+        return 2
+    settings = KernelSettings(backend=args.backend, docker_host=args.docker_host)
+    if args.executor != "local":
+        address = resolve_setting("ray_address", args.ray_address)
+        removed = executors.cluster_executor(args.executor).cleanup_on_nodes(
+            address, settings, args.run_id
+        )
+    elif args.backend == "docker":
+        removed = _cleanup_docker(settings, args.run_id, every=args.all)
+    else:
+        removed = _cleanup_backend(settings, args.run_id)
     print(f"removed {len(removed)} containers" + (": " + ", ".join(removed) if removed else ""))
     return 0
+
+
+def _cleanup_docker(settings: KernelSettings, run_id: str | None, *, every: bool) -> list[str]:
+    """Docker's containers, and the leases a run's killed processes left."""
+    from pytest_super.kernels import cleanup_containers, docker_client
+    from pytest_super.kernels.docker.cleanup import cleanup_dead_leases
+
+    client = docker_client(settings)
+    removed = cleanup_containers(client, run_id=run_id, dead_runs_only=not (every or run_id))
+    if run_id:
+        cleanup_dead_leases(client, run_id)
+    return removed
+
+
+def _cleanup_backend(settings: KernelSettings, run_id: str | None) -> list[str]:
+    """Another backend's leftovers, through its `cleanup_run` / `cleanup_dead_runs`."""
+    from pytest_super.kernels import kernel_backend
+
+    try:
+        backend = kernel_backend(settings)
+    except ValueError as exc:
+        raise SuperError(f"cleanup --backend {settings.backend!r}: {exc}") from None
+    if run_id:
+        return backend.cleanup_run(settings, run_id)
+    return backend.cleanup_dead_runs(settings)
 
 
 if __name__ == "__main__":

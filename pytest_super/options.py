@@ -102,11 +102,6 @@ def configure(config: pytest.Config, run_id: str) -> SuperRun:
         config.args = [str(p) for p in run.task_roots]
     if run.agent:
         config.option.continue_on_collection_errors = True
-    if run.remote and getattr(config.option, "numprocesses", None):
-        raise pytest.UsageError(
-            "--super-backend=ray runs many tasks from one pytest process: drop -n (pytest-xdist); "
-            "use --super-ray-concurrency K to bound the tasks in flight"
-        )
     return run
 
 
@@ -156,7 +151,10 @@ def report_header(run: SuperRun) -> list[str]:
         return ["pytest-super: no --super-agent (task items are skipped)"]
     backend = run.backend
     if run.remote:
-        backend += f" at {run.ray_address} ({run.sources.get('ray_address', 'default')})"
+        backend += (
+            f", executor {run.executor} at {run.ray_address} "
+            f"({run.sources.get('ray_address', 'default')})"
+        )
     elif run.kernel.docker_host:
         backend += f" at {run.kernel.docker_host}"
     return [

@@ -18,6 +18,7 @@ from pytest_super import report as reports
 from pytest_super.durations import Durations, DurationsFileError, known_durations
 from pytest_super.errors import ExitStatus, InfrastructureError, SuperError, TaskSetupError
 from pytest_super.execute import kernel_settings_for, retried_of, run_one_task
+from pytest_super.executors import Executor, make_executor
 from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.kernels.jupyter.output import console_text
 from pytest_super.kernels.pool import KernelPool
@@ -43,6 +44,7 @@ REMOVAL_FAILURES_KEY = pytest.StashKey[list[str]]()
 #: both set in pytest_configure (the report header shows them)
 DURATIONS_KEY = pytest.StashKey[Durations]()
 ORDER_KEY = pytest.StashKey[str]()
+EXECUTOR_KEY = pytest.StashKey[Executor]()
 
 
 # -- options ---------------------------------------------------------------------------------
@@ -64,6 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is None:
         os.environ["PYTEST_SUPER_CONTROLLER_PID"] = str(os.getpid())
     run = options.configure(config, run_id)
+    _choose_executor(config, run)
     if run.llm_settings is not None:
         redaction.register(run.llm_settings.api_key)
     config.stash[REMOVAL_FAILURES_KEY] = []
@@ -76,8 +79,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is None and run.agent:
         if run.llm_settings is not None and not options.collecting_only(config):
             check_llm_endpoint(run.llm_settings)
-        if run.remote and not options.collecting_only(config):
-            _start_ray_session(config)
+        if not options.collecting_only(config):
+            executor_of(config).start(config)
         config.pluginmanager.register(RunRecorder(run, config.rootpath), "pytest-super-recorder")
         if not options.collecting_only(config):
             progress.start(
@@ -86,6 +89,21 @@ def pytest_configure(config: pytest.Config) -> None:
                 remote=run.remote,
                 durations=lambda: config.stash.get(DURATIONS_KEY, None),
             )
+
+
+def _choose_executor(config: pytest.Config, run: SuperRun) -> None:
+    """The run's executor (executors/), made once and asked to check the run's options."""
+    try:
+        executor = make_executor(run.executor)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--super-executor: {exc}") from None
+    executor.configure(config)
+    config.stash[EXECUTOR_KEY] = executor
+
+
+def executor_of(config: pytest.Config) -> Executor:
+    """The executor `pytest_configure` chose for this process."""
+    return config.stash[EXECUTOR_KEY]
 
 
 def _plan_order(config: pytest.Config, run: SuperRun) -> None:
@@ -103,7 +121,8 @@ def _plan_order(config: pytest.Config, run: SuperRun) -> None:
 
 
 def _one_process(config: pytest.Config, run: SuperRun) -> bool:
-    """Whether tasks run one after another in one process: not on Ray, not on 2+ xdist workers."""
+    """Whether tasks run one after another in one process: not on a remote executor, not on 2+
+    xdist workers."""
     if run.remote:
         return False
     workerinput = getattr(config, "workerinput", None)
@@ -111,22 +130,6 @@ def _one_process(config: pytest.Config, run: SuperRun) -> bool:
         return int(workerinput.get("workercount", 1)) <= 1
     workers = getattr(config.option, "numprocesses", None)
     return not isinstance(workers, int) or workers <= 1
-
-
-def _start_ray_session(config: pytest.Config) -> None:
-    """--super-backend=ray: connect before any task runs; no Ray or no cluster is a usage error."""
-    from pytest_super.ray_backend import RayUnavailable
-
-    try:
-        from pytest_super import ray_session
-
-        ray_session.start(config)
-    except RayUnavailable as exc:
-        raise pytest.UsageError(str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - the session must end with a sentence, not a trace
-        raise pytest.UsageError(
-            f"--super-backend=ray: could not start on the cluster ({type(exc).__name__}: {exc})"
-        ) from exc
 
 
 def check_llm_endpoint(settings: Any) -> None:
@@ -386,7 +389,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
     item.user_properties.extend((f"super.{k}", v) for k, v in known.items())
     try:
         if run.remote:
-            result, node = _outcome_from_cluster(request.config, run, item)
+            result, node = executor_of(request.config).outcome(request.config, run, item)
         else:
             result, node = _run_here(request.config, run, item, super_task), ""
     except (InfrastructureError, TaskSetupError) as exc:
@@ -446,26 +449,6 @@ def _provide_image(run: SuperRun, task: Task) -> None:
         profile=own_profile(image, task.image),
         docker_host=run.kernel.docker_host,
     )
-
-
-def _outcome_from_cluster(
-    config: pytest.Config, run: SuperRun, item: pytest.Item
-) -> tuple[TaskResult, str]:
-    """The episode a Ray node ran for this item (ray_session.py): its trajectory written here,
-    its error raised here, its deadline passed as pytest-timeout's failure."""
-    from pytest_super import ray_backend, ray_session
-
-    outcome = ray_session.session_of(config).outcome(item.name)
-    item.user_properties.append(("super.node", outcome.node))
-    result = ray_backend.write_outcome(run, outcome)
-    if outcome.timed_out_after_s is not None:
-        failure = pytest.fail.Exception(timeouts.failure_message(outcome.timed_out_after_s))
-        failure.retried = outcome.retried  # type: ignore[attr-defined]
-        raise failure
-    if result is None:
-        ray_backend.raise_error(outcome)
-    assert result is not None
-    return result, outcome.node
 
 
 def _upcoming_task(run: SuperRun, item: pytest.Item) -> tuple[KernelSettings, str] | None:

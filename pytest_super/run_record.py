@@ -62,7 +62,7 @@ class RunRecord:
     def cleanup_dead_runs(self) -> None:
         """What runs whose controller died (kill -9) left behind goes when the next run starts;
         with no engine each task will report the engine as an error of its own. On a Ray cluster
-        each node does this for its own engine (ray_backend.py)."""
+        each node does this for its own engine (executors/ray/cluster.py)."""
         if self.run.remote:
             return
         with contextlib.suppress(InfrastructureError):
@@ -109,7 +109,8 @@ class RunRecord:
                 pass  # no engine: nothing can be left on it
             except InfrastructureError as exc:  # the reports come first
                 self.warn(
-                    f"pytest-super: {exc}; `pytest-super cleanup --run {self.run.run_id}` "
+                    f"pytest-super: {exc}; `pytest-super cleanup --backend {self.run.kernel.backend} "
+                    f"--run {self.run.run_id}` "
                     "removes what is left"
                 )
         if self.records:

@@ -37,6 +37,7 @@ from typing import Any
 
 from pytest_super import defaults
 from pytest_super.environment import AgentOptions
+from pytest_super.executors import EXECUTORS as _EXECUTOR_NAMES
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.llm import LLMSettings
 from pytest_super.prompts import PromptSet, load_prompts
@@ -168,14 +169,22 @@ def _boolean(value: str) -> bool:
 
 
 def _backend(value: str) -> str:
-    """A kernel backend's name (built-in, entry point or module:Class), or `ray`. A built-in name
-    is known without importing its backend (every pytest start reads this setting)."""
-    from pytest_super import kernels
+    """A kernel backend's name (built-in, entry point or module:Class), or a deprecated alias of
+    an executor (executors.BACKEND_ALIASES). A built-in name is known without importing its backend
+    (every pytest start reads this setting)."""
+    from pytest_super import executors, kernels
 
-    if value == "ray" or value in kernels.BACKENDS:
+    if value in executors.BACKEND_ALIASES or value in kernels.BACKENDS:
         return value
     kernels.kernel_backend_class(value)  # ValueError naming the known backends
     return value
+
+
+def _executor(value: str) -> str:
+    """An executor's name (built-in, entry point or module:Class), known without importing it."""
+    from pytest_super import executors
+
+    return executors.check_executor_name(value)
 
 
 def _text(value: str) -> str:
@@ -229,14 +238,22 @@ SETTINGS: tuple[Setting, ...] = (
         "backend",
         _backend,
         "docker",
-        "where kernels run: docker (default), local (isolates nothing), ray (each task whole on "
-        "a Ray cluster's node), an entry point name or package.module:Class",
+        "what holds each task's kernel: docker (default), local (isolates nothing), an entry "
+        "point name or package.module:Class",
+    ),
+    Setting(
+        "executor",
+        _executor,
+        "local",
+        "where each task runs: local (this process or an xdist worker; default), "
+        + ", ".join(n for n in _EXECUTOR_NAMES if n != "local")
+        + " (each task whole on a cluster's node), an entry point name or package.module:Class",
     ),
     Setting(
         "ray_address",
         _text,
         defaults.RAY_ADDRESS,
-        f"the Ray cluster for --super-backend=ray (also RAY_ADDRESS; default {defaults.RAY_ADDRESS})",
+        f"the Ray cluster for --super-executor=ray (also RAY_ADDRESS; default {defaults.RAY_ADDRESS})",
         env=("RAY_ADDRESS",),
         metavar="ADDRESS",
     ),
@@ -259,7 +276,8 @@ SETTINGS: tuple[Setting, ...] = (
         "registry",
         _registry,
         None,
-        "a Docker registry the kernel image was pushed to (`pytest-super image push`): an "
+        "a Docker registry the kernel image was pushed to (`pytest-super image push --registry "
+        "HOST:PORT`): an "
         "engine without the image pulls it from there before building it",
         metavar="HOST:PORT",
     ),
@@ -611,6 +629,7 @@ def resolve_run(inputs: Inputs, run_id: str) -> SuperRun:
     """The run's settings resolved from `inputs`: what a pytest run builds in `pytest_configure`
     (options.py) and `SuperRun.resolve` builds for a script. Raises `SettingError`."""
     values, sources = resolve_values(inputs)
+    _executor_alias(values, sources)
     report_dir = Path(values["report_dir"])
     if not report_dir.is_absolute():
         report_dir = inputs.rootpath / report_dir
@@ -629,6 +648,7 @@ def resolve_run(inputs: Inputs, run_id: str) -> SuperRun:
         live=values["live"] or inputs.capture_no,
         retries=values["retries"],
         backend=values["backend"],
+        executor=values["executor"],
         ray_address=values["ray_address"],
         ray_concurrency=values["ray_concurrency"],
         progress=values["progress"],
@@ -646,12 +666,31 @@ def resolve_run(inputs: Inputs, run_id: str) -> SuperRun:
     )
 
 
+def _executor_alias(values: dict[str, Any], sources: dict[str, str]) -> None:
+    """`--super-backend=<alias>` (deprecated): the executor it names, tasks with the kernel backend
+    the alias stands for there; warned once per process."""
+    from pytest_super import executors
+
+    alias = executors.BACKEND_ALIASES.get(values["backend"])
+    if alias is None:
+        return
+    message = executors.deprecated_backend_message(values["backend"])
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, FutureWarning, stacklevel=2)
+    values["executor"], values["backend"] = alias
+    sources["executor"] = sources.get("backend", "default")
+
+
+#: deprecation messages this process has shown
+_WARNED: set[str] = set()
+
+
 def _kernel_settings(
     values: dict[str, Any], inputs: Inputs, sources: dict[str, str], run_id: str
 ) -> KernelSettings:
-    backend = values["backend"]
     return KernelSettings(
-        backend="docker" if backend == "ray" else backend,
+        backend=values["backend"],
         image=values["image"],
         docker_host=values["docker_host"],
         mem=values["mem"],
@@ -830,9 +869,10 @@ class SuperRun:
     live: bool = _FLAG_DEFAULTS["live"]
     #: --super-retries: attempts after a retryable infrastructure error
     retries: int = default_of("retries")
-    #: --super-backend as given: a kernel backend's name, or `ray` (tasks run whole on a Ray
-    #: cluster's nodes, each with a docker kernel there)
+    #: --super-backend: the kernel backend's name (a deprecated executor alias already resolved)
     backend: str = _BY_NAME["backend"].default
+    #: --super-executor: where each task runs (executors/): `local` or one that runs them elsewhere
+    executor: str = _BY_NAME["executor"].default
     #: --super-ray-address (else RAY_ADDRESS, else "auto") and --super-ray-concurrency
     ray_address: str | None = default_of("ray_address")
     ray_concurrency: int | None = default_of("ray_concurrency")
@@ -888,8 +928,9 @@ class SuperRun:
 
     @property
     def remote(self) -> bool:
-        """Whether tasks run on other machines (a Ray cluster) rather than in this process."""
-        return self.backend == "ray"
+        """Whether tasks run elsewhere (another executor than `local`) rather than in this process
+        or its xdist workers."""
+        return self.executor != "local"
 
 
 # -- the command line's shared options -------------------------------------------------------------

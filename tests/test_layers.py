@@ -17,7 +17,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pytest_super"
 #: top to bottom; a module belongs to the layer of the longest prefix that names it or a package
 #: of it (agents.llm is below the other agents)
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("pytest glue and commands", ("plugin", "cli", "ray_session", "live", "conformance")),
+    (
+        "pytest glue and commands",
+        ("plugin", "cli", "executors.local", "executors.ray", "live", "conformance"),
+    ),
     (
         "settings, collection, the run's records and reports",
         (
@@ -37,7 +40,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         )
         + ("download", "durations"),
     ),
-    ("one task, anywhere", ("settings", "execute", "ray_backend")),
+    ("one task, anywhere", ("settings", "execute", "executors", "executors.ray.cluster")),
     ("one episode", ("runner",)),
     ("the agents", ("agents",)),
     ("the environment an agent acts in", ("environment",)),
@@ -269,3 +272,60 @@ def test_a_script_recording_a_run_loads_no_pytest(module: str) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == "[]"
+
+
+#: the package that holds every executor's own code: only there may a cluster library be named
+EXECUTORS_PACKAGE = PACKAGE / "executors"
+
+
+def executor_names_in(path: Path, names: Collection[str]) -> list[str]:
+    """Where `path`'s code names one of the executors `names` (other than through its registry
+    entry): an import of it (`import ray`, `from pytest_super.executors.ray ...`), the bare name in
+    code (`ray.get`, `backend == "ray"`). Docstrings and comments are not code."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            modules = [node.module or ""]
+        else:
+            modules = []
+        for module in modules:
+            parts = module.split(".")
+            if parts[0] in names or (
+                parts[:2] == ["pytest_super", "executors"] and parts[2:3] and parts[2] in names
+            ):
+                found.append(f"line {node.lineno}: imports {module}")
+        if isinstance(node, ast.Name) and node.id in names:
+            found.append(f"line {node.lineno}: the name {node.id}")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+            found.append(f"line {node.lineno}: the string {node.value!r}")
+    return found
+
+
+def test_no_module_outside_executors_names_a_cluster_executor() -> None:
+    """Where a task runs is the executors' business: the plugin asks the chosen executor and has
+    no branch of its own for one (issue 30 item 3)."""
+    remote = ["ray"]
+    offenders = [
+        f"{name}: {where}"
+        for name, path in MODULES.items()
+        if EXECUTORS_PACKAGE not in path.parents and path.parent != EXECUTORS_PACKAGE
+        for where in executor_names_in(path, remote)
+    ]
+    assert offenders == []
+
+
+def test_the_check_sees_an_executor_named_in_code(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        '"""ray in a docstring is fine."""\nimport ray\n'
+        "from pytest_super.executors.ray import cluster\n"
+        'remote = backend == "ray"\nray.get(1)\n# ray in a comment\n'
+    )
+    assert executor_names_in(module, ["ray"]) == [
+        "line 2: imports ray",
+        "line 3: imports pytest_super.executors.ray",
+        "line 4: the string 'ray'",
+        "line 5: the name ray",
+    ]

@@ -44,14 +44,32 @@ def test_the_environment_beats_the_ini_and_the_option_beats_both(project, monkey
         ".ini", pytest="[pytest]\nsuper_tasks = tasks\nsuper_ray_address = ini-host:1\n"
     )
     monkeypatch.setenv("RAY_ADDRESS", "env-host:2")
-    args = ["--collect-only", "--super-agent=gold", "--super-backend=ray"]
+    args = ["--collect-only", "--super-agent=gold", "--super-executor=ray"]
     result = project.runpytest_subprocess(*args)
-    assert "backend ray at env-host:2 (environment variable RAY_ADDRESS)" in _header(result)
+    assert "executor ray at env-host:2 (environment variable RAY_ADDRESS)" in _header(result)
     result = project.runpytest_subprocess(*args, "--super-ray-address=opt-host:3")
-    assert "backend ray at opt-host:3 (--super-ray-address)" in _header(result)
+    assert "executor ray at opt-host:3 (--super-ray-address)" in _header(result)
     monkeypatch.delenv("RAY_ADDRESS")
     result = project.runpytest_subprocess(*args)
-    assert "backend ray at ini-host:1 (ini super_ray_address (pytest.ini))" in _header(result)
+    assert "executor ray at ini-host:1 (ini super_ray_address (pytest.ini))" in _header(result)
+
+
+def test_the_old_backend_ray_is_the_ray_executor_with_a_deprecation_warning(project):
+    """`--super-backend=ray` (deprecated) runs as `--super-executor=ray` with docker kernels, and
+    says once what to write instead; `--super-executor` also comes from the ini."""
+    result = project.runpytest_subprocess(
+        "--collect-only", "--super-agent=gold", "--super-backend=ray"
+    )
+    assert "backend docker, executor ray at auto" in _header(result)
+    said = result.stdout.str() + result.stderr.str()
+    assert said.count("--super-backend=ray is deprecated: use --super-executor=ray") == 1, said
+    project.makefile(".ini", pytest="[pytest]\nsuper_tasks = tasks\nsuper_executor = ray\n")
+    result = project.runpytest_subprocess("--collect-only", "--super-agent=gold")
+    assert "backend docker, executor ray at auto" in _header(result)
+    result = project.runpytest_subprocess(
+        "--collect-only", "--super-agent=gold", "--super-executor=nowhere"
+    )
+    assert "unknown executor 'nowhere'; known executors: local, ray" in result.stderr.str()
 
 
 @pytest.mark.parametrize(

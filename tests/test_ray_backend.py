@@ -1,4 +1,4 @@
-"""`--super-backend=ray` on a real Ray cluster of this machine (tests/support/ray_cluster.py): a
+"""`--super-executor=ray` on a real Ray cluster of this machine (tests/support/ray_cluster.py): a
 head and two worker nodes, each node with a Docker engine of its own, all in a network namespace
 with only loopback. One pytest process (run inside that namespace) drives every task; each task
 runs whole on a node, its kernel in a container of that node's engine.
@@ -115,7 +115,7 @@ def _containers(cluster: Any, run_id: str) -> list[str]:
 ONE_TASK = {"expert/a": task_yaml("a", "print('{\"x\": 1}')")}
 
 
-RAY_RUN = ("-p", "no:cacheprovider", "--super-agent=gold", "--super-backend=ray")
+RAY_RUN = ("-p", "no:cacheprovider", "--super-agent=gold", "--super-executor=ray")
 
 
 def _python(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -145,7 +145,7 @@ def test_without_ray_the_error_says_how_to_install_it(tmp_path):
     hide_ray = (
         "import sys; sys.modules['ray'] = None; import pytest; "
         "sys.exit(pytest.main(['-p', 'no:cacheprovider', '--super-agent=gold', "
-        "'--super-backend=ray']))"
+        "'--super-executor=ray']))"
     )
     done = _python(project, "-c", hide_ray)
     assert done.returncode == 4, done.stdout + done.stderr
@@ -168,7 +168,7 @@ def test_the_demo_benchmark_passes_on_the_cluster_on_both_nodes(cluster, tmp_pat
         ROOT,
         "tasks",
         "--super-agent=gold",
-        "--super-backend=ray",
+        "--super-executor=ray",
         "-q",
         f"--super-report-dir={reports}",
         f"--junitxml={tmp_path / 'junit.xml'}",
@@ -228,7 +228,7 @@ def test_a_cluster_run_gives_the_files_a_local_run_gives(cluster, tmp_path, engi
     )
     assert local.returncode == 0, local.stdout[-3000:]
     remote = ClusterRun(
-        cluster, project, "--super-agent=gold", "--super-backend=ray", "--super-report-dir=remote"
+        cluster, project, "--super-agent=gold", "--super-executor=ray", "--super-report-dir=remote"
     )
     assert remote.wait(300) == 0, remote.output()[-3000:]
     varying = {"duration_s", "trajectory", "node"}
@@ -247,7 +247,7 @@ def test_a_cluster_run_gives_the_files_a_local_run_gives(cluster, tmp_path, engi
 def test_a_node_killed_mid_run_loses_no_result_and_leaves_no_container(cluster, tmp_path):
     project = _sleepers(tmp_path, 6, 20)
     run = ClusterRun(
-        cluster, project, "--super-agent=gold", "--super-backend=ray", "--super-retries=1", "-q"
+        cluster, project, "--super-agent=gold", "--super-executor=ray", "--super-retries=1", "-q"
     )
     victim = 1
     client = docker.DockerClient(base_url=cluster.engines[victim])
@@ -282,7 +282,7 @@ def test_ctrl_c_cancels_the_cluster_run_and_keeps_partial_results(cluster, tmp_p
         {f"expert/slow{i}": task_yaml(f"slow{i}", sleep_then_answer(300)) for i in range(3)}
     )
     project = make_project(tmp_path, tasks)
-    run = ClusterRun(cluster, project, "--super-agent=gold", "--super-backend=ray", "-q")
+    run = ClusterRun(cluster, project, "--super-agent=gold", "--super-executor=ray", "-q")
     wait_for(
         lambda: any(r["task_id"] == "quick" for r in _records_or_none(project)),
         240,
@@ -358,7 +358,7 @@ def test_a_scripted_endpoint_drives_an_llm_agent_on_a_node_and_the_key_stays_sec
             project,
             "--super-agent=react",
             "--super-model=scripted",
-            "--super-backend=ray",
+            "--super-executor=ray",
             f"--super-base-url={server.base_url}",
             "--super-live",
             "-q",
@@ -419,7 +419,7 @@ WRONG = "print('{\"x\": 2}')"
 
 def test_keep_leaves_a_failing_tasks_container_on_its_node_and_says_where(cluster, tmp_path):
     project = make_project(tmp_path, {"expert/wrong": task_yaml("wrong", WRONG)})
-    run = ClusterRun(cluster, project, "--super-agent=gold", "--super-backend=ray", "--super-keep")
+    run = ClusterRun(cluster, project, "--super-agent=gold", "--super-executor=ray", "--super-keep")
     assert run.wait(300) == 1
     out = run.output()
     assert "on Ray node" in out and "docker exec" in out, out[-3000:]
@@ -464,7 +464,7 @@ def test_the_second_worker_node_gets_the_image_by_pulling_from_a_registry(cluste
                 cluster,
                 project,
                 "--super-agent=gold",
-                "--super-backend=ray",
+                "--super-executor=ray",
                 f"--super-registry={registry.address}",
             )
             code = run.wait(600)
@@ -499,7 +499,7 @@ def test_x_stops_the_cluster_run_at_the_first_failure_and_cancels_the_rest(clust
     project = make_project(tmp_path, tasks)
     started = time.monotonic()
     run = ClusterRun(
-        cluster, project, "--super-agent=gold", "--super-backend=ray", "-x", "-k", "wrong or slow"
+        cluster, project, "--super-agent=gold", "--super-executor=ray", "-x", "-k", "wrong or slow"
     )
     code = run.wait(240)
     out = run.output()
@@ -518,7 +518,7 @@ def test_the_deadline_of_pytest_timeout_holds_on_the_node(cluster, tmp_path):
         timeouts={"late": 8},
     )
     started = time.monotonic()
-    run = ClusterRun(cluster, project, "--super-agent=gold", "--super-backend=ray")
+    run = ClusterRun(cluster, project, "--super-agent=gold", "--super-executor=ray")
     code = run.wait(240)
     took = time.monotonic() - started
     out = run.output()
@@ -551,7 +551,7 @@ def test_a_node_without_the_kernel_image_builds_it_once_for_concurrent_tasks(
     with RayTestCluster(OFFLINE_BASE, nodes=1, num_cpus=4, memory=8 * GIB) as bare:
         node = docker.DockerClient(base_url=bare.engines[0])
         assert not node.images.list(name=image.split(":")[0])  # the kernel image is not there
-        run = ClusterRun(bare, project, "--super-agent=gold", "--super-backend=ray", *more)
+        run = ClusterRun(bare, project, "--super-agent=gold", "--super-executor=ray", *more)
         code = run.wait(900)
         out = run.output()
         assert code == 0, out[-4000:]
@@ -574,10 +574,10 @@ def test_resume_on_the_cluster_sends_no_task_with_a_final_result(cluster, tmp_pa
             "expert/wrong": task_yaml("wrong", WRONG),
         },
     )
-    first = ClusterRun(cluster, project, "--super-agent=gold", "--super-backend=ray", "-k", "good")
+    first = ClusterRun(cluster, project, "--super-agent=gold", "--super-executor=ray", "-k", "good")
     assert first.wait(300) == 0
     second = ClusterRun(
-        cluster, project, "--super-agent=gold", "--super-backend=ray", "--super-resume", "-rs"
+        cluster, project, "--super-agent=gold", "--super-executor=ray", "--super-resume", "-rs"
     )
     assert second.wait(300) == 1, second.output()[-3000:]
     out = second.output()
@@ -604,7 +604,7 @@ def test_the_longest_task_is_submitted_first_on_the_cluster(cluster, tmp_path):
         cluster,
         project,
         "--super-agent=gold",
-        "--super-backend=ray",
+        "--super-executor=ray",
         "--super-ray-concurrency=1",
         "--super-durations=durations.json",
     )
@@ -628,7 +628,7 @@ def test_the_progress_line_counts_the_tasks_in_flight_and_each_nodes_tasks(clust
         cluster,
         project,
         "--super-agent=gold",
-        "--super-backend=ray",
+        "--super-executor=ray",
         "-q",
         env={"PYTEST_SUPER_PROGRESS_INTERVAL": "1"},
     )

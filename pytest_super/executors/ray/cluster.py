@@ -1,4 +1,4 @@
-"""Tasks run whole on the nodes of a Ray cluster (`--super-backend=ray`).
+"""Tasks run whole on the nodes of a Ray cluster (`--super-executor=ray`).
 
 One Ray task per pytest item: on a node with free resources (the task's `--super-cpus` and
 `--super-mem` as Ray resources) a Ray worker calls `execute.run_one_task` with a fresh docker
@@ -67,7 +67,7 @@ def import_ray() -> Any:
         import ray
     except ImportError:
         raise RayUnavailable(
-            f"--super-backend=ray needs Ray on this machine and on every node: {INSTALL_HINT}"
+            f"--super-executor=ray needs Ray on this machine and on every node: {INSTALL_HINT}"
         ) from None
     return ray
 
@@ -499,6 +499,8 @@ class RayDispatcher:
         an engine; returns "node: name" for each container removed."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        if self._cleanup is None:  # connected for the cleanup only (`pytest-super cleanup`)
+            self._cleanup = self.ray.remote(cleanup_on_node)
         refs = []
         for node in self.ray.nodes():
             if not node.get("Alive") or not node.get("Resources", {}).get("CPU"):
@@ -543,7 +545,7 @@ def build_on_nodes(
     engine of every live node that can run tasks; returns (node, tag) for each."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    dispatcher = RayDispatcher(SuperRun(ray_address=address, backend="ray"))
+    dispatcher = RayDispatcher(SuperRun(ray_address=address, executor="ray"))
     dispatcher.connect()
     try:
         ray = dispatcher.ray
@@ -559,6 +561,18 @@ def build_on_nodes(
             if node.get("Alive") and node.get("Resources", {}).get("CPU")
         ]
         return [ray.get(ref) for ref in refs]
+    finally:
+        dispatcher.stop()
+
+
+def cleanup_nodes(address: str, settings: KernelSettings, run_id: str | None) -> list[str]:
+    """`pytest-super cleanup --executor ray`: what the backend of `settings` left on every live
+    node (of run `run_id`, else of runs whose controller died); "node: name" for each removed."""
+    run = SuperRun(ray_address=address, executor="ray", kernel=settings)
+    dispatcher = RayDispatcher(run)
+    dispatcher.connect()
+    try:
+        return dispatcher.cleanup_on_nodes(run_id)
     finally:
         dispatcher.stop()
 

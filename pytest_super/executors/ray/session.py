@@ -1,5 +1,5 @@
-"""The pytest side of `--super-backend=ray`: one pytest process keeps many tasks in flight on a Ray
-cluster (ray_backend.py) and reports each task's item as its outcome comes back.
+"""The pytest side of `--super-executor=ray`: one pytest process keeps many tasks in flight on a Ray
+cluster (cluster.py) and reports each task's item as its outcome comes back.
 
 `RaySession` replaces pytest's run-test loop for the session: the items that are tasks to run are
 submitted first (at most K in flight, the rest queued), the other items run here as usual, then each
@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from pytest_super import collect, options, progress
+from pytest_super.executors.ray.cluster import NodeOutcome, RayDispatcher, wait_for
 from pytest_super.options import run_of
-from pytest_super.ray_backend import NodeOutcome, RayDispatcher, wait_for
 from pytest_super.settings import SuperRun
 from pytest_super.trajectory import Step
 
@@ -29,7 +29,7 @@ SESSION_KEY = pytest.StashKey["RaySession"]()
 
 
 class RaySession:
-    """Registered as a plugin on the controller of a `--super-backend=ray` run."""
+    """Registered as a plugin on the controller of a `--super-executor=ray` run."""
 
     def __init__(self, config: pytest.Config, run: SuperRun) -> None:
         self.config = config
@@ -134,7 +134,8 @@ class RaySession:
         except Exception as exc:  # noqa: BLE001 - the reports must still be written
             warnings.warn(
                 f"pytest-super: the Ray nodes could not all be cleaned up ({exc}); run "
-                f"`pytest-super cleanup --ray --run {self.run.run_id}`",
+                f"`pytest-super cleanup --executor ray --ray-address {self.run.ray_address} "
+                f"--backend {self.run.kernel.backend} --run {self.run.run_id}`",
                 stacklevel=1,
             )
             left = []

@@ -1,0 +1,80 @@
+"""The `ray` executor (`--super-executor=ray`): each task runs whole on a node of a Ray cluster
+(cluster.py), one pytest process keeps many in flight (session.py). pytest is imported only by
+the methods: a node imports `cluster.py`, and so this package, where no pytest runs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pytest
+
+    from pytest_super.runner import TaskResult
+
+
+class RayExecutor:
+    """Tasks run on a Ray cluster's nodes; their outcomes come back to this pytest process."""
+
+    remote = True
+
+    def configure(self, config: pytest.Config) -> None:
+        """xdist's workers would each submit every task: one pytest process only."""
+        import pytest
+
+        if getattr(config.option, "numprocesses", None):
+            raise pytest.UsageError(
+                "--super-executor=ray runs many tasks from one pytest process: drop -n "
+                "(pytest-xdist); use --super-ray-concurrency K to bound the tasks in flight"
+            )
+
+    def start(self, config: pytest.Config) -> None:
+        """Connect before any task runs; no Ray or no cluster is a usage error."""
+        import pytest
+
+        from pytest_super.executors.ray.cluster import RayUnavailable
+
+        try:
+            from pytest_super.executors.ray import session
+
+            session.start(config)
+        except RayUnavailable as exc:
+            raise pytest.UsageError(str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - the session must end with a sentence, not a trace
+            raise pytest.UsageError(
+                "--super-executor=ray: could not start on the cluster "
+                f"({type(exc).__name__}: {exc})"
+            ) from exc
+
+    def outcome(self, config: pytest.Config, run: Any, item: pytest.Item) -> tuple[TaskResult, str]:
+        """The episode a node ran for this item: its trajectory written here, its error raised
+        here, its deadline passed as pytest-timeout's failure."""
+        import pytest
+
+        from pytest_super import timeouts
+        from pytest_super.executors.ray import cluster, session
+
+        outcome = session.session_of(config).outcome(item.name)
+        item.user_properties.append(("super.node", outcome.node))
+        result = cluster.write_outcome(run, outcome)
+        if outcome.timed_out_after_s is not None:
+            failure = pytest.fail.Exception(timeouts.failure_message(outcome.timed_out_after_s))
+            failure.retried = outcome.retried  # type: ignore[attr-defined]
+            raise failure
+        if result is None:
+            cluster.raise_error(outcome)
+        assert result is not None
+        return result, outcome.node
+
+    def build_on_nodes(
+        self, address: str, *, profile: str, base: str | None, offline: bool, tag: str | None
+    ) -> list[tuple[str, str]]:
+        """`pytest-super image build --executor ray`: built on every live node's engine."""
+        from pytest_super.executors.ray.cluster import build_on_nodes
+
+        return build_on_nodes(address, profile=profile, base=base, offline=offline, tag=tag)
+
+    def cleanup_on_nodes(self, address: str, settings: Any, run_id: str | None) -> list[str]:
+        """`pytest-super cleanup --executor ray`: on every live node, its own engine's."""
+        from pytest_super.executors.ray.cluster import cleanup_nodes
+
+        return cleanup_nodes(address, settings, run_id)
