@@ -23,6 +23,7 @@ from pytest_super import collect, options, progress
 from pytest_super.executors.ray.cluster import NodeOutcome, RayDispatcher, wait_for
 from pytest_super.options import run_of
 from pytest_super.settings import SuperRun
+from pytest_super.thirdparty import item_deadline_s
 from pytest_super.trajectory import Step
 
 SESSION_KEY = pytest.StashKey["RaySession"]()
@@ -59,7 +60,7 @@ class RaySession:
             if isinstance(item, collect.SuperTaskItem) and _runs_remotely(item)
         }
         for name, task_item in remote.items():
-            self.dispatcher.submit(name, task_item.task, _deadline_s(task_item))
+            self.dispatcher.submit(name, task_item.task, item_deadline_s(task_item))
         self._show_progress(remote)
         try:
             for other in session.items:  # the rest: skipped tasks, ordinary tests
@@ -160,18 +161,6 @@ def _runs_remotely(item: pytest.Item) -> bool:
     if not isinstance(item, collect.SuperTaskItem):
         return False
     return item.get_closest_marker("skip") is None and item.get_closest_marker("skipif") is None
-
-
-def _deadline_s(item: pytest.Item) -> float | None:
-    """The item's pytest-timeout deadline, enforced on the node."""
-    from pytest_super import timeouts
-
-    marker = item.get_closest_marker("timeout")
-    if marker is not None:
-        value = marker.args[0] if marker.args else marker.kwargs.get("timeout")
-        with contextlib.suppress(TypeError, ValueError):
-            return float(value) or None  # type: ignore[arg-type]
-    return timeouts.configured_timeout_s(item.config)
 
 
 def start(config: pytest.Config) -> RaySession:
