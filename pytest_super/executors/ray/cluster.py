@@ -361,7 +361,9 @@ class RayDispatcher:
         self._fill()
 
     def _fill(self) -> None:
-        while self._queue and len(self._in_flight) < self.concurrency:
+        """Launch queued tasks while slots are free; a task back from its node holds its slot
+        until it is reported (`release`), so the tasks in flight never pass the slots."""
+        while self._queue and len(self._in_flight) + len(self._done) < self.concurrency:
             pending = self._queue.popleft()
             self._launch(pending)
 
@@ -463,6 +465,13 @@ class RayDispatcher:
     def outcome(self, name: str) -> NodeOutcome:
         self._launched.pop(name, None)
         return self._done.pop(name)
+
+    def release(self, name: str) -> None:
+        """Task `name` is reported (or its report failed before taking its outcome): its slot
+        goes to the next queued task."""
+        self._launched.pop(name, None)
+        self._done.pop(name, None)
+        self._fill()
 
     def peek(self, name: str) -> NodeOutcome | None:
         """The outcome of finished task `name`, left for `outcome` to take."""

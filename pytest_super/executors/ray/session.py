@@ -74,6 +74,7 @@ class RaySession:
             ):
                 self._tell_progress(remote[name])
                 self._protocol(session, remote[name])
+                self.dispatcher.release(name)
                 ended = self.dispatcher.ended_at.pop(name, 0.0)
                 if ended:
                     self.report_lags.append(time.time() - ended)
