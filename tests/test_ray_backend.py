@@ -454,6 +454,13 @@ def test_the_second_worker_node_gets_the_image_by_pulling_from_a_registry(cluste
     try:
         with running_registry() as registry:
             assert cli(["image", "push", "--registry", registry.address]) == 0  # main engine
+            # an earlier test's kernel container on this node may still be going (removed in
+            # the background); the engine refuses to untag an image a container uses
+            wait_for(
+                lambda: not node.containers.list(all=True, filters={"ancestor": image}),
+                60,
+                "node 1's earlier kernel containers to be removed",
+            )
             node.images.remove(image)
             assert not node.images.list(name=image.split(":")[0])
             project = make_project(
