@@ -12,31 +12,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pytest_super import safe_read
+from tests.support.attack_runs import DEEP, cli
 from tests.support.projects import PASS, make_project, run_dirs, run_pytest, task_yaml
-
-DEEP = "[" * 100_000 + "]" * 100_000
-
-
-def cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """`pytest-super ...` in a process of its own; a hang fails the test after `timeout` s."""
-    try:
-        return subprocess.run(
-            [sys.executable, "-m", "pytest_super.cli", *args],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise AssertionError(f"pytest-super {' '.join(args)} hung for {timeout} s") from exc
-
 
 # -- cause 4: pytest-super report --------------------------------------------------------------------
 GOOD_LINE = {"task_id": "good", "outcome": "passed", "set": "expert", "accuracy": 1.0}

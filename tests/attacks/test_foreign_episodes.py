@@ -10,30 +10,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.attack_runs import DEEP, cli
 from tests.support.published_data import sample_runs
 
-DEEP = "[" * 100_000 + "]" * 100_000
 RUN_NAME = "gpt-4o-2024-08-06_swe-agent_masked"
-
-
-def cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """`pytest-super ...` in a process of its own; a hang fails the test after `timeout` s."""
-    try:
-        return subprocess.run(
-            [sys.executable, "-m", "pytest_super.cli", *args],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise AssertionError(f"pytest-super {' '.join(args)} hung for {timeout} s") from exc
 
 
 # -- cause 1: import-trajectories ------------------------------------------------------------------

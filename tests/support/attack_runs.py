@@ -118,3 +118,21 @@ def run_leftovers(engine, reports: Path) -> list[str]:
             )
             left += [c.name for c in found]
     return left
+
+
+#: JSON nested 100,000 deep (json's RecursionError; our depth bound refuses it first)
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`pytest-super ...` in a process of its own; a hang fails the test after `timeout` s."""
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "pytest_super.cli", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"pytest-super {' '.join(args)} hung for {timeout} s") from exc
