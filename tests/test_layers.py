@@ -40,7 +40,17 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         )
         + ("download", "durations"),
     ),
-    ("one task, anywhere", ("settings", "execute", "executors", "executors.ray.cluster")),
+    (
+        "one task, anywhere",
+        (
+            "settings",
+            "execute",
+            "executors",
+            "executors.ray.cluster",
+            "executors.ray.node",
+            "executors.ray.connect",
+        ),
+    ),
     ("one episode", ("runner",)),
     ("the agents", ("agents",)),
     ("the environment an agent acts in", ("environment",)),

@@ -31,7 +31,7 @@ class RayExecutor:
         """Connect before any task runs; no Ray or no cluster is a usage error."""
         import pytest
 
-        from pytest_super.executors.ray.cluster import RayUnavailable
+        from pytest_super.executors.ray.connect import RayUnavailable
 
         try:
             from pytest_super.executors.ray import session

@@ -23,222 +23,30 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
-import platform
-import shutil
-import signal
-import socket
-import tempfile
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pytest_super.errors import InfrastructureError, SuperError
-from pytest_super.execute import run_one_task, trajectory_path
-from pytest_super.kernels.base import Kernel, KernelSettings
+from pytest_super.execute import trajectory_path
+from pytest_super.executors.ray.connect import RayUnavailable, connect, import_ray
+from pytest_super.executors.ray.node import (
+    NodeOutcome,
+    _build_here,
+    cleanup_on_node,
+    run_on_node,
+)
+from pytest_super.kernels.base import KernelSettings
 from pytest_super.runner import TaskResult
 from pytest_super.settings import SuperRun
 from pytest_super.tasks import Task
-from pytest_super.trajectory import Step
 
-INSTALL_HINT = 'pip install "pytest-super[ray]"'
-#: seconds to wait for a cluster at start-up before saying it cannot be reached
-CONNECT_TIMEOUT_S = 10.0
+__all__ = ["NodeOutcome", "RayDispatcher", "RayUnavailable", "build_on_nodes", "cleanup_nodes"]
+
 #: Ray's label for the tasks we submit (shown by `ray list tasks`): no secret, only the item
 TASK_NAME_PREFIX = "pytest-super"
-
-
-class RayUnavailable(SuperError):
-    """Ray is not installed, or the cluster cannot be reached: said before any task runs."""
-
-
-class TaskDeadline(BaseException):  # noqa: N818 - like KeyboardInterrupt, it is not an error
-    """The task's deadline (pytest-timeout's, enforced on the node) passed. A BaseException, so
-    nothing in the episode mistakes it for the agent's or the harness's error on its way out."""
-
-
-def import_ray() -> Any:
-    """The `ray` module, or `RayUnavailable` saying how to install it."""
-    try:
-        import ray
-    except ImportError:
-        raise RayUnavailable(
-            f"--super-executor=ray needs Ray on this machine and on every node: {INSTALL_HINT}"
-        ) from None
-    return ray
-
-
-# -- on a node -----------------------------------------------------------------------------------
-@dataclass
-class NodeOutcome:
-    """What a node sends back for one task."""
-
-    name: str
-    node: str  # the node's host name and Ray node id
-    result: TaskResult | None = None
-    #: the error that ended the task: (its type's name in errors.py, its message); the
-    #: controller raises the same type, which carries its exit status
-    error: tuple[str, str] | None = None
-    retried: list[str] = field(default_factory=list)
-    trajectory: bytes = b""
-    notebook: bytes = b""
-    timed_out_after_s: float | None = None
-    #: the kernel image this task built on its node first (a node without it), and how long
-    built_image: str = ""
-    build_s: float = 0.0
-    #: the kernel image this task pulled from --super-registry first, and how long
-    pulled_image: str = ""
-    pull_s: float = 0.0
-    #: why a pull from --super-registry failed (the image was built then), said once by the controller
-    pull_failed: str = ""
-    #: when the task began and ended on the node (wall clock: the controller measures from the
-    #: end how long the outcome took to reach its report)
-    started_at: float = 0.0
-    ended_at: float = 0.0
-
-
-def _node_name() -> str:
-    node_id = ""
-    with contextlib.suppress(Exception):
-        import ray
-
-        node_id = ray.get_runtime_context().get_node_id()[:12]
-    return f"{platform.node()}/{node_id}" if node_id else platform.node()
-
-
-@contextlib.contextmanager
-def _deadline(seconds: float | None) -> Iterator[None]:
-    """Raise `TaskDeadline` in this (the Ray worker's main) thread after `seconds`."""
-    if not seconds or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expire(signum: int, frame: Any) -> None:
-        raise TaskDeadline(seconds)
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def _ensure_image(run: SuperRun, task: Task, outcome: NodeOutcome) -> None:
-    """Make the task's kernel image present on this node's engine when it lacks it: pulled from
-    --super-registry when one is given, else (or when the pull fails) built, our own default
-    images only; concurrent tasks on the node wait for one pull or build (the build lock), the
-    others find it made. A named image (--super-image) is pulled, never built. What was done is
-    put in `outcome`."""
-    from pytest_super.execute import kernel_settings_for
-    from pytest_super.kernels.docker.registry import own_profile, provide_image
-
-    image = kernel_settings_for(run, task).image or ""
-    if run.kernel.image and not run.registry:  # named: it must be there already
-        return
-    provided = provide_image(
-        image, registry=run.registry, profile=own_profile(image, task.image), docker_host=None
-    )
-    outcome.pull_failed = provided.fallback
-    if provided.how == "pulled":
-        outcome.pulled_image, outcome.pull_s = image, provided.seconds
-    elif provided.how == "built":
-        outcome.built_image, outcome.build_s = image, provided.seconds
-
-
-def _node_kernels(run_id: str) -> Callable[[KernelSettings, str], Kernel]:
-    """Kernels for the tasks of one run on this node: one container start at a time among them
-    (the start lock xdist workers share on one machine, here in a folder of the node's)."""
-    from pytest_super.kernels import provision_kernel
-    from pytest_super.kernels.slots import start_lock
-    from pytest_super.locks import private_dir
-
-    lock_dir = private_dir() / f"ray-{run_id}"  # ours alone: nothing planted can block it
-
-    def provision(settings: KernelSettings, name: str) -> Kernel:
-        with start_lock(lock_dir):
-            return provision_kernel(settings, task_id=name)
-
-    return provision
-
-
-def run_on_node(
-    task: Task,
-    run: SuperRun,
-    name: str,
-    deadline_s: float | None,
-    secrets: list[Any],
-    steps: Any,
-) -> NodeOutcome:
-    """One task on this node (the body of the Ray task): the kernel on this node's engine, the
-    trajectory in a folder of this node's own, returned with the result."""
-    from pytest_super import redaction
-
-    if secrets and run.llm_settings is not None:
-        import ray
-
-        key = ray.get(secrets[0])
-        redaction.register(key)
-        run = dataclasses.replace(
-            run, llm_settings=dataclasses.replace(run.llm_settings, api_key=key)
-        )
-    folder = Path(tempfile.mkdtemp(prefix="pytest-super-node-"))
-    run = dataclasses.replace(
-        run,
-        report_dir=folder,
-        kernel=dataclasses.replace(run.kernel, docker_host=None, worker=f"ray-{os.getpid()}"),
-    )
-    outcome = NodeOutcome(name=name, node=_node_name(), started_at=time.time())
-    on_step = None
-    if steps is not None:
-
-        def on_step(step: Step) -> None:
-            with contextlib.suppress(Exception):  # the live view must never end a task
-                steps.put_nowait((name, dataclasses.asdict(step)))
-
-    try:
-        with _deadline(deadline_s):
-            _ensure_image(run, task, outcome)
-            outcome.result = run_one_task(
-                task, run, name=name, on_step=on_step, kernels=_node_kernels(run.run_id)
-            )
-        outcome.retried = outcome.result.retried
-    except TaskDeadline:
-        outcome.timed_out_after_s = deadline_s
-    except SuperError as exc:
-        outcome.error = (type(exc).__name__, redaction.redact(str(exc)))
-        outcome.retried = list(getattr(exc, "retried", []))
-    finally:
-        path = trajectory_path(run, name)
-        with contextlib.suppress(OSError):
-            outcome.trajectory = path.read_bytes()
-        with contextlib.suppress(OSError):
-            outcome.notebook = path.with_suffix(".ipynb").read_bytes()
-        shutil.rmtree(folder, ignore_errors=True)
-        outcome.ended_at = time.time()
-    return outcome
-
-
-def cleanup_on_node(run: SuperRun, run_id: str | None) -> tuple[str, list[str]]:
-    """Remove the run's containers from this node's engine (`run_id` None: what runs whose
-    controller died left behind). Returns (the node, the names removed)."""
-    from pytest_super.kernels import kernel_backend
-
-    settings = dataclasses.replace(run.kernel, docker_host=None)
-    backend = kernel_backend(settings)
-    removed = (
-        backend.cleanup_run(settings, run_id) if run_id else backend.cleanup_dead_runs(settings)
-    )
-    if run_id:  # the run's start lock on this node
-        from pytest_super.locks import private_dir
-
-        shutil.rmtree(private_dir() / f"ray-{run_id}", ignore_errors=True)
-    return _node_name(), removed
 
 
 # -- on the controller ---------------------------------------------------------------------------
@@ -285,28 +93,7 @@ class RayDispatcher:
     # -- connection -------------------------------------------------------------------------------
     def connect(self) -> None:
         """Join the cluster as a driver; `RayUnavailable` when nothing answers at the address."""
-        ray = self.ray
-        address = self.run.ray_address or "auto"
-        _check_reachable(address)
-        # Ray's driver puts its own SIGTERM handler in place (a SystemExit from inside a wait);
-        # the plugin's own (SIGTERM as Ctrl-C: cancel, clean the nodes, keep the results) stays
-        on_sigterm = signal.getsignal(signal.SIGTERM)
-        try:
-            ray.init(
-                address=address,
-                log_to_driver=False,
-                configure_logging=False,
-                namespace=f"pytest-super-{self.run.run_id}",
-            )
-        except Exception as exc:  # ConnectionError, ValueError ("no running cluster"), timeouts
-            raise RayUnavailable(
-                f"--super-ray-address {address}: cannot reach a Ray cluster there "
-                f"({type(exc).__name__}: {exc}); start one with `ray start --head` or name its "
-                "address (RAY_ADDRESS, --super-ray-address HOST:PORT)"
-            ) from None
-        finally:
-            if threading.current_thread() is threading.main_thread() and on_sigterm is not None:
-                signal.signal(signal.SIGTERM, on_sigterm)
+        connect(self.ray, self.run.ray_address or "auto", f"pytest-super-{self.run.run_id}")
 
     def start(self) -> None:
         """Connect to the cluster (a clear error when it cannot be reached or has no node that
@@ -534,14 +321,6 @@ class RayDispatcher:
         return removed
 
 
-def _build_here(profile: str, base: str | None, offline: bool, tag: str | None) -> tuple[str, str]:
-    from pytest_super.kernels.docker.image import build_image
-
-    return _node_name(), build_image(
-        profile=profile, base=base, offline=offline, tag=tag, log=lambda line: None
-    )
-
-
 def build_on_nodes(
     address: str,
     *,
@@ -621,22 +400,6 @@ def raise_error(outcome: NodeOutcome) -> None:
         exc = InfrastructureError(f"on node {outcome.node}: {kind}: {message}")
     exc.retried = outcome.retried  # type: ignore[attr-defined]
     raise exc
-
-
-def _check_reachable(address: str) -> None:
-    """A HOST:PORT that does not answer is said at once (Ray itself retries for two minutes)."""
-    if address == "auto" or "://" in address:
-        return
-    host, _, port = address.rpartition(":")
-    try:
-        socket.create_connection(
-            (host or "127.0.0.1", int(port)), timeout=CONNECT_TIMEOUT_S
-        ).close()
-    except (OSError, ValueError) as exc:
-        raise RayUnavailable(
-            f"--super-ray-address {address}: no Ray cluster answers there ({exc}); start one with "
-            "`ray start --head` or name its address (RAY_ADDRESS, --super-ray-address HOST:PORT)"
-        ) from None
 
 
 def _first_line(exc: BaseException) -> str:
