@@ -49,6 +49,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "executors.ray.cluster",
             "executors.ray.node",
             "executors.ray.connect",
+            "executors.ray.settings",
         ),
     ),
     ("one episode", ("runner",)),
