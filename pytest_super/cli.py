@@ -10,7 +10,7 @@ pytest-super html reports/RUN_ID [reports/OTHER_RUN ...] [--out DIR]
 pytest-super image build [--base IMAGE] [--tag TAG] [--requirements FILE] [--offline] [--profile colab]
 pytest-super image push --registry HOST:PORT [--profile colab] [--tag TAG]
 pytest-super image lock
-pytest-super cleanup [--run RUN_ID | --all] [--backend NAME] [--executor NAME --ray-address ADDR]
+pytest-super cleanup [--run RUN_ID | --all] [--backend NAME] [--executor NAME] [--<cluster address>]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pytest_super.kernels.docker.image import COLAB_LOCK, DEFAULT_BASE, PROFILES
 from pytest_super.kernels.jupyter.output import console_text
 from pytest_super.paths import shown_path
 from pytest_super.safe_read import ForeignDataError
-from pytest_super.settings import add_shared_argument, resolve_setting
+from pytest_super.settings import add_shared_argument, cluster_addresses, resolve_setting_source
 
 if TYPE_CHECKING:
     from pytest_super.kernels.base import KernelSettings
@@ -191,7 +191,9 @@ def _add_image(sub: Subparsers) -> None:
     p.add_argument(
         "--print-tag", action="store_true", help="print the default tag and exit (no engine needed)"
     )
-    _add_executor_arguments(p, "build it on every live node of that executor's cluster")
+    _add_executor_arguments(
+        p, "build it on every live node of that executor's cluster (default: here)"
+    )
     p.set_defaults(func=_image_build)
     p = image.add_parser(
         "push",
@@ -235,15 +237,21 @@ def _add_cleanup(sub: Subparsers) -> None:
         "point name or package.module:Class",
     )
     add_shared_argument(p, "docker_host")
-    _add_executor_arguments(p, "clean up on every live node of that executor's cluster")
+    _add_executor_arguments(
+        p,
+        "clean up on every live node of that executor's cluster (default: the cluster whose "
+        "address is given or set in the environment, else here; --executor local or "
+        "--docker-host: here)",
+    )
     p.set_defaults(func=_cleanup)
 
 
 def _add_executor_arguments(p: argparse.ArgumentParser, what: str) -> None:
     """`--executor NAME` (one whose tasks run on a cluster's nodes), `--<name>` as its short form,
-    and the cluster's address."""
+    and each such executor's setting that names its cluster (`--<setting>`: its help and
+    metavar)."""
     names = executors.CLUSTER_EXECUTORS
-    p.add_argument("--executor", choices=("local", *names), default="local", help=what)
+    p.add_argument("--executor", choices=("local", *names), default=None, help=what)
     for name in names:
         p.add_argument(
             f"--{name}",
@@ -252,7 +260,37 @@ def _add_executor_arguments(p: argparse.ArgumentParser, what: str) -> None:
             const=name,
             help=f"the same as --executor {name}",
         )
-    add_shared_argument(p, "ray_address")
+    for setting in dict.fromkeys(cluster_addresses().values()):
+        add_shared_argument(p, setting.name)
+
+
+#: (executor, the cluster's address, where the address came from)
+Cluster: TypeAlias = "tuple[str, str, str]"
+
+
+def _cluster_of(args: argparse.Namespace, *, implied: bool) -> Cluster | None:
+    """The cluster a command acts on: `--executor NAME`'s; with `implied`, when no executor is
+    named and no `--docker-host`, that of the executor whose cluster address is given
+    (`--<setting>`) or set in the environment; None: this machine."""
+    addresses = cluster_addresses()
+    chosen = args.executor
+    if chosen is None and implied and args.docker_host is None:
+        chosen = next(
+            (
+                name
+                for name, s in addresses.items()
+                if getattr(args, s.name, None) is not None
+                or any(os.environ.get(var) for var in s.env)
+            ),
+            None,
+        )
+    if chosen in (None, "local"):
+        return None
+    if chosen not in addresses:
+        raise SuperError(f"--executor {chosen}: it declares no setting naming its cluster")
+    setting = addresses[chosen]
+    address, source = resolve_setting_source(setting.name, getattr(args, setting.name, None))
+    return chosen, str(address), source
 
 
 def _download(args: argparse.Namespace) -> int:
@@ -287,9 +325,10 @@ def _image_build(args: argparse.Namespace) -> int:
             build_inputs(profile=args.profile, requirements=args.requirements, base=args.base).tag()
         )
         return 0
-    if args.executor != "local":
-        address = resolve_setting("ray_address", args.ray_address)
-        built = executors.cluster_executor(args.executor).build_on_nodes(
+    cluster = _cluster_of(args, implied=False)
+    if cluster is not None:
+        executor, address, _source = cluster
+        built = executors.cluster_executor(executor).build_on_nodes(
             address, profile=args.profile, base=args.base, offline=args.offline, tag=args.tag
         )
         for node, tag in built:
@@ -467,21 +506,31 @@ def _column_name(path: Path, records: list[TaskRecord], taken: Container[str]) -
 
 def _cleanup(args: argparse.Namespace) -> int:
     """What `--backend` left: of one run (`--run`), of runs whose pytest process is gone, or every
-    container (`--all`, docker only); here, or on every live node of `--executor`'s cluster."""
+    container (`--all`, docker only); here, or on every live node of a cluster: `--executor`'s, or
+    the one whose address is given or set in the environment (`_cluster_of`)."""
     from pytest_super.kernels.base import KernelSettings
 
-    if args.all and (args.backend != "docker" or args.executor != "local"):
+    cluster = _cluster_of(args, implied=True)
+    if args.all and (args.backend != "docker" or cluster is not None):
+        where = f" (the {cluster[0]} cluster at {cluster[1]}, from {cluster[2]})" if cluster else ""
         print(
-            "pytest-super cleanup: --all is for the docker backend on this machine; give --run "
-            "RUN_ID, or nothing for the runs whose pytest process is gone",
+            f"pytest-super cleanup: --all is for the docker backend on this machine{where}; give "
+            "--run RUN_ID, or nothing for the runs whose pytest process is gone"
+            + ("; --executor local --all cleans this machine's engine" if cluster else ""),
             file=sys.stderr,
         )
         return 2
     settings = KernelSettings(backend=args.backend, docker_host=args.docker_host)
-    if args.executor != "local":
-        address = resolve_setting("ray_address", args.ray_address)
-        removed = executors.cluster_executor(args.executor).cleanup_on_nodes(
+    if cluster is not None:
+        executor, address, source = cluster
+        entries = executors.cluster_executor(executor).cleanup_on_nodes(
             address, settings, args.run_id
+        )
+        nodes = list(dict.fromkeys(e.partition(":")[0] for e in entries))
+        removed = [e for e in entries if e.partition(":")[2].strip()]
+        print(
+            f"cleaned the {executor} cluster at {address} ({source}): "
+            + (f"nodes {', '.join(nodes)}" if nodes else "no node had anything to remove")
         )
     elif args.backend == "docker":
         removed = _cleanup_docker(settings, args.run_id, every=args.all)

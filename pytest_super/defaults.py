@@ -21,8 +21,6 @@ ATTEMPTS = 3
 #: --super-disk: SUPER's heaviest setups (torch with CUDA wheels, datasets, checkpoints) write a
 #: few GiB; 20 GiB leaves room and still stops a runaway writer long before a disk fills
 DISK = "20g"
-#: --super-ray-address (after RAY_ADDRESS): the cluster this machine belongs to
-RAY_ADDRESS = "auto"
 #: --super-mem: a kernel's memory limit (swap none beyond it)
 MEM = "4g"
 #: --super-cpus: a kernel's CPUs (at most the engine's)

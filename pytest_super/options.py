@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_super import timeouts
+from pytest_super import executors, timeouts
 from pytest_super.paths import shown_path
 from pytest_super.settings import (
     DEFAULT_DISK,
@@ -24,6 +24,7 @@ from pytest_super.settings import (
     Setting,
     SettingError,
     SuperRun,
+    all_settings,
     memory_size,
     new_run_id,
     resolve_run,
@@ -62,7 +63,7 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         help="only tasks of these sets (expert, masked, auto; comma-separated or repeated)",
     )
-    for s in SETTINGS:
+    for s in all_settings():  # the table's, then each executor's own
         g.addoption(s.flag, dest=s.dest, metavar=s.metavar, help=s.help)
         if s.ini:
             parser.addini(s.dest, s.help, default=None)
@@ -146,15 +147,14 @@ def _inputs(config: pytest.Config) -> Inputs:
 
 
 def report_header(run: SuperRun) -> list[str]:
-    """What `pytest_report_header` shows of the run: agent, model, backend, image, run id."""
+    """What `pytest_report_header` shows of the run: agent, model, backend (and the executor with
+    what it says of itself, when tasks run elsewhere), image, run id."""
     if not run.agent:
         return ["pytest-super: no --super-agent (task items are skipped)"]
     backend = run.backend
     if run.remote:
-        backend += (
-            f", executor {run.executor} at {run.ray_address} "
-            f"({run.sources.get('ray_address', 'default')})"
-        )
+        described = executors.description(run)
+        backend += f", executor {run.executor}" + (f" {described}" if described else "")
     elif run.kernel.docker_host:
         backend += f" at {run.kernel.docker_host}"
     return [

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
 import os
 import secrets
@@ -117,8 +118,9 @@ def memory_size(value: str) -> str:
     return value
 
 
-def _number(bounds: Bounds) -> Callable[[str], Any]:
-    """A reader of a number in `bounds`: an int when they are whole, else a finite float."""
+def number_reader(bounds: Bounds) -> Callable[[str], Any]:
+    """A reader of a number in `bounds`: an int when they are whole, else a finite float (for
+    the settings an executor declares, too)."""
 
     def read(value: str) -> Any:
         try:
@@ -130,6 +132,9 @@ def _number(bounds: Bounds) -> Callable[[str], Any]:
         return number
 
     return read
+
+
+_number = number_reader
 
 
 def _runs_per_task(value: str) -> int:
@@ -214,6 +219,9 @@ class Setting:
     ini: bool = True
     env: tuple[str, ...] = ()
     metavar: str | None = None
+    #: an executor's setting naming its cluster: also `--<name>` of `pytest-super image build`
+    #: and `cleanup`, which act on that cluster's nodes when it is given (or in `env`)
+    cluster_address: bool = False
 
     @property
     def flag(self) -> str:
@@ -250,26 +258,12 @@ SETTINGS: tuple[Setting, ...] = (
         + " (each task whole on a cluster's node), an entry point name or package.module:Class",
     ),
     Setting(
-        "ray_address",
-        _text,
-        defaults.RAY_ADDRESS,
-        f"the Ray cluster for --super-executor=ray (also RAY_ADDRESS; default {defaults.RAY_ADDRESS})",
-        env=("RAY_ADDRESS",),
-        metavar="ADDRESS",
-    ),
-    Setting(
-        "ray_concurrency",
-        _number(Bounds(1, 100_000, whole=True)),
-        None,
-        "tasks in flight on the Ray cluster at once (default: what the cluster can place)",
-        metavar="K",
-    ),
-    Setting(
         "progress",
         _choice("auto", "on", "off"),
         "auto",
         "a status line of tasks running, queued and done with an ETA, redrawn on a terminal, "
-        "once a minute in a log: auto (Ray and xdist runs; default), on, off",
+        "once a minute in a log: auto (runs whose tasks go to several slots: xdist, an executor "
+        "that runs them elsewhere; default), on, off",
     ),
     Setting("image", _text, None, "kernel image (default: what `pytest-super image build` makes)"),
     Setting(
@@ -408,7 +402,8 @@ SETTINGS: tuple[Setting, ...] = (
         _choice("longest", "collection"),
         None,
         "the order tasks start in: longest (known durations longest first, unknown ones first; "
-        "the default under xdist and Ray when any is known) or collection",
+        "the default under xdist and executors that run tasks elsewhere when any is known) or "
+        "collection",
     ),
     Setting(
         "repeat",
@@ -438,6 +433,57 @@ FLAGS: tuple[tuple[str, bool, bool, str], ...] = (  # name, default, ini, help
         "containers in the background (default on; see docs/pool.md)",
     ),
 )
+
+
+# -- the executors' own settings ----------------------------------------------------------------
+@functools.cache
+def executors_settings() -> dict[str, tuple[Setting, ...]]:
+    """The settings each known executor declares (its class's `settings`), by executor: read once
+    per process, without importing any cluster's client library. A name that is already a
+    setting (the table's or another executor's) is refused: one option would mean two things."""
+    from pytest_super import executors
+
+    taken = {s.name: "pytest-super" for s in SETTINGS} | {
+        name: "pytest-super" for name, *_ in FLAGS
+    }
+    declared: dict[str, tuple[Setting, ...]] = {}
+    for executor, table in executors.declared_settings().items():
+        for s in table:
+            if not isinstance(s, Setting):
+                raise SettingError(
+                    f"executor {executor!r}: its `settings` hold {s!r}, not a "
+                    "pytest_super.settings.Setting"
+                )
+            if s.name in taken:
+                raise SettingError(
+                    f"executor {executor!r} declares the setting {s.name!r}, which is "
+                    f"{taken[s.name]}'s already: rename it (e.g. {executor}_{s.name})"
+                )
+            taken[s.name] = f"executor {executor!r}"
+        declared[executor] = tuple(table)
+    return declared
+
+
+def all_settings() -> tuple[Setting, ...]:
+    """The table's settings, then every executor's: the `--super-*` options, ini keys and
+    `SuperRun.resolve` keywords there are."""
+    return SETTINGS + tuple(s for table in executors_settings().values() for s in table)
+
+
+def setting_named(name: str) -> Setting:
+    """The setting `name`, the table's or an executor's; KeyError if there is none."""
+    found = {s.name: s for s in all_settings()}
+    return found[name]
+
+
+def cluster_addresses() -> dict[str, Setting]:
+    """Each executor's setting that names its cluster (`cluster_address`), by executor."""
+    return {
+        executor: s
+        for executor, table in executors_settings().items()
+        for s in table
+        if s.cluster_address
+    }
 
 
 # -- the ini file, found as pytest finds it -----------------------------------------------------
@@ -584,7 +630,7 @@ def resolve_values(inputs: Inputs) -> tuple[dict[str, Any], dict[str, str]]:
     """Every setting of the table and the flags, with its source."""
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    for s in SETTINGS:
+    for s in all_settings():
         values[s.name], sources[s.name] = resolve_one(
             inputs, s.name, s.read, s.default, ini=s.ini, env=s.env
         )
@@ -649,8 +695,9 @@ def resolve_run(inputs: Inputs, run_id: str) -> SuperRun:
         retries=values["retries"],
         backend=values["backend"],
         executor=values["executor"],
-        ray_address=values["ray_address"],
-        ray_concurrency=values["ray_concurrency"],
+        executor_settings={
+            s.name: values[s.name] for table in executors_settings().values() for s in table
+        },
         progress=values["progress"],
         max_containers=values["max_containers"],
         pool=values["pool"],
@@ -796,7 +843,7 @@ _OTHER_KEYWORDS = ("agent", "set", "git_mirror")
 
 
 def _script_inputs(rootdir: Path, overrides: dict[str, Any]) -> Inputs:
-    known = {s.name for s in SETTINGS} | {f[0] for f in FLAGS} | set(_OTHER_KEYWORDS)
+    known = {s.name for s in all_settings()} | {f[0] for f in FLAGS} | set(_OTHER_KEYWORDS)
     unknown = sorted(set(overrides) - known)
     if unknown:
         raise TypeError(
@@ -847,6 +894,15 @@ _BY_NAME = {s.name: s for s in SETTINGS}
 _FLAG_DEFAULTS = {name: default for name, default, _ini, _help in FLAGS}
 
 
+def _default_executor_settings() -> dict[str, Any]:
+    """Every executor's settings as a pytest run given none holds them."""
+    return {
+        s.name: s.read(s.default) if isinstance(s.default, str) else s.default
+        for table in executors_settings().values()
+        for s in table
+    }
+
+
 def _default_run_settings() -> RunSettings:
     values = {s.name: default_of(s.name) for s in SETTINGS if s.name not in ("backend",)}
     values.update({name: default for name, default, _ini, _help in FLAGS})
@@ -873,9 +929,9 @@ class SuperRun:
     backend: str = _BY_NAME["backend"].default
     #: --super-executor: where each task runs (executors/): `local` or one that runs them elsewhere
     executor: str = _BY_NAME["executor"].default
-    #: --super-ray-address (else RAY_ADDRESS, else "auto") and --super-ray-concurrency
-    ray_address: str | None = default_of("ray_address")
-    ray_concurrency: int | None = default_of("ray_concurrency")
+    #: the settings the executors declare (`--super-<name>`), by name: the executor's own code
+    #: reads them (e.g. executors/ray/settings.py)
+    executor_settings: Mapping[str, Any] = field(default_factory=_default_executor_settings)
     #: --super-progress: the status line with an ETA (progress.py): auto, on or off
     progress: str = default_of("progress")
     #: --super-registry HOST:PORT: an engine without the kernel image pulls it from there first
@@ -936,16 +992,23 @@ class SuperRun:
 # -- the command line's shared options -------------------------------------------------------------
 def add_shared_argument(parser: argparse.ArgumentParser, name: str) -> None:
     """`--<name>` of a `pytest-super` subcommand, declared from the setting `name` of the table
-    (its help and metavar: `--docker-host` says what `--super-docker-host` says)."""
-    s = _BY_NAME[name]
+    (its help and metavar: `--docker-host` says what `--super-docker-host` says), the table's
+    or an executor's."""
+    s = setting_named(name)
     parser.add_argument("--" + name.replace("_", "-"), default=None, metavar=s.metavar, help=s.help)
 
 
 def resolve_setting(name: str, given: str | None) -> Any:
     """A subcommand's shared option as a pytest run resolves its setting: the option, else the
     setting's environment variables, else its default (no ini file: the commands take none)."""
+    return resolve_setting_source(name, given)[0]
+
+
+def resolve_setting_source(name: str, given: str | None) -> tuple[Any, str]:
+    """`resolve_setting`'s value and where it came from (`--ray-address`, `environment variable
+    RAY_ADDRESS`, `default`)."""
     flag = "--" + name.replace("_", "-")
-    s = _BY_NAME[name]
+    s = setting_named(name)
     inputs = Inputs(
         given=lambda _name: given,
         given_source=lambda _name: flag,
@@ -955,4 +1018,4 @@ def resolve_setting(name: str, given: str | None) -> Any:
         invocation_dir=Path.cwd(),
         task_roots=(),
     )
-    return resolve_one(inputs, name, s.read, s.default, ini=False, env=s.env)[0]
+    return resolve_one(inputs, name, s.read, s.default, ini=False, env=s.env)

@@ -5,6 +5,7 @@ function, or for the type checker only."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections.abc import Collection, Mapping
@@ -289,35 +290,83 @@ def test_a_script_recording_a_run_loads_no_pytest(module: str) -> None:
 EXECUTORS_PACKAGE = PACKAGE / "executors"
 
 
+def word_parts(text: str) -> list[str]:
+    """The words of an identifier or a text, lower-cased: `RAY_ADDRESS`, `--super-ray-address`
+    and `RayDispatcher` hold "ray"; `array` and `stray` do not."""
+    return [w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+", text)]
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    return {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    }
+
+
+def _names_of(node: ast.AST) -> list[tuple[str, str]]:
+    """(what, name) of each identifier `node` holds: imports, names, attributes, keywords,
+    parameters, definitions."""
+    if isinstance(node, ast.Import):
+        return [("imports", alias.name) for alias in node.names] + [
+            ("imports as", alias.asname) for alias in node.names if alias.asname
+        ]
+    if isinstance(node, ast.ImportFrom):
+        found = [("imports", node.module or "")]
+        for alias in node.names:
+            found.append(("imports the name", alias.name))
+            if alias.asname:
+                found.append(("imports as", alias.asname))
+        return found
+    if isinstance(node, ast.Name):
+        return [("the name", node.id)]
+    if isinstance(node, ast.Attribute):
+        return [("the attribute", node.attr)]
+    if isinstance(node, ast.keyword) and node.arg:
+        return [("the keyword", node.arg)]
+    if isinstance(node, ast.arg):
+        return [("the parameter", node.arg)]
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [("the definition", node.name)]
+    if isinstance(node, ast.Global | ast.Nonlocal):
+        return [("the name", name) for name in node.names]
+    return []
+
+
 def executor_names_in(path: Path, names: Collection[str]) -> list[str]:
-    """Where `path`'s code names one of the executors `names` (other than through its registry
-    entry): an import of it (`import ray`, `from pytest_super.executors.ray ...`), the bare name in
-    code (`ray.get`, `backend == "ray"`). Docstrings and comments are not code."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            modules = [node.module or ""]
-        else:
-            modules = []
-        for module in modules:
-            parts = module.split(".")
-            if parts[0] in names or (
-                parts[:2] == ["pytest_super", "executors"] and parts[2:3] and parts[2] in names
-            ):
-                found.append(f"line {node.lineno}: imports {module}")
-        if isinstance(node, ast.Name) and node.id in names:
-            found.append(f"line {node.lineno}: the name {node.id}")
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
-            found.append(f"line {node.lineno}: the string {node.value!r}")
-    return found
+    """Where `path`'s code names one of the executors `names`: an import of it (`import ray`,
+    `from pytest_super.executors.ray ...`), an identifier, attribute, keyword or parameter with the
+    name as one of its words (`ray.get`, `run.ray_concurrency`, `RAY_ADDRESS`, `ray_address=`), or
+    a string with it as a word (`backend == "ray"`, `"--super-ray-address"`, an f-string's text).
+    Docstrings and comments are not code."""
+    tree = ast.parse(path.read_text(), str(path))
+    docstrings = _docstrings(tree)
+    wanted = {n.lower() for n in names}
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        lineno = getattr(node, "lineno", 0)
+        for what, name in _names_of(node):
+            if wanted & set(word_parts(name)):
+                found.append((lineno, f"line {lineno}: {what} {name}"))
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and wanted & set(word_parts(node.value))
+        ):
+            found.append((lineno, f"line {lineno}: the string {node.value!r}"))
+    return [where for _, where in sorted(found)]
 
 
 def test_no_module_outside_executors_names_a_cluster_executor() -> None:
     """Where a task runs is the executors' business: the plugin asks the chosen executor and has
-    no branch of its own for one (issue 30 item 3)."""
-    remote = ["ray"]
+    no branch of its own for one, and no setting, option or message of one (issue 30 item 3)."""
+    from pytest_super.executors import CLUSTER_EXECUTORS
+
+    remote = list(CLUSTER_EXECUTORS)
+    assert "ray" in remote
     offenders = [
         f"{name}: {where}"
         for name, path in MODULES.items()
@@ -339,4 +388,33 @@ def test_the_check_sees_an_executor_named_in_code(tmp_path: Path) -> None:
         "line 3: imports pytest_super.executors.ray",
         "line 4: the string 'ray'",
         "line 5: the name ray",
+    ]
+
+
+def test_the_check_sees_an_executors_setting_named_outside_it(tmp_path: Path) -> None:
+    """Its settings, options, environment variables and messages are the executor's too; words
+    that merely contain the letters (array, stray, bytearray) are not."""
+    module = tmp_path / "m.py"
+    module.write_text(
+        '"""A RAY_ADDRESS in a docstring is fine."""\n'
+        "address = run.ray_address  # a Ray node: a comment is fine\n"
+        'flag = "--super-ray-address"\n'
+        "RAY_ADDRESS = 'auto'\n"
+        "SuperRun.resolve(ray_concurrency=3)\n"
+        "def f(ray_address, stray, array):\n"
+        '    """ray_address here is a docstring."""\n'
+        '    return f"at {ray_address}: {bytearray()} Ray node"\n'
+        "class RayThing: pass\n"
+        'os.environ.get("RAY_ADDRESS")\n'
+    )
+    assert executor_names_in(module, ["ray"]) == [
+        "line 2: the attribute ray_address",
+        "line 3: the string '--super-ray-address'",
+        "line 4: the name RAY_ADDRESS",
+        "line 5: the keyword ray_concurrency",
+        "line 6: the parameter ray_address",
+        "line 8: the name ray_address",
+        "line 8: the string ' Ray node'",
+        "line 9: the definition RayThing",
+        "line 10: the string 'RAY_ADDRESS'",
     ]

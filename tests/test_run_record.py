@@ -65,7 +65,8 @@ def test_superrun_holds_the_defaults_of_a_pytest_run(pytester, monkeypatch):
     mine["task_roots"] = theirs["task_roots"]  # the ini's folders: only resolve reads them
     mine["sources"] = theirs["sources"] = {}  # SuperRun() was given nothing: no sources
     assert mine == theirs
-    assert theirs["kernel"]["disk_bytes"] == 20 * 2**30 and theirs["ray_address"] == "auto"
+    assert theirs["kernel"]["disk_bytes"] == 20 * 2**30
+    assert theirs["executor_settings"]["ray_address"] == "auto"  # an executor's own setting
 
 
 INI_FILES = {
@@ -323,9 +324,9 @@ def test_a_script_runs_a_task_that_needs_the_ini_s_mirror_and_leaves_a_pytest_ru
 )
 def test_a_subcommands_shared_option_is_the_settings_tables(command, name, capsys):
     from pytest_super.cli import main
-    from pytest_super.settings import SETTINGS
+    from pytest_super.settings import all_settings
 
-    (setting,) = [s for s in SETTINGS if s.name == name]
+    (setting,) = [s for s in all_settings() if s.name == name]
     with pytest.raises(SystemExit):
         main([*command, "--help"])
     out = " ".join(capsys.readouterr().out.split())

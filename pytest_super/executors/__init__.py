@@ -18,6 +18,16 @@ An executor is made once per pytest process, without arguments, and asked:
 - `outcome(config, run, item)`: for a remote executor, the `(TaskResult, node)` of the task the
   item names, its error raised as the task's error (a local executor is never asked: the plugin runs
   the task here).
+
+An executor may also declare, as attributes of its class (read without making one, and without
+importing a cluster's client library, so the class's module must not import it):
+
+- `settings`: its own settings, a tuple of `pytest_super.settings.Setting` (`--super-<name>`, ini
+  `super_<name>`, environment variables, default); the run holds their values in
+  `SuperRun.executor_settings` and the executor's code reads them from there. One marked
+  `cluster_address` names its cluster for `pytest-super image build` and `cleanup`;
+- `describe(run)`: a few words on where it runs the tasks, for the report header ("at HOST:PORT
+  (environment variable RAY_ADDRESS)").
 """
 
 from __future__ import annotations
@@ -70,7 +80,8 @@ class Executor(Protocol):
 @runtime_checkable
 class ClusterExecutor(Protocol):
     """An executor whose tasks run on a cluster's nodes, and what the `pytest-super` command asks
-    of it on every live node: `address` is the cluster's (`--ray-address`, RAY_ADDRESS)."""
+    of it on every live node: `address` is the cluster's (the value of its setting marked
+    `cluster_address`: `--ray-address`, RAY_ADDRESS)."""
 
     def build_on_nodes(
         self, address: str, *, profile: str, base: str | None, offline: bool, tag: str | None
@@ -80,7 +91,8 @@ class ClusterExecutor(Protocol):
 
     def cleanup_on_nodes(self, address: str, settings: Any, run_id: str | None) -> list[str]:
         """What the backend of `settings` (KernelSettings) left on each node: of run `run_id`,
-        else of runs whose controller died; "node: name" for each thing removed."""
+        else of runs whose controller died; "node: name" for each thing removed, and "node:"
+        for a node that was cleaned and had nothing left."""
         ...
 
 
@@ -116,6 +128,29 @@ def make_executor(spec: str) -> Executor:
     return made
 
 
+def declared_settings() -> dict[str, tuple[Any, ...]]:
+    """The `settings` each known executor's class declares, by name (executors declaring none
+    left out). A third-party executor that does not load declares nothing here: choosing it says
+    why (`check_executor_name`)."""
+    declared = {}
+    for name in known_executor_names():
+        try:
+            cls = _REGISTRY.find(name)
+        except ValueError:
+            continue
+        table = tuple(getattr(cls, "settings", ()) or ())
+        if table:
+            declared[name] = table
+    return declared
+
+
+def description(run: Any) -> str:
+    """What the executor `run.executor` names says of where it runs the run's tasks (its class's
+    `describe(run)`; empty when it has none)."""
+    describe = getattr(_REGISTRY.find(run.executor), "describe", None)
+    return str(describe(run)) if callable(describe) else ""
+
+
 def deprecated_backend_message(backend: str) -> str:
     """The warning for `--super-backend=<an executor's alias>`."""
     executor, kernel_backend = BACKEND_ALIASES[backend]
@@ -134,7 +169,9 @@ __all__ = [
     "Executor",
     "check_executor_name",
     "cluster_executor",
+    "declared_settings",
     "deprecated_backend_message",
+    "description",
     "known_executor_names",
     "make_executor",
 ]

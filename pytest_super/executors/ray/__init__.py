@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pytest_super.executors.ray import settings as _settings
+
 if TYPE_CHECKING:
     import pytest
 
@@ -16,6 +18,10 @@ class RayExecutor:
     """Tasks run on a Ray cluster's nodes; their outcomes come back to this pytest process."""
 
     remote = True
+    #: --super-ray-address, --super-ray-concurrency (executors/ray/settings.py), and the header's
+    #: words on the cluster
+    settings = _settings.SETTINGS
+    describe = staticmethod(_settings.describe)
 
     def configure(self, config: pytest.Config) -> None:
         """xdist's workers would each submit every task: one pytest process only."""
