@@ -237,6 +237,7 @@ class DockerBox:
             f"{self.description} left running:\n"
             f"  {docker_cmd} exec -it {self.name} bash\n"
             f"  {console_command(self.connection_file)}\n"
+            "it stays until you remove it (the engine's reaper spares kept containers):\n"
             f"remove it with: {docker_cmd} rm -f {self.name}"
         )
 

@@ -20,6 +20,11 @@ itself, where every client sees it:
   and a pid gone or naming another process is dead at once. Only a holder in another namespace or
   on another host is judged by the clock: dead when its lease is gone (released at exit) or not
   renewed for `TTL_S` by the engine's clock.
+- A lease holds the dead man's switch (label `LABEL_SWITCH=on`, unless its process runs with
+  `PYTEST_SUPER_DEAD_MAN_SWITCH=off`): taking it, and each renewal, makes sure the engine's
+  reaper runs (`reaper.py`), which removes a dead lease's task containers and the lease with no
+  later run and no command. Leases without it are left to start-up cleanup and `pytest-super
+  cleanup`, judged the same way.
 """
 
 from __future__ import annotations
@@ -51,12 +56,17 @@ LABEL_HOLDER_PID = "pytest-super.lease-pid"
 LABEL_HOLDER_START = "pytest-super.lease-pid-start"
 LABEL_HOLDER_PID_NS = "pytest-super.lease-pid-ns"
 LABEL_HOLDER_BOOT = "pytest-super.lease-boot-id"
+#: on the lease container: "on" when the engine's reaper is to remove its containers once it
+#: is dead (the dead man's switch, reaper.py), "off" when its holder opted out
+LABEL_SWITCH = "pytest-super.lease-switch"
 LEASE_FILE = "lease.json"
 #: seconds between renewals; one renewal is one small put_archive (about 10 ms on this engine)
 RENEW_S = 10.0
-#: a lease not renewed for this long is dead: twelve missed renewals in a row, far beyond any
-#: scheduling stall of a daemon thread; only a stopped (SIGSTOP) or frozen process gets there
-TTL_S = 120.0
+#: a lease not renewed for this long is dead: nine missed renewals in a row, far beyond any
+#: scheduling stall of a daemon thread; only a stopped (SIGSTOP) or frozen process gets there.
+#: The reaper removes a dead owner's containers within TTL_S + one sweep (5 s) + the removal:
+#: under the 2 minutes promised (docs/security.md, "Nothing outlives its owner")
+TTL_S = 90.0
 
 
 @dataclass(frozen=True)
@@ -118,10 +128,22 @@ class Holder:
 class Lease:
     """This process's lease on one engine; renewed by a daemon thread until `release`."""
 
-    def __init__(self, client: docker.DockerClient, image: str, run_id: str = "") -> None:
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        image: str,
+        run_id: str = "",
+        *,
+        address: str | None = None,
+        switch: bool = False,
+    ) -> None:
+        """`switch`: this lease holds the dead man's switch (label `LABEL_SWITCH=on`) and keeps
+        the reaper of the engine at `address` running (`reaper.ensure_reaper`)."""
         self.client = client
         self.image = image
         self.run_id = run_id
+        self.address = address
+        self.switch = switch
         self.id = secrets.token_hex(8)
         self.name = f"pytest-super-lease-{self.id}"
         self.holder = Holder.of_this_process()
@@ -140,11 +162,34 @@ class Lease:
             self.image,
             command=["true"],
             name=self.name,
-            labels={LABEL_HOLDER: self.id, LABEL_LEASE_RUN: self.run_id, **self.holder.labels()},
+            labels={
+                LABEL_HOLDER: self.id,
+                LABEL_LEASE_RUN: self.run_id,
+                LABEL_SWITCH: "on" if self.switch else "off",
+                **self.holder.labels(),
+            },
             network_disabled=True,
             host_config=api.create_host_config(network_mode="none"),
         )
         self.renew()
+        self.ensure_reaper()
+
+    def ensure_reaper(self) -> None:
+        """Make sure the engine's reaper runs, when this lease holds the switch (a reaper that
+        cannot be started is logged: start-up cleanup still covers the engine)."""
+        import docker.errors
+        import requests.exceptions
+
+        from pytest_super.kernels.docker.reaper import ensure_reaper
+
+        if not self.switch or self.address is None:
+            return
+        try:
+            ensure_reaper(self.client, self.address, self.image)
+        except (docker.errors.APIError, requests.exceptions.RequestException, OSError) as exc:
+            log.warning(
+                "pytest-super: the reaper of %s could not be started: %s", self.address, exc
+            )
 
     def renew(self) -> None:
         """Write the lease file with the engine's current time."""
@@ -166,8 +211,11 @@ class Lease:
             except docker.errors.NotFound:  # someone removed it: take it again
                 with contextlib.suppress(docker.errors.APIError):
                     self._create()
+                continue
             except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
                 log.warning("pytest-super: renewing lease %s failed: %s", self.name, exc)
+                continue
+            self.ensure_reaper()  # a reaper that left or was removed is back within RENEW_S
 
     def stop_renewing(self) -> None:
         self._stop.set()
@@ -191,8 +239,20 @@ def lease_for(client: docker.DockerClient, address: str, image: str, run_id: str
     with _leases_lock:
         lease = _leases.get(address)
         if lease is None:
-            lease = _leases[address] = Lease(client, image, run_id)
+            from pytest_super.kernels.docker.reaper import switch_wanted
+
+            lease = Lease(client, image, run_id, address=address, switch=switch_wanted())
+            _leases[address] = lease
         return lease
+
+
+def release_lease(address: str) -> None:
+    """Release this process's lease on the engine at `address`, if it holds one (its containers
+    are then judged dead)."""
+    with _leases_lock:
+        lease = _leases.pop(address, None)
+    if lease is not None:
+        lease.release()
 
 
 @atexit.register
