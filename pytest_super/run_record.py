@@ -22,7 +22,8 @@ from typing import Any
 
 from pytest_super import html
 from pytest_super import report as reports
-from pytest_super.errors import EngineUnavailable, InfrastructureError, TaskSetupError
+from pytest_super.deadlines import DeadlineExpired, enforce
+from pytest_super.errors import EngineUnavailable, ExitStatus, InfrastructureError, TaskSetupError
 from pytest_super.execute import KernelSource, kernel_settings_for, retried_of, run_one_task
 from pytest_super.kernels import kernel_backend
 from pytest_super.paths import shown_path
@@ -185,14 +186,21 @@ def retried_property(retried: list[str]) -> dict[str, str]:
 
 # -- running tasks without pytest ------------------------------------------------------------------
 def run_tasks(
-    tasks: Iterable[Task], run: SuperRun, *, kernels: KernelSource | None = None
+    tasks: Iterable[Task],
+    run: SuperRun,
+    *,
+    kernels: KernelSource | None = None,
+    deadline_s: float | None = None,
 ) -> list[TaskResult]:
     """Run each task (`run.repeat` times) with `run_one_task`, one after the other, and record
     the run in `run.run_dir` as a pytest run does: results.jsonl as each task ends, summary.md
     and index.html at the end (`pytest-super html` renders it again; `--super-resume` carries
     on from it). With `run.resume`, tasks with a final result in an earlier run are not run
     again: their result is carried into this run's record. An infrastructure or task error is
-    recorded as the task's error and the next task runs; Ctrl-C stops after recording."""
+    recorded as the task's error and the next task runs; Ctrl-C stops after recording.
+    `deadline_s` bounds each task's episode as pytest-timeout's timeout does under pytest (the
+    same mechanism as a Ray node's, `deadlines.enforce`; the main thread only): a task past it
+    is recorded as an error with the exit status "timeout"."""
     if not run.agent:
         raise ValueError("run_tasks needs an agent: SuperRun.resolve(agent='gold', ...)")
     record = RunRecord(run)
@@ -205,7 +213,7 @@ def run_tasks(
                 if name in finished:
                     _carry(record, name, *finished[name])
                     continue
-                result = _run_and_record(record, task, run, name, repeat, kernels)
+                result = _run_and_record(record, task, run, name, repeat, kernels, deadline_s)
                 if result is not None:
                     results.append(result)
     finally:
@@ -239,10 +247,16 @@ def _run_and_record(
     name: str,
     repeat: int | None,
     kernels: KernelSource | None,
+    deadline_s: float | None = None,
 ) -> TaskResult | None:
     known = known_properties(run, task, repeat)
     try:
-        result = run_one_task(task, run, name=name, kernels=kernels)
+        with enforce(deadline_s):
+            result = run_one_task(task, run, name=name, kernels=kernels)
+    except DeadlineExpired as expired:
+        record.add(name, "error", {**known, "exit_status": ExitStatus.TIMEOUT.value})
+        record.warn(f"pytest-super: {name}: its deadline of {expired.seconds:g} s passed")
+        return None
     except (InfrastructureError, TaskSetupError) as exc:
         status = {**retried_property(retried_of(exc)), "exit_status": exit_status_of(exc).value}
         record.add(name, "error", {**known, **status})

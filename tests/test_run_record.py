@@ -344,3 +344,48 @@ def test_the_clis_ray_address_resolves_as_the_setting_does(monkeypatch):
     assert resolve_setting("ray_address", "opt-host:3") == "opt-host:3"
     with pytest.raises(SettingError, match="--cpus 'abc': expected a finite number"):
         resolve_setting("cpus", "abc")
+
+
+DEADLINE_SCRIPT = """\
+import json, sys, time
+from pathlib import Path
+from pytest_super import SuperRun, load_tasks, run_tasks
+
+run = SuperRun.resolve(rootdir=Path(sys.argv[1]), agent="gold")
+started = time.monotonic()
+results = run_tasks(load_tasks(Path(sys.argv[1]) / "tasks"), run, deadline_s=45)
+print(json.dumps({"run_dir": str(run.run_dir), "run_id": run.run_id,
+                  "took": time.monotonic() - started,
+                  "results": [(r.task.id, r.exit_status.value) for r in results]}))
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_scripts_task_past_its_deadline_is_recorded_as_a_timeout_and_the_next_runs(
+    tmp_path, image, engine
+):
+    """run_tasks(deadline_s=...) bounds each task with deadlines.enforce, the Ray node's
+    mechanism: the 600 s task ends at 45 s (a kernel's start on a loaded machine fits in it),
+    recorded as pytest records a timeout; the next task runs."""
+    from tests.support.projects import containers, make_project, sleep_then_answer, task_yaml
+
+    make_project(
+        tmp_path,
+        {
+            "expert/a_late": task_yaml("a_late", sleep_then_answer(600)),
+            "expert/b_quick": task_yaml("b_quick", sleep_then_answer(0)),
+        },
+    )
+    done = _run([sys.executable, "-c", DEADLINE_SCRIPT, str(tmp_path)], ROOT)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["results"] == [["b_quick", "submitted"]], got
+    assert got["took"] < 300, got  # not the 600 s sleep
+    lines = (Path(got["run_dir"]) / "results.jsonl").read_text().splitlines()
+    records = {r["task_id"]: r for r in map(json.loads, lines)}
+    assert records["a_late"]["outcome"] == "error", records
+    assert records["a_late"]["exit_status"] == "timeout", records
+    assert records["b_quick"]["outcome"] == "passed", records
+    assert "a_late: its deadline of 45 s passed" in done.stderr
+    assert containers(engine, run_id=got["run_id"]) == []

@@ -181,3 +181,62 @@ def test_pytest_timeout_env_stops_a_60_s_task_at_7_s(project_dir: Path, engine) 
     assert (slow["task_id"], slow["outcome"]) == ("slow", "error"), slow
     assert slow["exit_status"] == ExitStatus.TIMEOUT.value, slow
     assert containers(engine, run_id=run_dir.name) == []
+
+
+# -- deadlines.enforce: the one deadline mechanism below pytest (a Ray node's task) ----------------
+def test_enforce_raises_deadline_expired_at_its_deadline() -> None:
+    from pytest_super.deadlines import DeadlineExpired, enforce
+
+    started = time.monotonic()
+    with pytest.raises(DeadlineExpired) as expired, enforce(0.5):
+        time.sleep(30)
+    took = time.monotonic() - started
+    assert expired.value.seconds == 0.5
+    assert 0.5 <= took < 20, took  # at its deadline, not at the sleep's end
+    import signal
+
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # the timer is off afterwards
+
+
+def test_enforce_without_a_deadline_or_off_the_main_thread_runs_the_block_whole() -> None:
+    import threading
+
+    from pytest_super.deadlines import enforce
+
+    for seconds in (None, 0):
+        with enforce(seconds):
+            time.sleep(0.3)
+    ran: list[bool] = []
+
+    def elsewhere() -> None:
+        with enforce(0.1):
+            time.sleep(0.5)
+        ran.append(True)
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    thread.join(30)
+    assert ran == [True]
+
+
+def test_an_earlier_outer_deadline_holds_inside_and_goes_on_after_a_later_inner_one() -> None:
+    from pytest_super.deadlines import DeadlineExpired, enforce
+
+    # the outer one comes first: it holds
+    with pytest.raises(DeadlineExpired) as outer, enforce(1.0), enforce(60):
+        time.sleep(30)
+    assert outer.value.seconds == 1.0
+    started = time.monotonic()
+    with pytest.raises(DeadlineExpired) as outer_after, enforce(1.5):
+        with enforce(0.3):
+            time.sleep(0.1)  # the inner block ends before its deadline
+        time.sleep(30)  # the outer deadline still holds, with what was left of it
+    assert outer_after.value.seconds == 1.5
+    assert time.monotonic() - started < 20
+
+
+def test_enforce_clamps_a_deadline_too_long_for_the_timer() -> None:
+    from pytest_super.deadlines import enforce
+
+    with enforce(1e12):  # setitimer overflows from 1e10 s
+        time.sleep(0.1)
