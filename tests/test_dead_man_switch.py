@@ -8,6 +8,7 @@ credited to the reaper only when the reaper's own log names what it removed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -26,7 +27,14 @@ from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.docker import cleanup, lease
 from pytest_super.kernels.docker import engine as engine_module
 from pytest_super.kernels.docker.cleanup import cleanup_containers
-from pytest_super.kernels.docker.lease import LABEL_HOLDER_PID, LABEL_LEASE, TTL_S
+from pytest_super.kernels.docker.lease import (
+    LABEL_HOLDER_PID,
+    LABEL_LEASE,
+    TTL_S,
+    Holder,
+    Lease,
+    engine_time,
+)
 from pytest_super.kernels.docker.reaper import LABEL_REAPER, ensure_reaper, reaper_name
 from pytest_super.kernels.inside import reaper as inside
 from tests.support.projects import (
@@ -276,6 +284,50 @@ def test_the_reaper_leaves_once_nothing_of_ours_is_left(second_engine, image) ->
 
     wait_for(gone, 60, "the idle reaper to leave", poll=0.5)
     assert time.monotonic() - started <= 3 + 3 * inside.SWEEP_S + 10
+
+
+def test_a_lease_of_another_namespace_goes_by_the_clock_within_ttl_and_a_sweep(
+    engine, image
+) -> None:
+    """A holder the reaper cannot see (another PID namespace or host: a Ray worker in a
+    container, a partitioned run) is judged by its lease's renewal time on the engine's clock:
+    one renewed TTL_S + 5 s ago goes at the next sweep, one renewed TTL_S - 20 s ago goes about
+    20 s later (not before), one renewed now stays."""
+    ensure_reaper(engine, engine_module.engine_address(None), image)
+    elsewhere = Holder(pid=1, boot_id="another-boot", pid_ns=1, start_ticks=1)
+    ages = {"expired": TTL_S + 5, "due": TTL_S - 20, "fresh": 0.0}
+    leases = {name: Lease(engine, image, switch=True) for name in ages}
+    boxes = {}
+    try:
+        for name, held in leases.items():
+            held.stop_renewing()
+            labels = {"pytest-super": "1", LABEL_LEASE: held.id, "pytest-super.run": "dms-clock"}
+            boxes[name] = engine.containers.create(image, ["true"], labels=labels).name
+        written = time.monotonic()
+        now = engine_time(engine)
+        for name, held in leases.items():
+            held.write(now - ages[name], elsewhere)
+        gone: dict[str, float] = {}
+
+        def check() -> bool:
+            names = {c.name for c in engine.containers.list(all=True, ignore_removed=True)}
+            for name, held in leases.items():
+                if name not in gone and not {boxes[name], held.name} & names:
+                    gone[name] = time.monotonic() - written
+            return {"expired", "due"} <= set(gone)
+
+        wait_for(check, 20 + 2 * inside.SWEEP_S + 60, "the dead leases to go", poll=0.5)
+        print(f"by the clock: gone after {gone}")
+        assert gone["expired"] <= 2 * inside.SWEEP_S + 10, gone
+        assert 18 <= gone["due"] <= 20 + 2 * inside.SWEEP_S + 15, gone
+        time.sleep(2 * inside.SWEEP_S)
+        assert "fresh" not in gone and engine.containers.get(boxes["fresh"]), gone
+    finally:
+        for held in leases.values():
+            held.release()
+        for name in boxes.values():
+            with contextlib.suppress(docker.errors.NotFound):
+                engine.api.remove_container(name, force=True)
 
 
 ATTACK = r"""

@@ -425,6 +425,9 @@ def test_cleanup_removes_what_a_killed_run_left(engine, image, short_tmp):
     run_id = f"test-iso-{uuid.uuid4().hex[:10]}"
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_SUPER_CONTROLLER_PID"}
     env["TMPDIR"] = str(short_tmp)
+    # without the dead man's switch, so that the engine's reaper does not remove the killed
+    # run's containers before `cleanup --run` (tests/test_dead_man_switch.py tests the switch)
+    env["PYTEST_SUPER_DEAD_MAN_SWITCH"] = "off"
     proc = subprocess.Popen(
         [sys.executable, "-c", KILLED_RUN, run_id, image],
         stdout=subprocess.PIPE,

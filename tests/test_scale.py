@@ -303,10 +303,13 @@ LONG_PAIR = {
 
 @pytest.mark.parametrize("kill", ["controller-n0", "process-group-n2"])
 def test_controller_killed_leaves_containers_that_the_next_run_removes(project_dir, engine, kill):
-    """Nothing of the run survives to clean up: the containers stay until the next run starts."""
+    """Nothing of the run survives to clean up: without the dead man's switch the containers
+    stay until the next run starts. (The run opts out of the switch, so that the engine's reaper
+    does not remove them first: tests/test_dead_man_switch.py tests the switch.)"""
     make_project(project_dir, LONG_PAIR)
     xdist = ["-n", "2"] if kill.endswith("n2") else ["-n", "0"]
-    run = PytestRun(project_dir, "tasks", "--super-agent=gold", *xdist)
+    no_switch = {"PYTEST_SUPER_DEAD_MAN_SWITCH": "off"}
+    run = PytestRun(project_dir, "tasks", "--super-agent=gold", *xdist, env=no_switch)
     try:
         wait_for_container(engine, project_dir, "long0")
         if xdist[1] == "2":

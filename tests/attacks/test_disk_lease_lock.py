@@ -300,7 +300,11 @@ def test_another_runs_cleanup_spares_a_stopped_run_not_a_killed_one(
     )
     other_dir = make_project(project_dir / "other", {f"expert/{other}": task_yaml(other, PASS)})
     args = ("tasks", "--super-agent=gold", "-p", "no:cacheprovider")
-    run = PytestRun(held_dir, *args)
+    # the stopped run holds the dead man's switch: the engine's reaper must spare it too; the
+    # killed one does not, so that it is the other run's start-up cleanup that removes its box
+    # (tests/test_dead_man_switch.py tests the reaper removing a killed run's)
+    switch = {"PYTEST_SUPER_DEAD_MAN_SWITCH": "on" if signal_name == "SIGSTOP" else "off"}
+    run = PytestRun(held_dir, *args, env=switch)
     try:
         box = _started_box(engine, held)
         os.killpg(run.pid, getattr(signal, signal_name))
