@@ -455,9 +455,15 @@ def test_the_second_worker_node_gets_the_image_by_pulling_from_a_registry(cluste
         with running_registry() as registry:
             assert cli(["image", "push", "--registry", registry.address]) == 0  # main engine
             # an earlier test's kernel container on this node may still be going (removed in
-            # the background); the engine refuses to untag an image a container uses
+            # the background); the engine refuses to untag an image a container uses. (The
+            # engine's reaper, kernels/docker/reaper.py, runs this image under a tag of its own,
+            # so it is no obstacle: only our task containers, labelled pytest-super=1, are.)
             wait_for(
-                lambda: not node.containers.list(all=True, filters={"ancestor": image}),
+                lambda: (
+                    not node.containers.list(
+                        all=True, filters={"ancestor": image, "label": "pytest-super=1"}
+                    )
+                ),
                 60,
                 "node 1's earlier kernel containers to be removed",
             )
