@@ -4,7 +4,10 @@ pytest_super/kernels/docker/reaper.py, honouring the leases of lease.py).
 
 The SIGKILL scenarios run side by side (one module fixture starts them all and a thread watches
 the engine), so the module waits about one TTL, not one per scenario. Each scenario's removal is
-credited to the reaper only when the reaper's own log names what it removed."""
+credited to the reaper only when the reaper's own log names what it removed. They run on an
+engine of the module's own (tests/support/second_engine.py): on the shared engine another
+session's start-up cleanup could remove a dead run's containers first. The reaper's idle exit
+needs an engine with nothing of ours on it: the same one, before the scenarios start."""
 
 from __future__ import annotations
 
@@ -47,6 +50,7 @@ from tests.support.projects import (
     task_yaml,
     wait_for,
 )
+from tests.support.second_engine import SECOND_HOST
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -72,6 +76,77 @@ def test_the_reaper_reads_the_labels_and_names_the_harness_writes() -> None:
     assert inside.DEFAULT_TTL_S == TTL_S
     # the worst case (renewed just before the death, judged by the clock) stays under 2 minutes
     assert TTL_S + 2 * inside.SWEEP_S + 10 <= LIMIT_S
+
+
+# -- the reaper itself -----------------------------------------------------------------------------
+def test_the_reaper_leaves_once_nothing_of_ours_is_left(second_engine, image) -> None:
+    """On an engine of its own (tests/support/second_engine.py), with a 3 s idle period: it
+    stays while a task container is there, and leaves (auto-removed) once there is none."""
+    box = second_engine.containers.create(image, ["true"], labels={"pytest-super": "1"})
+    try:
+        name = ensure_reaper(second_engine, SECOND_HOST, image, idle_s=3)
+        assert name == reaper_name()
+        assert second_engine.containers.get(name).status == "running"
+        time.sleep(3 * (3 + inside.SWEEP_S))
+        assert second_engine.containers.get(name).status == "running", "it left too early"
+    finally:
+        box.remove(force=True)
+    started = time.monotonic()
+
+    def gone() -> bool:
+        try:
+            second_engine.containers.get(reaper_name())
+        except docker.errors.NotFound:
+            return True
+        return False
+
+    wait_for(gone, 60, "the idle reaper to leave", poll=0.5)
+    assert time.monotonic() - started <= 3 + 3 * inside.SWEEP_S + 10
+
+
+def test_a_lease_of_another_namespace_goes_by_the_clock_within_ttl_and_a_sweep(
+    second_engine, image
+) -> None:
+    """A holder the reaper cannot see (another PID namespace or host: a Ray worker in a
+    container, a partitioned run) is judged by its lease's renewal time on the engine's clock:
+    one renewed TTL_S + 5 s ago goes at the next sweep, one renewed TTL_S - 20 s ago goes about
+    20 s later (not before), one renewed now stays."""
+    engine = second_engine
+    assert ensure_reaper(engine, SECOND_HOST, image) == reaper_name()
+    elsewhere = Holder(pid=1, boot_id="another-boot", pid_ns=1, start_ticks=1)
+    ages = {"expired": TTL_S + 5, "due": TTL_S - 20, "fresh": 0.0}
+    leases = {name: Lease(engine, image, switch=True) for name in ages}
+    boxes = {}
+    try:
+        for name, held in leases.items():
+            held.stop_renewing()
+            labels = {"pytest-super": "1", LABEL_LEASE: held.id, "pytest-super.run": "dms-clock"}
+            boxes[name] = engine.containers.create(image, ["true"], labels=labels).name
+        written = time.monotonic()
+        now = engine_time(engine)
+        for name, held in leases.items():
+            held.write(now - ages[name], elsewhere)
+        gone: dict[str, float] = {}
+
+        def check() -> bool:
+            names = {c.name for c in engine.containers.list(all=True, ignore_removed=True)}
+            for name, held in leases.items():
+                if name not in gone and not {boxes[name], held.name} & names:
+                    gone[name] = time.monotonic() - written
+            return {"expired", "due"} <= set(gone)
+
+        wait_for(check, 20 + 2 * inside.SWEEP_S + 60, "the dead leases to go", poll=0.5)
+        print(f"by the clock: gone after {gone}")
+        assert gone["expired"] <= 2 * inside.SWEEP_S + 10, gone
+        assert 18 <= gone["due"] <= 20 + 2 * inside.SWEEP_S + 15, gone
+        time.sleep(2 * inside.SWEEP_S)
+        assert "fresh" not in gone and engine.containers.get(boxes["fresh"]), gone
+    finally:
+        for held in leases.values():
+            held.release()
+        for name in boxes.values():
+            with contextlib.suppress(docker.errors.NotFound):
+                engine.api.remove_container(name, force=True)
 
 
 # -- the scenarios ---------------------------------------------------------------------------------
@@ -119,20 +194,27 @@ def _holder_pid(client: docker.DockerClient, lease_id: str) -> int:
     return int(holder["Config"]["Labels"][LABEL_HOLDER_PID])
 
 
+#: the runs use the second engine: there no other session's start-up cleanup can remove a killed
+#: run's containers before the reaper does (the test credits the reaper by its log)
+_ON_SECOND_ENGINE = {"DOCKER_HOST": SECOND_HOST, "PYTEST_SUPER_DEAD_MAN_SWITCH": "on"}
+
+
 def _start_local(root: Path) -> Scenario:
     """A run without xdist: a failing task kept with --super-keep, then a long task."""
     project = make_project(
         root / "local",
         {"expert/a_fail": task_yaml("a_fail", FAIL), "expert/b_long": task_yaml("b_long", LONG)},
     )
-    return Scenario("local run", PytestRun(project, "tasks", "--super-agent=gold", "--super-keep"))
+    args = ("tasks", "--super-agent=gold", "--super-keep")
+    return Scenario("local run", PytestRun(project, *args, env=_ON_SECOND_ENGINE))
 
 
 def _start_xdist(root: Path) -> Scenario:
     project = make_project(
         root / "xdist", {f"expert/x{i}": task_yaml(f"x{i}", LONG) for i in range(2)}
     )
-    return Scenario("xdist worker", PytestRun(project, "tasks", "--super-agent=gold", "-n", "2"))
+    args = ("tasks", "--super-agent=gold", "-n", "2")
+    return Scenario("xdist worker", PytestRun(project, *args, env=_ON_SECOND_ENGINE))
 
 
 def _arm_local(client: docker.DockerClient, scenario: Scenario) -> None:
@@ -186,8 +268,10 @@ class Killed:
 
 
 @pytest.fixture(scope="module")
-def killed(tmp_path_factory: pytest.TempPathFactory, image: str) -> Iterator[Killed]:
-    client = docker.from_env(timeout=120)
+def killed(
+    tmp_path_factory: pytest.TempPathFactory, image: str, second_engine: docker.DockerClient
+) -> Iterator[Killed]:
+    client = docker.DockerClient(base_url=SECOND_HOST, timeout=120)
     root = tmp_path_factory.mktemp("dead-man-switch")
     local, xdist = _start_local(root), _start_xdist(root)
     stop = threading.Event()
@@ -258,78 +342,7 @@ def test_a_kept_container_outlives_its_dead_owner_past_the_ttl(killed: Killed) -
     assert killed.client.containers.get(kept).status == "running"
 
 
-# -- the reaper itself -----------------------------------------------------------------------------
-def test_the_reaper_leaves_once_nothing_of_ours_is_left(second_engine, image) -> None:
-    """On an engine of its own (tests/support/second_engine.py), with a 3 s idle period: it
-    stays while a task container is there, and leaves (auto-removed) once there is none."""
-    from tests.support.second_engine import SECOND_HOST
-
-    box = second_engine.containers.create(image, ["true"], labels={"pytest-super": "1"})
-    try:
-        name = ensure_reaper(second_engine, SECOND_HOST, image, idle_s=3)
-        assert name == reaper_name()
-        assert second_engine.containers.get(name).status == "running"
-        time.sleep(3 * (3 + inside.SWEEP_S))
-        assert second_engine.containers.get(name).status == "running", "it left too early"
-    finally:
-        box.remove(force=True)
-    started = time.monotonic()
-
-    def gone() -> bool:
-        try:
-            second_engine.containers.get(reaper_name())
-        except docker.errors.NotFound:
-            return True
-        return False
-
-    wait_for(gone, 60, "the idle reaper to leave", poll=0.5)
-    assert time.monotonic() - started <= 3 + 3 * inside.SWEEP_S + 10
-
-
-def test_a_lease_of_another_namespace_goes_by_the_clock_within_ttl_and_a_sweep(
-    engine, image
-) -> None:
-    """A holder the reaper cannot see (another PID namespace or host: a Ray worker in a
-    container, a partitioned run) is judged by its lease's renewal time on the engine's clock:
-    one renewed TTL_S + 5 s ago goes at the next sweep, one renewed TTL_S - 20 s ago goes about
-    20 s later (not before), one renewed now stays."""
-    ensure_reaper(engine, engine_module.engine_address(None), image)
-    elsewhere = Holder(pid=1, boot_id="another-boot", pid_ns=1, start_ticks=1)
-    ages = {"expired": TTL_S + 5, "due": TTL_S - 20, "fresh": 0.0}
-    leases = {name: Lease(engine, image, switch=True) for name in ages}
-    boxes = {}
-    try:
-        for name, held in leases.items():
-            held.stop_renewing()
-            labels = {"pytest-super": "1", LABEL_LEASE: held.id, "pytest-super.run": "dms-clock"}
-            boxes[name] = engine.containers.create(image, ["true"], labels=labels).name
-        written = time.monotonic()
-        now = engine_time(engine)
-        for name, held in leases.items():
-            held.write(now - ages[name], elsewhere)
-        gone: dict[str, float] = {}
-
-        def check() -> bool:
-            names = {c.name for c in engine.containers.list(all=True, ignore_removed=True)}
-            for name, held in leases.items():
-                if name not in gone and not {boxes[name], held.name} & names:
-                    gone[name] = time.monotonic() - written
-            return {"expired", "due"} <= set(gone)
-
-        wait_for(check, 20 + 2 * inside.SWEEP_S + 60, "the dead leases to go", poll=0.5)
-        print(f"by the clock: gone after {gone}")
-        assert gone["expired"] <= 2 * inside.SWEEP_S + 10, gone
-        assert 18 <= gone["due"] <= 20 + 2 * inside.SWEEP_S + 15, gone
-        time.sleep(2 * inside.SWEEP_S)
-        assert "fresh" not in gone and engine.containers.get(boxes["fresh"]), gone
-    finally:
-        for held in leases.values():
-            held.release()
-        for name in boxes.values():
-            with contextlib.suppress(docker.errors.NotFound):
-                engine.api.remove_container(name, force=True)
-
-
+# -- hostile task code ----------------------------------------------------------------------------
 ATTACK = r"""
 import os, socket
 seen = []
