@@ -63,7 +63,7 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         help="only tasks of these sets (expert, masked, auto; comma-separated or repeated)",
     )
-    for s in all_settings():  # the table's, then each executor's own
+    for s in _all_settings():  # the table's, then each executor's own
         g.addoption(s.flag, dest=s.dest, metavar=s.metavar, help=s.help)
         if s.ini:
             parser.addini(s.dest, s.help, default=None)
@@ -86,6 +86,14 @@ def add_options(parser: pytest.Parser) -> None:
             g.addoption(flag, dest="super_" + name, action="store_true", default=None, help=text)
     parser.addini("super_tasks", "folders holding task files", type="paths", default=["tasks"])
     parser.addini("super_git_mirrors", "PREFIX=DIR git mirrors", type="linelist", default=[])
+
+
+def _all_settings() -> tuple[Setting, ...]:
+    """The settings there are; an executor's that clashes is a usage error naming it."""
+    try:
+        return all_settings()
+    except SettingError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def run_of(config: pytest.Config) -> SuperRun:

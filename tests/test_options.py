@@ -4,6 +4,9 @@ what runs."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from pytest_super.options import SETTINGS
@@ -120,3 +123,79 @@ def test_the_header_says_what_runs(project):
     header = _header(result)
     assert "agent gold, model -, backend docker" in header
     assert "pytest-super: run " in header and "reports in" in header
+
+
+TOY_EXECUTOR = """\
+from pytest_super.settings import Setting, number_reader
+from pytest_super.tasks.model import Bounds
+
+
+class ToyExecutor:
+    remote = True
+    settings = (
+        Setting(
+            "{name}",
+            number_reader(Bounds(1, 8, whole=True)),
+            2,
+            "slots of the toy cluster",
+            env=("TOY_SLOTS",),
+            metavar="N",
+        ),
+    )
+
+    @staticmethod
+    def describe(run):
+        return f"with {{run.executor_settings['{name}']}} slots ({{run.sources['{name}']}})"
+
+    def configure(self, config):
+        pass
+
+    def start(self, config):
+        pass
+
+    def outcome(self, config, run, item):
+        raise RuntimeError("nothing runs elsewhere in this test")
+"""
+
+
+def _install_toy_executor(site: Path, setting: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A third-party executor, registered as an entry point of `pytest_super.executors` by a
+    distribution's metadata on the subprocesses' PYTHONPATH."""
+    site.mkdir()
+    (site / "toy_executor.py").write_text(TOY_EXECUTOR.format(name=setting))
+    info = site / "toy_executor-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-executor\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[pytest_super.executors]\ntoy = toy_executor:ToyExecutor\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+
+
+def test_an_executor_declares_its_own_settings(project, tmp_path, monkeypatch):
+    """An executor's `settings` are `--super-*` options and ini keys with an environment
+    variable, resolved as the table's are, held in `run.executor_settings`; the header says what
+    the executor says of itself (`describe`)."""
+    _install_toy_executor(tmp_path / "site", "toy_slots", monkeypatch)
+    project.makefile(".ini", pytest="[pytest]\nsuper_tasks = tasks\nsuper_toy_slots = 3\n")
+    args = ["--collect-only", "--super-agent=gold", "--super-executor=toy"]
+    monkeypatch.setenv("TOY_SLOTS", "5")
+    result = project.runpytest_subprocess(*args)
+    assert "executor toy with 5 slots (environment variable TOY_SLOTS)" in _header(result)
+    monkeypatch.delenv("TOY_SLOTS")
+    result = project.runpytest_subprocess(*args, "--super-toy-slots=7")
+    assert "executor toy with 7 slots (--super-toy-slots)" in _header(result)
+    result = project.runpytest_subprocess(*args)
+    assert "executor toy with 3 slots (ini super_toy_slots (pytest.ini))" in _header(result)
+    result = project.runpytest_subprocess(*args, "--super-toy-slots=9")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--super-toy-slots 9: expected a whole number*"])
+
+
+def test_an_executor_may_not_take_a_setting_that_is_already_one(project, tmp_path, monkeypatch):
+    _install_toy_executor(tmp_path / "site", "mem", monkeypatch)
+    result = project.runpytest_subprocess("--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*executor 'toy' declares the setting 'mem', which is pytest-super's already*"]
+    )
