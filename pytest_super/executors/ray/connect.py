@@ -1,20 +1,59 @@
 """Joining a Ray cluster from the controller (`--super-executor=ray`, `pytest-super image build`
 and `cleanup --executor ray`): Ray imported with a hint when it is missing, the address checked
-before Ray is asked (Ray itself retries for minutes), and `ray.init` called so that the plugin's
-own signal handling stays in place."""
+before Ray is asked (Ray itself retries for minutes, whatever answers there), and `ray.init`
+called so that the plugin's own signal handling stays in place.
+
+The check, bounded by `CONNECT_TIMEOUT_S` in all, before `ray.init`:
+
+1. `_probe_http2`: a TCP connection to HOST:PORT, the HTTP/2 client preface and an empty SETTINGS
+   frame sent; Ray's GCS speaks gRPC (HTTP/2), and its first frame back is SETTINGS. Nothing
+   listening, silence (packets dropped) and anything else answering (an HTTP/1.1 server's status
+   line, other bytes) are each said with the address.
+2. `_cluster_versions`: the GCS asked, over gRPC, for the KV entry Ray itself checks at
+   `ray.init` (namespace "cluster", key "CLUSTER_METADATA": the cluster's Ray and Python
+   versions). A mismatch is said with both versions and what to install; Ray's own message
+   ("Version mismatch", or a protobuf error between distant versions) points elsewhere.
+
+`ray.init` runs on a thread of its own while the caller's waits for it: Ray's C++ waits kept a
+signal from the main thread for 40 s, and on the main thread Ray puts its own SIGTERM handler in
+place (`sys.exit` inside the wait: an INTERNALERROR of pytest). So SIGTERM stays the plugin's
+KeyboardInterrupt, Ctrl-C is answered at once, and pytest ends the run as interrupted (exit
+status 2)."""
 
 from __future__ import annotations
 
-import signal
+import atexit
+import contextlib
+import importlib
+import json
+import logging
+import os
 import socket
+import sys
 import threading
+import time
 from typing import Any
 
 from pytest_super.errors import SuperError
 
 INSTALL_HINT = 'pip install "pytest-super[ray]"'
-#: seconds to wait for a cluster at start-up before saying it cannot be reached
+#: seconds the address check may take in all (connect, HTTP/2 answer, version read) before the
+#: address is said not to answer: a GCS answers within milliseconds, even on a loaded machine
+#: within a few seconds
 CONNECT_TIMEOUT_S = 10.0
+#: seconds `ray.shutdown()` may take after a failed or interrupted `ray.init`
+SHUTDOWN_TIMEOUT_S = 3.0
+#: the HTTP/2 client connection preface and an empty SETTINGS frame (RFC 9113, 3.4 and 6.5)
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_SETTINGS_FRAME = 4
+#: where Ray keeps the cluster's versions in its GCS (ray/_common/usage/usage_lib.py
+#: put_cluster_metadata, checked by ray/_private/node.py check_version_info; Ray 2.9 to 2.60)
+METADATA_NAMESPACE = b"cluster"
+METADATA_KEY = b"CLUSTER_METADATA"
+_START_ONE = (
+    "start one with `ray start --head` or name its address (RAY_ADDRESS, "
+    "--super-ray-address HOST:PORT)"
+)
 
 
 class RayUnavailable(SuperError):
@@ -32,41 +71,243 @@ def import_ray() -> Any:
     return ray
 
 
-def _check_reachable(address: str) -> None:
-    """A HOST:PORT that does not answer is said at once (Ray itself retries for two minutes)."""
-    if address == "auto" or "://" in address:
-        return
-    host, _, port = address.rpartition(":")
+def _bootstrap_address(address: str) -> str | None:
+    """HOST:PORT of the GCS `address` names ("auto": RAY_ADDRESS or the cluster `ray start`
+    made here last, as `ray.init` finds it); None for a Ray client address (ray://) or when Ray
+    finds none (its own message then)."""
+    if "://" in address:
+        return None
+    if address == "auto":
+        found = os.environ.get("RAY_ADDRESS", "")
+        if not found:
+            with contextlib.suppress(Exception):
+                from ray._private.services import get_ray_address_from_environment
+
+                found = get_ray_address_from_environment("auto", None) or ""
+        if not found or "://" in found:
+            return None
+        return found
+    return address
+
+
+def _unreachable(address: str, what: str) -> RayUnavailable:
+    return RayUnavailable(f"--super-ray-address {address}: no Ray cluster answers there: {what}")
+
+
+def _open(address: str, deadline: float) -> socket.socket:
+    """A TCP connection to `address`, or `RayUnavailable` saying why there is none."""
+    host, _, port_text = address.rpartition(":")
     try:
-        socket.create_connection(
-            (host or "127.0.0.1", int(port)), timeout=CONNECT_TIMEOUT_S
-        ).close()
-    except (OSError, ValueError) as exc:
+        port = int(port_text)
+    except ValueError:
         raise RayUnavailable(
-            f"--super-ray-address {address}: no Ray cluster answers there ({exc}); start one with "
-            "`ray start --head` or name its address (RAY_ADDRESS, --super-ray-address HOST:PORT)"
+            f"--super-ray-address {address}: not HOST:PORT (the port is not a number); name the "
+            "head's GCS address, e.g. 10.0.0.5:6379"
         ) from None
+    try:
+        return socket.create_connection(
+            (host.strip("[]") or "127.0.0.1", port), timeout=max(deadline - time.monotonic(), 0.1)
+        )
+    except TimeoutError:
+        raise _unreachable(
+            address,
+            f"nothing answered the connection within {CONNECT_TIMEOUT_S:g} s (packets dropped "
+            f"on the way: a firewall, a wrong host?); {_START_ONE}",
+        ) from None
+    except OSError as exc:
+        raise _unreachable(address, f"{exc.strerror or exc}; {_START_ONE}") from None
+
+
+def _probe_http2(address: str, deadline: float) -> None:
+    """The answer at `address` to an HTTP/2 client preface is a SETTINGS frame (Ray's GCS is a
+    gRPC server), else `RayUnavailable` naming what answered."""
+    with _open(address, deadline) as sock:
+        try:
+            sock.sendall(HTTP2_PREFACE)
+            first = _first_bytes(sock, deadline)
+        except OSError as exc:
+            raise _unreachable(
+                address, f"the connection failed ({exc.strerror or exc}); {_START_ONE}"
+            ) from None
+    if first is None:
+        raise _unreachable(
+            address,
+            "something accepted the connection but did not answer an HTTP/2 (gRPC) greeting "
+            f"within {CONNECT_TIMEOUT_S:g} s: not Ray's GCS; {_START_ONE}",
+        )
+    if len(first) >= 9 and first[3] == _SETTINGS_FRAME and not first.startswith(b"HTTP/"):
+        return
+    raise _unreachable(address, f"{_what_answered(first)}, not Ray's GCS (gRPC); {_START_ONE}")
+
+
+def _first_bytes(sock: socket.socket, deadline: float) -> bytes | None:
+    """What the peer sends first: an HTTP/2 frame header (9 bytes), an HTTP/1 status line, or
+    less when it closes; None when it says nothing by `deadline`."""
+    first = b""
+    while len(first) < 9 or (first[:1] in b"H<" and _still_text(first)):
+        sock.settimeout(max(deadline - time.monotonic(), 0.1))
+        try:
+            chunk = sock.recv(200)
+        except TimeoutError:
+            return first or None
+        if not chunk:
+            break
+        first += chunk
+        if len(first) >= 200:
+            break
+    return first
+
+
+def _still_text(first: bytes) -> bool:
+    """An HTTP/1 status line not yet whole, or an HTML page whose title is not yet in."""
+    if first.startswith(b"HTTP/"):
+        return b"\n" not in first
+    return b"</title>" not in first.lower()
+
+
+def _what_answered(first: bytes) -> str:
+    if first.startswith(b"HTTP/"):
+        line = first.split(b"\r\n", 1)[0].split(b"\n", 1)[0].decode("ascii", "replace")
+        return f"an {line.split(' ', 1)[0]} server answered: {line!r}"
+    if first.startswith(b"<"):  # an HTTP/0.9-style answer: a page without a status line
+        text = first.decode("utf-8", "replace")
+        title = text.lower().partition("<title>")[2].partition("</title>")[0]
+        shown = text[text.lower().index("<title>") + 7 :][: len(title)] if title else text[:40]
+        return f"an HTTP server answered with an HTML page ({shown.strip()!r})"
+    if not first:
+        return "something accepted the connection and closed it without a word"
+    return f"something answered {first[:40]!r}"
+
+
+def _cluster_versions(address: str, deadline: float) -> tuple[str, str] | None:
+    """(Ray version, Python version) the cluster at `address` runs, as its GCS keeps them for
+    `ray.init`'s own check; None when the GCS holds none. `RayUnavailable` when the gRPC server
+    there is not Ray's GCS, or does not answer in time."""
+    # no type stubs for grpc and Ray's generated modules (both come with Ray)
+    grpc: Any = importlib.import_module("grpc")
+    gcs_service_pb2: Any = importlib.import_module("ray.core.generated.gcs_service_pb2")
+    gcs_service_pb2_grpc: Any = importlib.import_module("ray.core.generated.gcs_service_pb2_grpc")
+
+    request = gcs_service_pb2.InternalKVGetRequest(key=METADATA_KEY, namespace=METADATA_NAMESPACE)
+    with grpc.insecure_channel(address) as channel:
+        stub = gcs_service_pb2_grpc.InternalKVGcsServiceStub(channel)
+        try:
+            reply = stub.InternalKVGet(request, timeout=max(deadline - time.monotonic(), 0.5))
+        except grpc.RpcError as exc:
+            code = exc.code() if isinstance(exc, grpc.Call) else None
+            raise _unreachable(
+                address,
+                f"a gRPC server answered but not as Ray's GCS does ({code}: "
+                f"{exc.details() if isinstance(exc, grpc.Call) else exc}); {_START_ONE}",
+            ) from None
+    if reply.status.code != 0 or not reply.value:
+        return None
+    try:
+        metadata = json.loads(reply.value)
+        return str(metadata["ray_version"]), str(metadata["python_version"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _check_versions(address: str, ray: Any, versions: tuple[str, str] | None) -> None:
+    """The same test as `ray.init`'s (Ray exactly, Python at RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL),
+    said with both versions and what to install here."""
+    if versions is None:
+        return
+    cluster_ray, cluster_python = versions
+    here_ray, here_python = str(ray.__version__), ".".join(map(str, sys.version_info[:3]))
+    level = 2 if os.environ.get("RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL") == "minor" else 3
+    python_matches = cluster_python.split(".")[:level] == here_python.split(".")[:level]
+    if cluster_ray == here_ray and python_matches:
+        return
+    said = (
+        f"--super-ray-address {address}: the cluster runs Ray {cluster_ray} on Python "
+        f"{cluster_python}, this machine Ray {here_ray} on Python {here_python}; a Ray driver "
+        "must match the cluster"
+    )
+    if cluster_ray != here_ray:
+        said += f': install the cluster\'s Ray here: pip install "ray[default]=={cluster_ray}"'
+        if not python_matches:
+            said += f", in a Python {cluster_python} environment"
+    else:
+        said += f": run pytest with Python {cluster_python} (a venv of that Python, with {INSTALL_HINT})"
+    raise RayUnavailable(said)
+
+
+def check_address(ray: Any, address: str) -> None:
+    """`RayUnavailable` within `CONNECT_TIMEOUT_S` when no Ray cluster of this machine's Ray
+    and Python versions answers at `address` (see the module's docstring)."""
+    gcs = _bootstrap_address(address)
+    if gcs is None:
+        return
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    _probe_http2(gcs, deadline)
+    _check_versions(gcs, ray, _cluster_versions(gcs, deadline))
+
+
+def _shutdown(ray: Any) -> None:
+    """`ray.shutdown()` bounded (with no GCS behind it, it waits), and Ray's exit hook gone."""
+    done = threading.Thread(
+        target=_quiet_shutdown,
+        args=(ray,),
+        name="pytest-super-ray-shutdown",
+        daemon=True,
+    )
+    done.start()
+    done.join(SHUTDOWN_TIMEOUT_S)
+    with contextlib.suppress(Exception):
+        atexit.unregister(ray.shutdown)
+
+
+def _quiet_shutdown(ray: Any) -> None:
+    with contextlib.suppress(Exception):
+        ray.shutdown()
+
+
+def _no_sigterm_warning(record: logging.LogRecord) -> bool:
+    """Ray's warning that it put no SIGTERM handler in place: on purpose (see `connect`)."""
+    return "SIGTERM handler is not set" not in record.getMessage()
 
 
 def connect(ray: Any, address: str, namespace: str) -> None:
-    """Join the cluster at `address` as a driver; `RayUnavailable` when nothing answers there."""
-    _check_reachable(address)
-    # Ray's driver puts its own SIGTERM handler in place (a SystemExit from inside a wait);
-    # the plugin's own (SIGTERM as Ctrl-C: cancel, clean the nodes, keep the results) stays
-    on_sigterm = signal.getsignal(signal.SIGTERM)
+    """Join the cluster at `address` as a driver; `RayUnavailable` when no Ray cluster of this
+    machine's versions answers there; KeyboardInterrupt when SIGTERM or Ctrl-C came meanwhile."""
+    check_address(ray, address)
+    failed: list[BaseException] = []
+
+    def join() -> None:
+        try:
+            ray.init(
+                address=address,
+                log_to_driver=False,
+                configure_logging=False,
+                namespace=namespace,
+            )
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            failed.append(exc)
+
+    # On a thread of its own: Ray's C++ waits (tens of seconds for a GCS that does not finish
+    # the handshake) keep signals from the waiting thread, and Ray puts no SIGTERM handler of
+    # its own in place off the main thread (the plugin's, SIGTERM as Ctrl-C, stays)
+    joining = threading.Thread(target=join, name="pytest-super-ray-init", daemon=True)
+    ray_worker_log = logging.getLogger("ray._private.worker")
+    ray_worker_log.addFilter(_no_sigterm_warning)
+    joining.start()
     try:
-        ray.init(
-            address=address,
-            log_to_driver=False,
-            configure_logging=False,
-            namespace=namespace,
-        )
-    except Exception as exc:  # ConnectionError, ValueError ("no running cluster"), timeouts
+        while joining.is_alive():
+            joining.join(0.2)
+    except KeyboardInterrupt:
+        with contextlib.suppress(Exception):
+            atexit.unregister(ray.shutdown)  # it would wait for the GCS at the interpreter's end
+        raise KeyboardInterrupt(f"interrupted while joining the Ray cluster at {address}") from None
+    finally:
+        ray_worker_log.removeFilter(_no_sigterm_warning)
+    if failed:
+        _shutdown(ray)
+        exc = failed[0]
+        if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt inside Ray
+            raise KeyboardInterrupt(f"interrupted while joining the Ray cluster at {address}")
         raise RayUnavailable(
             f"--super-ray-address {address}: cannot reach a Ray cluster there "
-            f"({type(exc).__name__}: {exc}); start one with `ray start --head` or name its "
-            "address (RAY_ADDRESS, --super-ray-address HOST:PORT)"
+            f"({type(exc).__name__}: {exc}); {_START_ONE}"
         ) from None
-    finally:
-        if threading.current_thread() is threading.main_thread() and on_sigterm is not None:
-            signal.signal(signal.SIGTERM, on_sigterm)
