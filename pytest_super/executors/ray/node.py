@@ -1,24 +1,39 @@
 """The node's side of `--super-executor=ray`: what a Ray worker runs for one task
 (`run_on_node`), for a clean-up (`cleanup_on_node`) and for an image build (`_build_here`), and the
-`NodeOutcome` it sends back. Nothing here imports pytest: a node has none."""
+`NodeOutcome` it sends back. Nothing here imports pytest: a node has none.
+
+What a task leaves on its node goes when it ends, is cancelled (Ray's cancel raises in the worker)
+or fails: its folder (`pytest-super-node-<run id>-<pid>-<start ticks>-*` in the temporary folder,
+an owner file inside naming the Ray worker as kernels/docker/lease.py's `Holder` does) and, when
+no other task of the run on the node uses it, the run's start-lock folder (`ray-<run id>` in the
+private lock folder, each task holding a shared lock on its `in-use` file). A worker killed (Ray's
+force-cancel, a crash) leaves them: the next run's start-up clean-up on the node
+(`cleanup_on_node(run, None)`) removes those whose worker is provably gone, or no task holds, and
+`pytest-super cleanup --run ID` removes the run's.
+
+The node's Docker engine failing (a connection error of docker/requests or `EngineUnavailable`
+from the kernel backend, the image's provisioning, the lease or the clean-up, or an engine that no
+longer answers its ping after an infrastructure error) is the node's fault, not the task's: the
+outcome says `engine_failed` and the controller tries the task elsewhere."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
+import json
 import os
 import platform
 import shutil
-import signal
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_super.errors import SuperError
+from pytest_super.deadlines import DeadlineExpired, enforce
+from pytest_super.errors import EngineUnavailable, InfrastructureError, SuperError
 from pytest_super.execute import run_one_task, trajectory_path
 from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.runner import TaskResult
@@ -26,10 +41,14 @@ from pytest_super.settings import SuperRun
 from pytest_super.tasks import Task
 from pytest_super.trajectory import Step
 
-
-class TaskDeadline(BaseException):  # noqa: N818 - like KeyboardInterrupt, it is not an error
-    """The task's deadline (pytest-timeout's, enforced on the node) passed. A BaseException, so
-    nothing in the episode mistakes it for the agent's or the harness's error on its way out."""
+#: a task's folder on its node: pytest-super-node-<run id>-<pid>-<start ticks>-<random>
+NODE_FOLDER_PREFIX = "pytest-super-node-"
+#: in a task's folder: who made it (the run id and the Ray worker as `Holder.labels` names it)
+OWNER_FILE = "owner.json"
+#: in the run's start-lock folder: every task of the run on the node holds a shared lock on it
+IN_USE_FILE = "in-use"
+#: seconds the engine's ping may take when an infrastructure error asks whether it still answers
+ENGINE_PING_S = 10
 
 
 @dataclass
@@ -72,25 +91,6 @@ def _node_name() -> str:
     return f"{platform.node()}/{node_id}" if node_id else platform.node()
 
 
-@contextlib.contextmanager
-def _deadline(seconds: float | None) -> Iterator[None]:
-    """Raise `TaskDeadline` in this (the Ray worker's main) thread after `seconds`."""
-    if not seconds or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expire(signum: int, frame: Any) -> None:
-        raise TaskDeadline(seconds)
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def _ensure_image(run: SuperRun, task: Task, outcome: NodeOutcome) -> None:
     """Make the task's kernel image present on this node's engine when it lacks it: pulled from
     --super-registry when one is given, else (or when the pull fails) built, our own default
@@ -113,20 +113,189 @@ def _ensure_image(run: SuperRun, task: Task, outcome: NodeOutcome) -> None:
         outcome.built_image, outcome.build_s = image, provided.seconds
 
 
-def _node_kernels(run_id: str) -> Callable[[KernelSettings, str], Kernel]:
+def _node_kernels(lock_dir: Path) -> Callable[[KernelSettings, str], Kernel]:
     """Kernels for the tasks of one run on this node: one container start at a time among them
-    (the start lock xdist workers share on one machine, here in a folder of the node's)."""
+    (the start lock xdist workers share on one machine, here in the run's folder on the node)."""
     from pytest_super.kernels import provision_kernel
     from pytest_super.kernels.slots import start_lock
-    from pytest_super.locks import private_dir
-
-    lock_dir = private_dir() / f"ray-{run_id}"  # ours alone: nothing planted can block it
 
     def provision(settings: KernelSettings, name: str) -> Kernel:
         with start_lock(lock_dir):
             return provision_kernel(settings, task_id=name)
 
     return provision
+
+
+def _run_lock_dir(run_id: str) -> Path:
+    from pytest_super.locks import private_dir
+
+    return private_dir() / f"ray-{run_id}"  # ours alone: nothing planted can block it
+
+
+@contextlib.contextmanager
+def _run_lock_folder(run_id: str) -> Iterator[Path]:
+    """The run's start-lock folder on this node, in use by this task for the block's length;
+    removed after it when no other task of the run uses it."""
+    from pytest_super.locks import open_lock_file, secure_folder
+
+    folder = secure_folder(_run_lock_dir(run_id))
+    fd = open_lock_file(folder, IN_USE_FILE)
+    assert fd is not None  # create=True never gives None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        yield folder
+    finally:
+        os.close(fd)  # the shared lock goes with it
+        _remove_if_unused(folder)
+
+
+def _remove_if_unused(folder: Path) -> bool:
+    """Remove a run's start-lock folder that no task holds (its `in-use` file not locked)."""
+    from pytest_super.locks import open_lock_file
+
+    fd = open_lock_file(folder, IN_USE_FILE, create=False)
+    if fd is None:
+        if not folder.is_dir():
+            return False
+        shutil.rmtree(folder, ignore_errors=True)  # no task made it in-use: an old one's
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # another task of the run holds it
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+        return True
+    finally:
+        os.close(fd)
+
+
+def _task_folder(run_id: str) -> Path:
+    """This task's folder on the node, named and marked so its run and its owner can be told."""
+    from pytest_super.kernels.docker.lease import Holder
+
+    holder = Holder.of_this_process()
+    folder = Path(
+        tempfile.mkdtemp(
+            prefix=f"{NODE_FOLDER_PREFIX}{run_id}-{holder.pid}-{holder.start_ticks or 0}-"
+        )
+    )
+    (folder / OWNER_FILE).write_text(json.dumps({"run_id": run_id, **holder.labels()}))
+    return folder
+
+
+def _stale_folders(run_id: str | None) -> list[Path]:
+    """Task folders on this node left behind: the run's (`run_id`), or (None) those whose Ray
+    worker is provably gone."""
+    from pytest_super.kernels.docker.lease import Holder
+
+    found = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{NODE_FOLDER_PREFIX}*"):
+        try:
+            owner = json.loads((folder / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue  # not one of ours, or being made: left alone
+        if not isinstance(owner, dict):
+            continue
+        if run_id is not None:
+            if owner.get("run_id") == run_id:
+                found.append(folder)
+            continue
+        holder = Holder.from_labels({k: str(v) for k, v in owner.items()})
+        if holder is not None and holder.provably_gone():
+            found.append(folder)
+    return found
+
+
+def _engine_fault(exc: BaseException) -> bool:
+    """Is `exc` (or an error it came from) the Docker engine not answering: `EngineUnavailable`,
+    a connection error or timeout of requests (docker's transport), docker's own "Error while
+    fetching server API version"? An engine that answered with an HTTP error did not fail."""
+    import docker.errors
+    import requests.exceptions
+
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, EngineUnavailable | requests.exceptions.ConnectionError):
+            return True
+        if isinstance(cause, requests.exceptions.Timeout):
+            return True
+        if (
+            isinstance(cause, docker.errors.DockerException)
+            and not isinstance(cause, docker.errors.APIError)
+            and ("server API version" in str(cause) or "Connection" in str(cause))
+        ):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _engine_answers() -> str:
+    """Why this node's Docker engine does not answer a ping; "" when it does."""
+    import docker
+
+    try:
+        client = docker.DockerClient(base_url=_engine(), timeout=ENGINE_PING_S)
+    except Exception as exc:  # noqa: BLE001 - any failure to reach it is the answer
+        return f"{type(exc).__name__}: {exc}"
+    try:
+        client.ping()
+    except Exception as exc:  # noqa: BLE001
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        client.close()
+    return ""
+
+
+def _engine() -> str:
+    from pytest_super.kernels.docker.engine import engine_address
+
+    return engine_address(None)
+
+
+def _engine_failed(outcome: NodeOutcome, exc: BaseException) -> bool:
+    """Put the engine's failure in `outcome` when `exc` is one, or when after an infrastructure
+    error (or a harness one) the engine no longer answers; False when the engine is fine."""
+    from pytest_super import redaction
+
+    why = f"{type(exc).__name__}: {exc}" if _engine_fault(exc) else ""
+    if not why and (isinstance(exc, InfrastructureError) or not isinstance(exc, SuperError)):
+        why = _engine_answers()
+    if not why:
+        return False
+    outcome.engine_failed = True
+    outcome.result = None
+    outcome.error = (
+        "EngineUnavailable",
+        redaction.redact(f"the Docker engine of node {outcome.node} ({_engine()}) failed: {why}"),
+    )
+    return True
+
+
+def _with_key(run: SuperRun, secrets: list[Any]) -> SuperRun:
+    """The run with the endpoint's key from the object store (registered for redaction)."""
+    from pytest_super import redaction
+
+    if not secrets or run.llm_settings is None:
+        return run
+    import ray
+
+    key = ray.get(secrets[0])
+    redaction.register(key)
+    return dataclasses.replace(run, llm_settings=dataclasses.replace(run.llm_settings, api_key=key))
+
+
+def _live(name: str, steps: Any) -> Callable[[Step], None] | None:
+    if steps is None:
+        return None
+
+    def on_step(step: Step) -> None:
+        with contextlib.suppress(Exception):  # the live view must never end a task
+            steps.put_nowait((name, dataclasses.asdict(step)))
+
+    return on_step
 
 
 def run_on_node(
@@ -137,44 +306,20 @@ def run_on_node(
     secrets: list[Any],
     steps: Any,
 ) -> NodeOutcome:
-    """One task on this node (the body of the Ray task): the kernel on this node's engine, the
-    trajectory in a folder of this node's own, returned with the result."""
-    from pytest_super import redaction
-
-    if secrets and run.llm_settings is not None:
-        import ray
-
-        key = ray.get(secrets[0])
-        redaction.register(key)
-        run = dataclasses.replace(
-            run, llm_settings=dataclasses.replace(run.llm_settings, api_key=key)
-        )
-    folder = Path(tempfile.mkdtemp(prefix="pytest-super-node-"))
+    """One task on this node (the body of the Ray task): the kernel image made present first
+    (not charged to the deadline), then the episode within `deadline_s` with the kernel on this
+    node's engine, the trajectory in a folder of this node's own, returned with the result."""
+    run = _with_key(run, secrets)
+    outcome = NodeOutcome(name=name, node=_node_name(), started_at=time.time())
+    folder = _task_folder(run.run_id)
     run = dataclasses.replace(
         run,
         report_dir=folder,
         kernel=dataclasses.replace(run.kernel, docker_host=None, worker=f"ray-{os.getpid()}"),
     )
-    outcome = NodeOutcome(name=name, node=_node_name(), started_at=time.time())
-    on_step = None
-    if steps is not None:
-
-        def on_step(step: Step) -> None:
-            with contextlib.suppress(Exception):  # the live view must never end a task
-                steps.put_nowait((name, dataclasses.asdict(step)))
-
     try:
-        with _deadline(deadline_s):
-            _ensure_image(run, task, outcome)
-            outcome.result = run_one_task(
-                task, run, name=name, on_step=on_step, kernels=_node_kernels(run.run_id)
-            )
-        outcome.retried = outcome.result.retried
-    except TaskDeadline:
-        outcome.timed_out_after_s = deadline_s
-    except SuperError as exc:
-        outcome.error = (type(exc).__name__, redaction.redact(str(exc)))
-        outcome.retried = list(getattr(exc, "retried", []))
+        with _run_lock_folder(run.run_id) as lock_dir:
+            _run_episode(task, run, name, deadline_s, outcome, _live(name, steps), lock_dir)
     finally:
         path = trajectory_path(run, name)
         with contextlib.suppress(OSError):
@@ -186,20 +331,55 @@ def run_on_node(
     return outcome
 
 
-def cleanup_on_node(run: SuperRun, run_id: str | None) -> tuple[str, list[str]]:
-    """Remove the run's containers from this node's engine (`run_id` None: what runs whose
-    controller died left behind). Returns (the node, the names removed)."""
-    from pytest_super.kernels import kernel_backend
+def _run_episode(
+    task: Task,
+    run: SuperRun,
+    name: str,
+    deadline_s: float | None,
+    outcome: NodeOutcome,
+    on_step: Callable[[Step], None] | None,
+    lock_dir: Path,
+) -> None:
+    """The image, then the episode under the task's deadline; what ended it put in `outcome`."""
+    from pytest_super import redaction
 
+    try:
+        _ensure_image(run, task, outcome)  # a build or pull here is the node's, not the task's
+        with enforce(deadline_s):
+            outcome.result = run_one_task(
+                task, run, name=name, on_step=on_step, kernels=_node_kernels(lock_dir)
+            )
+        outcome.retried = outcome.result.retried
+    except DeadlineExpired:
+        outcome.timed_out_after_s = deadline_s
+    except SuperError as exc:
+        outcome.retried = list(getattr(exc, "retried", []))
+        if not _engine_failed(outcome, exc):
+            outcome.error = (type(exc).__name__, redaction.redact(str(exc)))
+    except Exception as exc:
+        if not _engine_failed(outcome, exc):
+            raise  # our own bug: the controller reports the Ray task's failure
+
+
+def cleanup_on_node(run: SuperRun, run_id: str | None) -> tuple[str, list[str]]:
+    """Remove the run's containers from this node's engine and its folders here (`run_id` None:
+    what runs whose controller or Ray worker died left behind). Returns (the node, the names of
+    the containers removed)."""
+    from pytest_super.kernels import kernel_backend
+    from pytest_super.locks import private_dir
+
+    folders = [str(folder) for folder in _stale_folders(run_id)]
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+    lock_dirs = [_run_lock_dir(run_id)] if run_id else list(private_dir().glob("ray-*"))
+    for lock_dir in lock_dirs:
+        if lock_dir.is_dir() and (run_id or _remove_if_unused(lock_dir)):
+            shutil.rmtree(lock_dir, ignore_errors=True)
     settings = dataclasses.replace(run.kernel, docker_host=None)
     backend = kernel_backend(settings)
     removed = (
         backend.cleanup_run(settings, run_id) if run_id else backend.cleanup_dead_runs(settings)
     )
-    if run_id:  # the run's start lock on this node
-        from pytest_super.locks import private_dir
-
-        shutil.rmtree(private_dir() / f"ray-{run_id}", ignore_errors=True)
     return _node_name(), removed
 
 
