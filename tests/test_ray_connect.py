@@ -218,14 +218,29 @@ def _interrupted_cleanly(code: int, out: str) -> None:
     assert "Traceback" not in out, out[-3000:]
 
 
+def _wait_connecting(proc: subprocess.Popen[str], port: int, timeout: float = 120) -> None:
+    """Until `proc` waits for its connection to `port` (a socket of its network namespace in
+    SYN_SENT: the address check's connect, packets dropped)."""
+    table = Path(f"/proc/{proc.pid}/net/tcp")
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        assert proc.poll() is None, _finish(proc)[1][-3000:]
+        with contextlib.suppress(OSError):
+            for line in table.read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[2].endswith(f":{port:04X}") and fields[3] == "02":
+                    return
+        time.sleep(0.2)
+    raise AssertionError(f"pytest never tried to connect to port {port} in {timeout} s")
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_while_the_address_is_checked_ends_the_run_cleanly(tmp_path, sig):
     """The check waits on a dropping port (up to 10 s): the signal arrives in that wait."""
     prefix = _dropping_namespace()
     project = make_project(tmp_path, ONE_TASK)
     proc = _pytest(project, f"127.0.0.1:{DROPPED_PORT}", prefix=prefix)
-    time.sleep(5)  # pytest started, in the connect wait (10 s) or still importing: both are fine
-    assert proc.poll() is None, "pytest ended before the signal"
+    _wait_connecting(proc, DROPPED_PORT)
     os.killpg(proc.pid, sig)
     code, out = _finish(proc)
     _interrupted_cleanly(code, out)
