@@ -29,7 +29,7 @@
 #                             head's Ray client server P+6, autoscaler and dashboard metrics
 #                             P+7/P+8 (AUTOSCALER_METRIC_PORT, DASHBOARD_METRIC_PORT), Ray
 #                             workers P+100..P+199 (default 6380 for a head, 20000 for a worker)
-#   --object-store-memory B   Ray's object store (default 200m; Ray's own default is 30% of memory)
+#   --object-store-memory B   Ray's object store (default 200m; Ray's own: 30% of available memory)
 #   --python PY               the Python pytest-super[ray] is installed in (default: python3);
 #                             `PY -m ray.scripts.scripts` is that environment's `ray` command
 #   --wait S                  seconds to wait for `Ray runtime started.` (default 120)
@@ -51,11 +51,12 @@ usage() {
   exit 2
 }
 
-# Docker's memory size ("4g", "512m", "1073741824") in bytes, as docker.utils.parse_bytes reads it
+# Docker's memory size ("4g", "512m", "1073741824") in bytes, as docker.utils.parse_bytes reads
+# it; $2 names the option it came from
 bytes_of() {
   local size=${1,,}
   size=${size%b}
-  [[ $size =~ ^([0-9]+)([kmg]?)$ ]] || die "--super-mem $1: not a size (examples: 4g, 512m)"
+  [[ $size =~ ^([0-9]+)([kmg]?)$ ]] || die "$2 $1: not a size (examples: 4g, 512m)"
   local n=${BASH_REMATCH[1]} unit=${BASH_REMATCH[2]}
   case $unit in
     k) echo $((n << 10)) ;;
@@ -142,10 +143,10 @@ start_node() {
     [[ -n $super_cpus && -n $super_mem ]] || die "--tasks needs --super-cpus and --super-mem"
     [[ $tasks =~ ^[0-9]+$ ]] || die "--tasks $tasks: not a whole number"
     num_cpus=$(cpus_of "$tasks" "$super_cpus") || exit 2
-    memory=$(bytes_of "$super_mem") || exit 2
+    memory=$(bytes_of "$super_mem" --super-mem) || exit 2
     memory=$((tasks * memory))
   fi
-  store_bytes=$(bytes_of "$store") || exit 2
+  store_bytes=$(bytes_of "$store" --object-store-memory) || exit 2
   cmd+=("--num-cpus=$num_cpus" "--memory=$memory" --num-gpus=0 "--object-store-memory=$store_bytes")
   cmd+=(
     "--node-manager-port=$ports_from"
