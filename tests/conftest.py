@@ -15,6 +15,8 @@ import pytest
 
 from tests.support.openai_server import FakeOpenAIServer
 
+pytest_plugins = ["tests.support.ray_fixtures"]  # the session's one Ray test cluster
+
 if TYPE_CHECKING:
     import docker
 

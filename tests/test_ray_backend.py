@@ -16,7 +16,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +34,11 @@ SECRET = "sk-ray-test-3f9c1d7e5b2a4c68"
 
 
 # -- the cluster and how a test drives it ------------------------------------------------------
-@pytest.fixture(scope="module")
-def cluster(image: str) -> Iterator[Any]:
-    from tests.support.ray_cluster import GIB, RayTestCluster
-
-    # 4 CPUs and 8 GiB of Ray's logical resources per node: two tasks of --super-cpus 2 each
-    with RayTestCluster(image, nodes=2, num_cpus=4, memory=8 * GIB) as running:
-        yield running
+@pytest.fixture
+def cluster(ray_cluster: Any) -> Any:
+    """The session's cluster (tests/support/ray_fixtures.py, shared with tests/test_ray_faults.py):
+    4 CPUs and 8 GiB of Ray's logical resources per node: two tasks of --super-cpus 2 each."""
+    return ray_cluster
 
 
 class ClusterRun:

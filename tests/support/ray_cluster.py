@@ -94,6 +94,10 @@ HEALTH_CHECK_ENV = {
     "RAY_health_check_period_ms": "1000",
     "RAY_health_check_failure_threshold": "3",
 }
+#: seconds a driver of the tests (`nodes_info`, the start's readiness wait) keeps trying to join
+#: the cluster: a machine as loaded as 13 on 2 cores kept a fresh head from taking one for tens
+#: of seconds
+CONNECT_WAIT_S = 120
 #: the most an engine's data root (a tmpfs: memory only as used) may hold; the kernel image
 #: takes about 1 GB of it
 ENGINE_TMPFS_SIZE = "6g"
@@ -114,10 +118,21 @@ _PORT_FLAGS = (
 
 # Run by a driver inside the namespace: every node Ray knows, alive or dead, as JSON. A driver
 # attaches to the head's raylet when one runs on its host (services.get_node_to_connect_for_driver),
-# so killing a worker node does not take this driver with it.
+# so killing a worker node does not take this driver with it. A head whose GCS port is open may
+# not take drivers yet (its raylet still registering: "Failed to connect to Ray cluster" on a
+# loaded machine): joining is tried again for CONNECT_WAIT_S.
 _NODES_SCRIPT = """
 import json, sys, time, ray
-ray.init(logging_level="ERROR", log_to_driver=False)
+joined_by = time.monotonic() + float(sys.argv[4])
+while True:
+    try:
+        ray.init(logging_level="ERROR", log_to_driver=False)
+        break
+    except Exception:
+        ray.shutdown()
+        if time.monotonic() > joined_by:
+            raise
+        time.sleep(1)
 want, dead, deadline = sys.argv[1], sys.argv[2], time.monotonic() + float(sys.argv[3])
 while True:
     nodes = ray.nodes()
@@ -127,6 +142,64 @@ while True:
         break
     time.sleep(0.2)
 print("NODES", json.dumps([{k: n[k] for k in ("NodeID", "Alive", "Resources")} for n in nodes]))
+"""
+
+# The `sitecustomize` of every driver of the cluster (`env()` puts its folder first on
+# PYTHONPATH). A driver joining a cluster picks its node among the raylets it finds by grepping
+# every process of the machine (ray/_private/services.find_node_ids), and asks its GCS about each
+# of them: with another test cluster running on the machine (another xdist worker, another
+# checkout's `make test`), it asked about that cluster's raylets too, and the GCS's answer never
+# came ("Failed to get node info for possible node ids ... Deadline Exceeded", then "Failed to
+# connect to Ray cluster at 127.0.0.1:6379" after minutes). Here the search sees only the
+# processes of the driver's own network namespace: its own cluster's.
+_SITECUSTOMIZE = """
+import importlib.abc, importlib.machinery, os, sys
+
+
+def _same_namespace(pid):
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat("/proc/self/ns/net").st_ino
+    except OSError:
+        return False
+
+
+def _patch(services):
+    find = services.find_node_ids
+    psutil = services.psutil
+
+    def find_node_ids():
+        every = psutil.process_iter
+
+        def ours(*args, **kwargs):
+            return (p for p in every(*args, **kwargs) if _same_namespace(p.pid))
+
+        psutil.process_iter = ours
+        try:
+            return find()
+        finally:
+            psutil.process_iter = every
+
+    services.find_node_ids = find_node_ids
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "ray._private.services":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            load = spec.loader.exec_module
+
+            def exec_module(module):
+                load(module)
+                _patch(module)
+
+            spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _Finder())
 """
 
 _PORT_SCRIPT = """
@@ -244,8 +317,7 @@ class RayTestCluster:
             self._add_rules()
             for i in range(self.nodes):
                 self._start_engine(i)
-            self._start_node("head")
-            self._wait_port(GCS_PORT, 60)
+            self._start_head()
             for i in range(self.nodes):
                 self._start_node(i)
             loader = threading.Thread(target=self._load_images, daemon=True)
@@ -260,16 +332,29 @@ class RayTestCluster:
             self.stop()
             raise
 
+    def node_tmp(self, i: int) -> Path:
+        """Worker node i's temporary directory (its TMPDIR)."""
+        return self.root / f"n{i}" / "tmp"
+
+    def node_files(self, i: int) -> list[str]:
+        """What is in worker node i's temporary directory (task folders, kernel folders)."""
+        with contextlib.suppress(OSError):
+            return sorted(p.name for p in self.node_tmp(i).iterdir())
+        return []
+
     def node_resource(self, i: int) -> str:
         """The custom resource only worker node i offers (one unit): place a task with it."""
         return f"super_test_node_{i}"
 
     def env(self) -> dict[str, str]:
         """The environment of a controller (a Ray driver) of this cluster: RAY_ADDRESS (never
-        left to Ray's "auto", which greps `ps` and may find another test's cluster), and a
+        left to Ray's "auto", which greps `ps` and may find another test's cluster), Ray's search
+        for a raylet to join kept to the namespace (`_SITECUSTOMIZE`), and a
         DOCKER_HOST that answers nothing, so that only tasks on a worker node reach an engine."""
+        path = [str(self.root / "py"), os.environ.get("PYTHONPATH", "")]
         return {
             **os.environ,
+            "PYTHONPATH": os.pathsep.join(p for p in path if p),
             "RAY_ADDRESS": self.address,
             "RAY_USAGE_STATS_ENABLED": "0",
             "DOCKER_HOST": self._no_engine,
@@ -333,6 +418,87 @@ class RayTestCluster:
         """Start worker node i again after `kill_node` (same ports, engine, resources)."""
         self._start_node(i)
         self._wait_alive([i], timeout=timeout)
+
+    def kill_head(self) -> None:
+        """SIGKILL the head node's Ray processes (its GCS, raylet, dashboard): the cluster is
+        headless. The worker nodes' raylets end by themselves once they give up on the GCS (Ray's
+        60 s); `restart_head` starts a new cluster on the same engines."""
+        self._kill(self._node_pids("head"), signal.SIGKILL)
+        self._nodes.pop("head").wait(timeout=10)
+
+    def restart_head(self, *, timeout: float = 180) -> None:
+        """A new head, and every worker node started again to join it (a restarted head without
+        Ray's fault tolerance knows none of the old nodes); the engines and their images stay."""
+        for node in [n for n in self._nodes if n != "head"]:
+            self._kill(self._node_pids(int(node)), signal.SIGKILL)
+            self._nodes.pop(node).wait(timeout=10)
+        if "head" in self._nodes:
+            self.kill_head()
+        self._start_head()
+        for i in range(self.nodes):
+            self._start_node(i)
+        self._wait_alive(list(range(self.nodes)), timeout=timeout)
+
+    def partition(self, i: int) -> None:
+        """Cut worker node i off the cluster's network: inside the namespace, every TCP packet
+        to or from one of node i's ports (its node manager, object manager, agents and Ray
+        workers: NODE_PORT_BASE + NODE_PORT_STEP * i onwards) is dropped, both ways, so nothing
+        reaches the node's raylet or workers and nothing they serve answers. Its processes and
+        engine keep running, as on a machine whose link went down. `heal(i)` undoes it."""
+        for rule in self._partition_rules(i):
+            done = self._ns_sh("iptables", "-w", "-I", "INPUT", "1", *rule)
+            if done.returncode != 0:
+                raise RuntimeError(f"iptables in {self.name}: {done.stderr.strip()}")
+
+    def heal(self, i: int, *, timeout: float = 180) -> None:
+        """Undo `partition(i)`; node i is started again (`revive_node`) unless the head still
+        holds it alive: a node the head declared dead never comes back by itself."""
+        for rule in self._partition_rules(i):
+            while self._ns_sh("iptables", "-w", "-D", "INPUT", *rule).returncode == 0:
+                continue
+        if self.node_resource(i) not in self.node_ids():
+            self.revive_node(i, timeout=timeout)
+
+    def _partition_rules(self, i: int) -> list[tuple[str, ...]]:
+        low = NODE_PORT_BASE + NODE_PORT_STEP * i
+        ports = f"{low}:{low + NODE_PORT_STEP - 1}"
+        return [
+            ("-p", "tcp", "--dport", ports, "-j", "DROP"),
+            ("-p", "tcp", "--sport", ports, "-j", "DROP"),
+        ]
+
+    def hang_node(self, i: int) -> None:
+        """SIGSTOP worker node i's Ray processes (its raylet, agents and Ray workers): alive,
+        listening, answering nothing, as a node hung on a full disk or swap. `revive_node(i)`
+        ends them and starts the node again."""
+        self._kill(self._node_pids(i), signal.SIGSTOP)
+
+    def revive_node(self, i: int, *, timeout: float = 180) -> None:
+        """Node i started again whatever happened to it (hung, cut off and healed, dead): what is
+        left of its Ray processes is killed first. Its engine stays."""
+        pids = self._node_pids(i)
+        self._kill(pids, signal.SIGKILL)
+        self._kill(pids, signal.SIGCONT)
+        process = self._nodes.pop(str(i), None)
+        if process is not None:
+            process.wait(timeout=30)
+        self._start_node(i)
+        self._wait_alive([i], timeout=timeout)
+
+    def kill_engine(self, i: int) -> None:
+        """SIGKILL worker node i's Docker engine (dockerd and its containerd): its API socket
+        answers no more. The containers' shims, and so the containers, run on."""
+        daemon = self._daemons[i]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(daemon.pid, signal.SIGKILL)
+        daemon.wait(timeout=30)
+
+    def restart_engine(self, i: int, *, timeout: float = 120) -> None:
+        """Start worker node i's engine again after `kill_engine` (same socket, data, bridge)."""
+        if self._daemons[i].poll() is None:
+            return
+        self._daemons[i] = self._spawn_engine(i)
+        self._wait_engine(i, timeout=timeout)
 
     def pids(self) -> set[int]:
         """Every process of the cluster: those in its namespace, and those naming its folder or
@@ -515,6 +681,8 @@ class RayTestCluster:
 
     def _make_namespace(self) -> None:
         self.root.mkdir(mode=0o700)
+        (self.root / "py").mkdir()
+        (self.root / "py" / "sitecustomize.py").write_text(_SITECUSTOMIZE)
         for step in (
             ("ip", "netns", "add", self.name),
             ("ip", "-n", self.name, "link", "set", "lo", "up"),
@@ -557,25 +725,28 @@ class RayTestCluster:
             done = _sh("ip", *step)
             if done.returncode != 0:
                 raise RuntimeError(f"ip {' '.join(step)}: {done.stderr.strip()}")
+        self._daemons.append(self._spawn_engine(i))
+
+    def _spawn_engine(self, i: int) -> subprocess.Popen[bytes]:
+        """dockerd (and the containerd it starts) for node i, as a session of its own."""
+        folder = self.root / f"e{i}"
         log = open(folder / "dockerd.log", "ab")  # noqa: SIM115 - closed by stop()
         self._logs.append(log)
-        self._daemons.append(
-            subprocess.Popen(
-                [
-                    "dockerd",
-                    f"--host={self.engines[i]}",
-                    f"--data-root={folder}/data",
-                    f"--exec-root={folder}/exec",
-                    f"--pidfile={folder}/dockerd.pid",
-                    f"--bridge={self.bridges[i]}",
-                    "--iptables=false",
-                    "--ip-masq=false",
-                    f"--default-address-pool=base={self._range(f'{16 * i}.0/20')},size=24",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        return subprocess.Popen(
+            [
+                "dockerd",
+                f"--host={self.engines[i]}",
+                f"--data-root={folder}/data",
+                f"--exec-root={folder}/exec",
+                f"--pidfile={folder}/dockerd.pid",
+                f"--bridge={self.bridges[i]}",
+                "--iptables=false",
+                "--ip-masq=false",
+                f"--default-address-pool=base={self._range(f'{16 * i}.0/20')},size=24",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def _wait_engine(self, i: int, timeout: float = 60) -> None:
@@ -687,6 +858,10 @@ class RayTestCluster:
                 f"--resources={json.dumps({self.node_resource(i): 1})}",
             ]
             env["DOCKER_HOST"] = self.engines[i]
+            # what the node's Ray workers make in the temporary directory (a task's folder, its
+            # kernels' host folders) is node i's alone, and found there (`node_files`)
+            self.node_tmp(i).mkdir(exist_ok=True)
+            env["TMPDIR"] = str(self.node_tmp(i))
         log = open(temp_dir.with_suffix(".log"), "ab")  # noqa: SIM115 - closed by stop()
         self._logs.append(log)
         self._nodes[node] = subprocess.Popen(
@@ -697,6 +872,29 @@ class RayTestCluster:
             start_new_session=True,
         )
 
+    def _start_head(self, *, timeout: float = 240, attempts: int = 3) -> None:
+        """Start the head and wait until `ray start` says it runs, starting it again when it
+        gave up: its own raylet must register with its GCS within 30 s (a constant of
+        ray/_private/node.py), which a machine loaded to 15 on 2 cores missed (the head's
+        dashboard modules, nine Python processes, start first)."""
+        log = self.root / "h.log"
+        deadline = time.monotonic() + timeout
+        for attempt in range(1, attempts + 1):
+            offset = log.stat().st_size if log.exists() else 0
+            self._start_node("head")
+            while self._nodes["head"].poll() is None and time.monotonic() < deadline:
+                with open(log, "rb") as out:
+                    out.seek(offset)
+                    if b"Ray runtime started" in out.read():
+                        self._wait_port(GCS_PORT, 60)
+                        return
+                time.sleep(0.5)
+            self._kill(self._node_pids("head"), signal.SIGKILL)
+            self._nodes.pop("head").wait(timeout=30)
+            if time.monotonic() >= deadline or attempt == attempts:
+                break
+        raise RuntimeError(f"the head did not start in {attempts} tries: {self._log_tail('h')}")
+
     def _wait_port(self, port: int, timeout: float) -> None:
         done = self._ns_sh(sys.executable, "-c", _PORT_SCRIPT, str(port), str(timeout))
         if done.returncode != 0:
@@ -705,10 +903,25 @@ class RayTestCluster:
     def _poll_nodes(self, *, want: list[str], dead: str = "", wait: float) -> list[dict[str, Any]]:
         """ray.nodes() from a driver in the namespace, polled up to `wait` s until every resource
         in `want` is on an alive node and node `dead` (an id) is dead."""
-        done = self.run(
-            [sys.executable, "-c", _NODES_SCRIPT, json.dumps(want), dead, str(wait)],
-            timeout=wait + 120,
-        )
+        try:
+            done = self.run(
+                [
+                    sys.executable,
+                    "-c",
+                    _NODES_SCRIPT,
+                    json.dumps(want),
+                    dead,
+                    str(wait),
+                    str(CONNECT_WAIT_S),
+                ],
+                timeout=wait + CONNECT_WAIT_S + 120,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise RuntimeError(
+                f"ray.nodes() did not answer in {exc.timeout:.0f} s: "
+                f"{(exc.stderr or b'')[-1500:]!r}; head log: {self._log_tail('h')}; "
+                f"GCS log: {self._gcs_log_tail()}"
+            ) from None
         found = [line for line in done.stdout.splitlines() if line.startswith("NODES ")]
         if done.returncode != 0 or not found:
             raise RuntimeError(f"ray.nodes() failed: {done.stdout[-1000:]} {done.stderr[-2000:]}")
@@ -741,6 +954,13 @@ class RayTestCluster:
                 logs = {i: self._log_tail(f"n{i}") for i in nodes}
                 raise RuntimeError(f"nodes {nodes} not alive after {timeout} s; logs: {logs}")
 
+    def _gcs_log_tail(self) -> str:
+        """The end of the head's GCS server log (Ray's session folder under the head's)."""
+        with contextlib.suppress(OSError, ValueError):
+            (log,) = (self.root / "h").glob("session_latest/logs/gcs_server.out")
+            return log.read_text(errors="replace")[-1500:]
+        return ""
+
     def _log_tail(self, folder: str) -> str:
         with contextlib.suppress(OSError):
             return (self.root / f"{folder}.log").read_text()[-1500:]
@@ -748,16 +968,22 @@ class RayTestCluster:
 
     # -- stopping --------------------------------------------------------------------------
 
-    def _node_pids(self, i: int) -> set[int]:
+    def _node_pids(self, i: int | str) -> set[int]:
         """Node i's Ray processes: its session (the raylet, agents and Ray workers: a worker
         makes a process group of its own, but stays in the session), and any process of the
         namespace naming its temp dir or its node manager port. Only of the namespace: every
         cluster uses the same ports, so outside it that port names another cluster's node."""
-        leader = self._nodes[str(i)].pid
+        process = self._nodes.get(str(i))
+        leader = process.pid if process is not None else -1
         port = self._node_ports(str(i))["--node-manager-port"]
-        marks = (f"{self.root}/n{i}/", f"--node-manager-port={port}", f"--node_manager_port={port}")
+        folder = "h" if i == "head" else f"n{i}"
+        marks = (
+            f"{self.root}/{folder}/",
+            f"--node-manager-port={port}",
+            f"--node_manager_port={port}",
+        )
         inode = _ns_inode(f"/run/netns/{self.name}")
-        found = {leader}
+        found = {leader} if leader > 0 else set()
         for pid, cmdline, _ in _processes():
             with contextlib.suppress(OSError):
                 if os.getsid(pid) == leader or (

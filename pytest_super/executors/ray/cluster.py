@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import socket
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -38,6 +40,7 @@ from pytest_super.executors.ray.node import (
     cleanup_on_node,
     run_on_node,
 )
+from pytest_super.executors.ray.settings import cluster_run, ray_address, ray_concurrency
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.runner import TaskResult
 from pytest_super.settings import SuperRun
@@ -50,6 +53,27 @@ TASK_NAME_PREFIX = "pytest-super"
 
 
 # -- on the controller ---------------------------------------------------------------------------
+#: seconds between two looks at the cluster's nodes (`ray.nodes()`, on a thread of its own)
+NODE_POLL_S = 2.0
+#: seconds between two knocks on the head's GCS port (a TCP connect, on a thread of its own)
+HEAD_PROBE_S = 1.0
+#: seconds the head's GCS port may stay silent before the head is taken as lost. Ray's driver
+#: ends its own process 60 s after it lost the GCS (gcs_rpc_server_reconnect_timeout_s): the run
+#: must end, reports written, well before that
+HEAD_LOST_S = 15.0
+#: seconds queued tasks wait for a live node that may take them before they are reported
+NO_NODE_GRACE_S = 60.0
+#: a node whose Docker engine failed this many times takes no more tasks of the run
+ENGINE_FAILURES_TO_EXCLUDE = 2
+#: seconds `ray.shutdown()` may take at the end (with the head gone it waits for the GCS)
+SHUTDOWN_TIMEOUT_S = 3.0
+
+
+class ClusterLost(InfrastructureError):
+    """The Ray cluster's head (its GCS) stopped answering: no task can be placed, waited for or
+    cancelled any more. The run ends with the results it has."""
+
+
 @dataclass
 class _Pending:
     name: str
@@ -57,10 +81,93 @@ class _Pending:
     deadline_s: float | None
     attempts_left: int
     retried: list[str] = field(default_factory=list)
+    #: the node it runs on (a Ray node id) while in flight
+    node: str = ""
+    #: nodes where it failed through the node's fault (lost, engine failed): a retry goes elsewhere
+    avoid: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Node:
+    """A node of the cluster as the controller places tasks on it."""
+
+    id: str
+    name: str  # as the node names itself in its outcomes: host name / the id's first 12
+    slots: int
+    alive: bool = True
+    engine_failures: int = 0
+    #: names of the tasks placed here: in flight, or back and not yet reported
+    placed: set[str] = field(default_factory=set)
+    #: the run's clean-up actor on this node (a warm Ray worker: Ctrl-C must not wait for one)
+    cleaner: Any = None
+
+    @property
+    def usable(self) -> bool:
+        return self.alive and self.engine_failures < ENGINE_FAILURES_TO_EXCLUDE
+
+
+class _Cleaner:
+    """A Ray actor on one node for the run's length: it removes the run's containers there at
+    once when asked (a task would wait for a Ray worker to start and import the backend)."""
+
+    def __init__(self, run: SuperRun) -> None:
+        from pytest_super.kernels import kernel_backend
+
+        self.run = run
+        kernel_backend(dataclasses.replace(run.kernel, docker_host=None))  # imported now
+
+    def cleanup(self, run_id: str | None) -> tuple[str, list[str]]:
+        return cleanup_on_node(self.run, run_id)
+
+
+class _Watch:
+    """Two daemon threads: one knocks on the head's GCS port, one reads `ray.nodes()`. The
+    controller never waits on Ray alone: what they last saw tells it which node died and whether
+    the head still answers."""
+
+    def __init__(self, ray: Any, gcs_address: str) -> None:
+        self.ray = ray
+        host, _, port = gcs_address.rpartition(":")
+        self.gcs = (host or "127.0.0.1", int(port or 6379))
+        self.nodes: list[dict[str, Any]] | None = None
+        self.answered_at = time.monotonic()
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        for loop, name in ((self._probe, "head"), (self._poll, "nodes")):
+            threading.Thread(target=loop, name=f"pytest-super-ray-{name}", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def silent_s(self) -> float:
+        """Seconds since the head's GCS port last took a connection."""
+        return time.monotonic() - self.answered_at
+
+    def _probe(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(OSError):
+                socket.create_connection(self.gcs, timeout=HEAD_PROBE_S * 2).close()
+                self.answered_at = time.monotonic()
+            self._stop.wait(HEAD_PROBE_S)
+
+    def _poll(self) -> None:
+        while not self._stop.wait(NODE_POLL_S):
+            if self.silent_s() > HEAD_PROBE_S * 3:
+                continue  # the head does not answer: ray.nodes() would hang
+            with contextlib.suppress(Exception):
+                self.nodes = self.ray.nodes()
+
+
+def _node_name(node: dict[str, Any]) -> str:
+    """A node's name as `node._node_name` gives it on the node (host name / id's first 12)."""
+    host = node.get("NodeManagerHostname") or node.get("NodeManagerAddress") or "?"
+    return f"{host}/{node['NodeID'][:12]}"
 
 
 class RayDispatcher:
-    """The controller's side: connects, submits, waits, cancels, cleans the nodes up."""
+    """The controller's side: connects, places tasks on nodes, watches the nodes and the head,
+    waits, retries elsewhere, cancels, cleans the nodes up."""
 
     def __init__(self, run: SuperRun, *, live: bool = False) -> None:
         self.run = run
@@ -89,18 +196,32 @@ class RayDispatcher:
         self._cleanup: Any = None
         self._task_options: dict[str, Any] = {}
         self._run_ref: Any = None
+        #: the cluster's nodes that can run a task (Ray node id -> node), and where each task is
+        self._nodes: dict[str, _Node] = {}
+        self._placed: dict[str, str] = {}  # task name -> node id, until it is reported
+        self._watch: _Watch | None = None
+        self._no_node_since: float | None = None
+        #: the nodes that took no more tasks of this run, and why (said at the end)
+        self.excluded: dict[str, str] = {}
+        #: set when the head was lost: why (then nothing more is asked of Ray)
+        self.lost: str = ""
+        self._sweeps: list[Any] = []  # clean-ups sent at Ctrl-C, waited for by cleanup_on_nodes
+        #: what happened to nodes since the controller last said it (`take_events`)
+        self._events: list[str] = []
 
     # -- connection -------------------------------------------------------------------------------
     def connect(self) -> None:
         """Join the cluster as a driver; `RayUnavailable` when nothing answers at the address."""
-        connect(self.ray, self.run.ray_address or "auto", f"pytest-super-{self.run.run_id}")
+        connect(self.ray, ray_address(self.run), f"pytest-super-{self.run.run_id}")
 
     def start(self) -> None:
         """Connect to the cluster (a clear error when it cannot be reached or has no node that
-        can run a task), put the key in the object store, and clear what dead runs left."""
+        can run a task), put the key in the object store, start each node's clean-up actor and
+        the watch of nodes and head, and clear what dead runs left."""
         self.connect()
         ray = self.ray
-        address = self.run.ray_address or "auto"
+        address = ray_address(self.run)
+        self._see_nodes(ray.nodes())
         slots = self._slots()
         if slots < 1:
             self.stop()
@@ -108,7 +229,7 @@ class RayDispatcher:
                 f"the Ray cluster at {address} has no node with {self.run.kernel.cpus:g} CPUs and "
                 f"{self.run.kernel.mem} of memory free for a task (--super-cpus, --super-mem)"
             )
-        self.concurrency = self.run.ray_concurrency or slots
+        self.concurrency = ray_concurrency(self.run) or slots
         options: dict[str, Any] = {"num_cpus": self.run.kernel.cpus, "max_retries": 0}
         memory = _bytes(self.run.kernel.mem)
         if memory:
@@ -122,22 +243,59 @@ class RayDispatcher:
             from ray.util.queue import Queue
 
             self._steps = Queue(actor_options={"num_cpus": 0})
+        self._watch = _Watch(ray, ray.get_runtime_context().gcs_address)
+        self._watch.start()
+        self.start_cleaners()
         self.cleanup_on_nodes(None)  # what runs whose controller died left on the nodes
 
-    def _slots(self) -> int:
-        """How many tasks the cluster's live nodes can hold at once."""
+    def _node_slots(self, node: dict[str, Any]) -> int:
+        """How many tasks a node can hold at once (its CPUs and memory for a task's)."""
         memory = _bytes(self.run.kernel.mem) or 0
-        total = 0
-        for node in self.ray.nodes():
-            if not node.get("Alive"):
-                continue
-            resources = node.get("Resources", {})
-            by_cpu = int(resources.get("CPU", 0) // max(self.run.kernel.cpus, 1e-9))
-            by_mem = int(resources.get("memory", 0) // memory) if memory else by_cpu
-            total += min(by_cpu, by_mem)
-        return total
+        resources = node.get("Resources", {})
+        by_cpu = int(resources.get("CPU", 0) // max(self.run.kernel.cpus, 1e-9))
+        by_mem = int(resources.get("memory", 0) // memory) if memory else by_cpu
+        return min(by_cpu, by_mem)
+
+    def _slots(self) -> int:
+        """How many tasks the cluster's usable nodes can hold at once."""
+        return sum(node.slots for node in self._nodes.values() if node.usable)
+
+    def _see_nodes(self, nodes: list[dict[str, Any]]) -> list[_Node]:
+        """Take in what `ray.nodes()` said: new nodes that can run a task join, nodes no longer
+        alive are marked so; returns the nodes that died since the last look."""
+        died = []
+        seen = set()
+        for info in nodes:
+            node_id = info["NodeID"]
+            seen.add(node_id)
+            known = self._nodes.get(node_id)
+            if known is None and info.get("Alive") and self._node_slots(info) > 0:
+                self._nodes[node_id] = _Node(node_id, _node_name(info), self._node_slots(info))
+            elif known is not None and known.alive and not info.get("Alive"):
+                known.alive = False
+                died.append(known)
+        for node in self._nodes.values():  # gone from the list altogether: dead too
+            if node.alive and node.id not in seen:
+                node.alive = False
+                died.append(node)
+        return died
 
     def stop(self) -> None:
+        """Leave the cluster. `ray.shutdown()` is bounded: with the head gone it would wait for
+        it (and Ray's exit hook would too, at the interpreter's end: it is removed)."""
+        if self._watch is not None:
+            self._watch.stop()
+        import atexit
+
+        done = threading.Thread(
+            target=self._shutdown, name="pytest-super-ray-shutdown", daemon=True
+        )
+        done.start()
+        done.join(SHUTDOWN_TIMEOUT_S)
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.ray.shutdown)
+
+    def _shutdown(self) -> None:
         with contextlib.suppress(Exception):
             self.ray.shutdown()
 
@@ -148,17 +306,39 @@ class RayDispatcher:
         self._fill()
 
     def _fill(self) -> None:
-        """Launch queued tasks while slots are free; a task back from its node holds its slot
-        until it is reported (`release`), so the tasks in flight never pass the slots."""
-        while self._queue and len(self._in_flight) + len(self._done) < self.concurrency:
-            pending = self._queue.popleft()
-            self._launch(pending)
+        """Launch queued tasks, in their order, while a usable node has a free slot (and fewer
+        than K are placed); a task back from its node holds its slot until it is reported
+        (`release`), so the tasks in flight never pass the slots."""
+        while self._queue and len(self._placed) < self.concurrency and not self.lost:
+            for pending in self._queue:
+                node = self._place(pending)
+                if node is not None:
+                    self._queue.remove(pending)
+                    self._launch(pending, node)
+                    break
+            else:
+                return
 
-    def _launch(self, pending: _Pending) -> None:
+    def _place(self, pending: _Pending) -> _Node | None:
+        """The usable node with the most free slots, not one where the task failed by the node's
+        fault while another usable node exists (then it waits for that one)."""
+        usable = [n for n in self._nodes.values() if n.usable]
+        elsewhere = [n for n in usable if n.id not in pending.avoid] or usable
+        free = [n for n in elsewhere if len(n.placed) < n.slots]
+        if not free:
+            return None
+        return max(free, key=lambda n: (n.slots - len(n.placed), n.name))
+
+    def _launch(self, pending: _Pending, node: _Node) -> None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
         if self._run_ref is None:  # the run's settings: one object for every task
             self._run_ref = self.ray.put(self._payload_run())
         name = f"{TASK_NAME_PREFIX} {pending.name}"[:200]
-        ref = self._remote.options(name=name, **self._task_options).remote(
+        strategy = NodeAffinitySchedulingStrategy(node.id, soft=False)
+        ref = self._remote.options(
+            name=name, scheduling_strategy=strategy, **self._task_options
+        ).remote(
             pending.task,
             self._run_ref,
             pending.name,
@@ -166,9 +346,17 @@ class RayDispatcher:
             self._secrets,
             self._steps,
         )
+        pending.node = node.id
+        node.placed.add(pending.name)
+        self._placed[pending.name] = node.id
         self._launched[pending.name] = time.monotonic()
         self._in_flight[ref] = pending
         self.peak_in_flight = max(self.peak_in_flight, len(self._in_flight))
+
+    def _unplace(self, name: str) -> None:
+        node = self._nodes.get(self._placed.pop(name, ""))
+        if node is not None:
+            node.placed.discard(name)
 
     def _payload_run(self) -> SuperRun:
         """The run's settings as a node needs them: no key (it travels as an object), no
@@ -183,45 +371,152 @@ class RayDispatcher:
         return bool(self._queue or self._in_flight)
 
     def wait(self, timeout_s: float = 0.2) -> list[str]:
-        """Names of the tasks that finished within `timeout_s` (their outcomes are ready)."""
+        """Names of the tasks that finished within `timeout_s` (their outcomes are ready): back
+        from their nodes, or failed by their node's death. `ClusterLost` when the head is gone."""
+        finished = self._watch_cluster()
         if not self._in_flight:
-            return []
+            if not finished and self._queue:
+                time.sleep(timeout_s)  # waiting for a node to take the queued tasks
+            self._fill()
+            return finished
         refs = list(self._in_flight)
         ready, _ = self.ray.wait(refs, num_returns=1, timeout=timeout_s)
         if ready and len(refs) > 1:  # all that are back, in one call (not one a call)
             ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0)
-        finished = []
         for ref in ready:
             pending = self._in_flight.pop(ref)
             outcome = self._collect(ref, pending)
             if outcome is not None:
-                self._done[pending.name] = outcome
-                self.ended_at[pending.name] = outcome.ended_at
-                self.spans.append((outcome.started_at, outcome.ended_at))
+                self._finish(pending.name, outcome)
                 finished.append(pending.name)
         self._fill()
         return finished
 
+    def _finish(self, name: str, outcome: NodeOutcome) -> None:
+        self._done[name] = outcome
+        if outcome.ended_at:
+            self.ended_at[name] = outcome.ended_at
+            self.spans.append((outcome.started_at, outcome.ended_at))
+
+    def _watch_cluster(self) -> list[str]:
+        """What the watch saw: the head lost (`ClusterLost`), nodes dead (their tasks retried
+        elsewhere or reported as lost), no node left for the queued tasks; returns the names
+        that finished so (failed)."""
+        watch = self._watch
+        if watch is None:
+            return []
+        if watch.silent_s() > HEAD_LOST_S:
+            self.lost = (
+                f"the Ray cluster's head at {watch.gcs[0]}:{watch.gcs[1]} stopped answering "
+                f"({watch.silent_s():.0f} s without an answer)"
+            )
+            raise ClusterLost(self.lost)
+        finished: list[str] = []
+        nodes, watch.nodes = watch.nodes, None
+        for node in self._see_nodes(nodes) if nodes is not None else []:
+            finished += self._node_lost(node)
+        if self._queue and not any(n.usable for n in self._nodes.values()):
+            self._no_node_since = self._no_node_since or time.monotonic()
+            if time.monotonic() - self._no_node_since > NO_NODE_GRACE_S:
+                finished += self._fail_queued()
+        else:
+            self._no_node_since = None
+        return finished
+
+    def _node_lost(self, node: _Node) -> list[str]:
+        """Node `node` died: each task placed there is run again elsewhere (retries left) or
+        reported as lost with the node named. Its Ray tasks are cancelled (they may come back
+        from a node that was cut off, not dead)."""
+        finished = []
+        for ref, pending in list(self._in_flight.items()):
+            if pending.node != node.id:
+                continue
+            del self._in_flight[ref]
+            with contextlib.suppress(Exception):
+                self.ray.cancel(ref, force=True)
+            why = f"the Ray node {node.name} died while it ran the task (Ray declared it dead)"
+            outcome = self._failed(pending, node, "NodeLost", why)
+            if outcome is not None:
+                self._finish(pending.name, outcome)
+                finished.append(pending.name)
+        node.cleaner = None
+        self.excluded.setdefault(node.name, "it died (Ray declared it dead)")
+        retried = sum(1 for p in self._queue if node.id in p.avoid)
+        self._events.append(
+            f"Ray node {node.name} is dead (Ray declared it so): {len(finished)} of its tasks "
+            f"reported as lost, {retried} to run again on another node"
+        )
+        return finished
+
+    def take_events(self) -> list[str]:
+        """What happened to nodes since the last call (a node's death, its exclusion)."""
+        events, self._events = self._events, []
+        return events
+
+    def _failed(
+        self, pending: _Pending, node: _Node | None, kind: str, why: str
+    ) -> NodeOutcome | None:
+        """A task ended by its node's fault: queued again to run on another node while retries
+        are left (None), else its outcome: an infrastructure error naming the node."""
+        self._unplace(pending.name)
+        self._launched.pop(pending.name, None)
+        if node is not None:
+            pending.avoid.add(node.id)
+        if pending.attempts_left > 0:
+            pending.attempts_left -= 1
+            pending.retried.append(f"attempt {len(pending.retried) + 1}: {kind}: {why}"[:500])
+            self._queue.appendleft(pending)
+            return None
+        hint = "" if self.run.retries else "; --super-retries N runs such a task again elsewhere"
+        return NodeOutcome(
+            name=pending.name,
+            node=node.name if node is not None else "(none)",
+            error=(kind, f"{why}{hint}"),
+            retried=list(pending.retried),
+        )
+
+    def _fail_queued(self) -> list[str]:
+        """No node is left that can take a task: every queued one is reported as such."""
+        lost = ", ".join(f"{name} ({why})" for name, why in self.excluded.items()) or "none"
+        finished = []
+        while self._queue:
+            pending = self._queue.popleft()
+            self._finish(
+                pending.name,
+                NodeOutcome(
+                    name=pending.name,
+                    node="(none)",
+                    error=(
+                        "NodeLost",
+                        f"no live Ray node could take the task for {NO_NODE_GRACE_S:.0f} s "
+                        f"(nodes out of this run: {lost}); start nodes, then run it again with "
+                        "--super-resume",
+                    ),
+                    retried=list(pending.retried),
+                ),
+            )
+            finished.append(pending.name)
+        return finished
+
     def _collect(self, ref: Any, pending: _Pending) -> NodeOutcome | None:
-        """The outcome of a finished Ray task; a node or worker that died mid-task is an
-        infrastructure error, run again while retries are left (None: it was resubmitted)."""
+        """The outcome of a finished Ray task; a node or worker that died mid-task, or a node
+        whose engine failed, is the node's fault: run again on another node while retries are
+        left (None: it was queued again)."""
         ray = self.ray
+        node = self._nodes.get(pending.node)
         try:
             outcome: NodeOutcome = ray.get(ref)
         except (ray.exceptions.TaskCancelledError, KeyboardInterrupt):
             raise
         except ray.exceptions.RayError as exc:
-            why = f"{type(exc).__name__}: {_first_line(exc)}"
-            if pending.attempts_left > 0:
-                pending.attempts_left -= 1
-                pending.retried.append(f"attempt {len(pending.retried) + 1}: {why}"[:500])
-                self._queue.appendleft(pending)
-                return None
-            outcome = NodeOutcome(
-                name=pending.name,
-                node="(lost)",
-                error=("NodeLost", f"the Ray node running the task was lost ({why})"),
-            )
+            where = node.name if node is not None else "its node"
+            why = f"the Ray worker running the task on {where} was lost ({type(exc).__name__}: {_first_line(exc)})"
+            return self._failed(pending, node, "NodeLost", why)
+        if node is not None and _engine_failed(outcome):
+            self._engine_failed(node)
+            if outcome.error is not None and pending.attempts_left > 0:
+                pending.retried += outcome.retried
+                return self._failed(pending, node, outcome.error[0], outcome.error[1])
         outcome.retried = pending.retried + outcome.retried
         if outcome.built_image:
             self.built.append((outcome.node, outcome.built_image, outcome.build_s))
@@ -230,6 +525,17 @@ class RayDispatcher:
         if outcome.pull_failed:
             self.pull_failures.setdefault(outcome.pull_failed, []).append(outcome.node)
         return outcome
+
+    def _engine_failed(self, node: _Node) -> None:
+        node.engine_failures += 1
+        if node.engine_failures == ENGINE_FAILURES_TO_EXCLUDE:
+            self.excluded[node.name] = (
+                f"its Docker engine failed {node.engine_failures} times; see the node's "
+                "engine (`docker info` there) before giving it tasks again"
+            )
+            self._events.append(
+                f"Ray node {node.name} takes no more tasks of this run: " + self.excluded[node.name]
+            )
 
     def image_lines(self) -> list[str]:
         """The end-of-run lines on kernel images: each node's build or pull, and each reason a
@@ -249,6 +555,13 @@ class RayDispatcher:
         ]
         return lines
 
+    def node_lines(self) -> list[str]:
+        """The end-of-run lines on nodes that took no more tasks of this run."""
+        return [
+            f"Ray node {name} took no more tasks of this run: {why}"
+            for name, why in self.excluded.items()
+        ]
+
     def outcome(self, name: str) -> NodeOutcome:
         self._launched.pop(name, None)
         return self._done.pop(name)
@@ -258,6 +571,7 @@ class RayDispatcher:
         goes to the next queued task."""
         self._launched.pop(name, None)
         self._done.pop(name, None)
+        self._unplace(name)
         self._fill()
 
     def peek(self, name: str) -> NodeOutcome | None:
@@ -269,9 +583,13 @@ class RayDispatcher:
         reported) and how many are queued."""
         return dict(self._launched), len(self._queue)
 
+    def unfinished(self) -> int:
+        """Tasks not reported yet: queued, in flight, or back and not yet reported."""
+        return len(self._queue) + len(self._in_flight) + len(self._done)
+
     def drain_steps(self) -> list[tuple[str, dict[str, Any]]]:
         """The live steps the nodes have sent since the last call."""
-        if self._steps is None:
+        if self._steps is None or self.lost:
             return []
         steps: list[tuple[str, dict[str, Any]]] = []
         with contextlib.suppress(Exception):  # two calls of the queue's actor, not one a step
@@ -280,36 +598,72 @@ class RayDispatcher:
                 steps = self._steps.get_nowait_batch(waiting)
         return steps
 
-    def cancel(self) -> None:
-        """Cancel every queued and in-flight task (their workers end; their containers are
-        removed by `cleanup_on_nodes`)."""
+    def cancel(self, run_id: str | None = None) -> None:
+        """Cancel every queued and in-flight task (their workers end). With `run_id`, each
+        live node's clean-up actor is asked at once to remove the run's containers;
+        `cleanup_on_nodes` waits for that."""
         self._queue.clear()
         self._launched.clear()
         for ref in list(self._in_flight):
             with contextlib.suppress(Exception):
                 self.ray.cancel(ref, force=True)
         self._in_flight.clear()
+        if run_id is not None and not self.lost:
+            self._sweeps = self._send_cleanups(run_id)
 
-    def cleanup_on_nodes(self, run_id: str | None, *, timeout_s: float = 120.0) -> list[str]:
-        """Remove the run's containers (`run_id` None: dead runs') on every live node that has
-        an engine; returns "node: name" for each container removed."""
+    def _send_cleanups(self, run_id: str | None) -> list[Any]:
+        """One clean-up call per live node that can run tasks: its actor's when it has one (no
+        Ray worker to start), else a Ray task placed there."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         if self._cleanup is None:  # connected for the cleanup only (`pytest-super cleanup`)
             self._cleanup = self.ray.remote(cleanup_on_node)
+        if not self._nodes:
+            self._see_nodes(self.ray.nodes())
         refs = []
-        for node in self.ray.nodes():
-            if not node.get("Alive") or not node.get("Resources", {}).get("CPU"):
+        payload = None
+        for node in self._nodes.values():
+            if not node.alive:
                 continue
-            strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+            if node.cleaner is not None:
+                refs.append(node.cleaner.cleanup.remote(run_id))
+                continue
+            payload = payload or self._payload_run()
+            strategy = NodeAffinitySchedulingStrategy(node.id, soft=False)
             refs.append(
                 self._cleanup.options(
                     num_cpus=0,
                     max_retries=0,
                     name=f"{TASK_NAME_PREFIX} cleanup",
                     scheduling_strategy=strategy,
-                ).remote(self._payload_run(), run_id)
+                ).remote(payload, run_id)
             )
+        return refs
+
+    def start_cleaners(self) -> None:
+        """A clean-up actor on each usable node (not waited for: it starts while tasks run)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        actor = self.ray.remote(_Cleaner)
+        payload = self._payload_run()
+        for node in self._nodes.values():
+            if node.alive and node.cleaner is None:
+                strategy = NodeAffinitySchedulingStrategy(node.id, soft=False)
+                with contextlib.suppress(Exception):
+                    node.cleaner = actor.options(
+                        num_cpus=0,
+                        max_restarts=0,
+                        name=f"{TASK_NAME_PREFIX}-cleaner-{self.run.run_id}-{node.id[:12]}",
+                        scheduling_strategy=strategy,
+                    ).remote(payload)
+
+    def cleanup_on_nodes(self, run_id: str | None, *, timeout_s: float = 120.0) -> list[str]:
+        """Remove the run's containers (`run_id` None: dead runs') on every live node that can
+        run tasks; returns "node: name" for each container removed. Those sent by `cancel`
+        are waited for, not sent again."""
+        if self.lost:
+            return []
+        refs, self._sweeps = self._sweeps or self._send_cleanups(run_id), []
         removed: list[str] = []
         if not refs:
             return removed
@@ -319,6 +673,13 @@ class RayDispatcher:
                 node, names = self.ray.get(ref)
                 removed += [f"{node}: {n}" for n in names]
         return removed
+
+
+def _engine_failed(outcome: NodeOutcome) -> bool:
+    """The node's Docker engine failed under the task (said by the node)."""
+    return outcome.engine_failed or (
+        outcome.error is not None and outcome.error[0] == "EngineUnavailable"
+    )
 
 
 def build_on_nodes(
@@ -333,7 +694,7 @@ def build_on_nodes(
     engine of every live node that can run tasks; returns (node, tag) for each."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    dispatcher = RayDispatcher(SuperRun(ray_address=address, executor="ray"))
+    dispatcher = RayDispatcher(cluster_run(address))
     dispatcher.connect()
     try:
         ray = dispatcher.ray
@@ -356,7 +717,7 @@ def build_on_nodes(
 def cleanup_nodes(address: str, settings: KernelSettings, run_id: str | None) -> list[str]:
     """`pytest-super cleanup --executor ray`: what the backend of `settings` left on every live
     node (of run `run_id`, else of runs whose controller died); "node: name" for each removed."""
-    run = SuperRun(ray_address=address, executor="ray", kernel=settings)
+    run = cluster_run(address, kernel=settings)
     dispatcher = RayDispatcher(run)
     dispatcher.connect()
     try:
@@ -425,14 +786,19 @@ def wait_for(
     *,
     on_steps: Callable[[list[tuple[str, dict[str, Any]]]], None],
     should_stop: Callable[[], bool],
+    on_events: Callable[[list[str]], None] = lambda events: None,
 ) -> Iterator[str]:
-    """Yield each of `names` as its task finishes, showing live steps in between."""
+    """Yield each of `names` as its task finishes, showing live steps and what happened to
+    nodes in between."""
     left = set(names)
     while left and not should_stop():
         finished = dispatcher.wait(0.2)
         steps = dispatcher.drain_steps()
         if steps:
             on_steps(steps)
+        events = dispatcher.take_events()
+        if events:
+            on_events(events)
         for name in finished:
             left.discard(name)
             yield name

@@ -12,6 +12,8 @@ node then removes the run's containers, and the outcomes already reported stay i
 from __future__ import annotations
 
 import contextlib
+import shlex
+import shutil
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -20,7 +22,8 @@ from typing import Any
 import pytest
 
 from pytest_super import collect, options, progress
-from pytest_super.executors.ray.cluster import NodeOutcome, RayDispatcher, wait_for
+from pytest_super.executors.ray.cluster import ClusterLost, NodeOutcome, RayDispatcher, wait_for
+from pytest_super.executors.ray.settings import ray_address
 from pytest_super.options import run_of
 from pytest_super.settings import SuperRun
 from pytest_super.thirdparty import item_deadline_s
@@ -38,6 +41,7 @@ class RaySession:
         self.dispatcher = RayDispatcher(run, live=run.live)
         self.dispatcher.start()
         self._printers: dict[str, Callable[[Step], None]] = {}
+        self._lost_lines: list[str] = []
         #: seconds from each task's end on its node to its report here (benchmarks/bench_cluster.py)
         self.report_lags: list[float] = []
 
@@ -63,25 +67,44 @@ class RaySession:
             self.dispatcher.submit(name, task_item.task, item_deadline_s(task_item))
         self._show_progress(remote)
         try:
-            for other in session.items:  # the rest: skipped tasks, ordinary tests
-                if other.name not in remote:
-                    self._protocol(session, other)
-            for name in wait_for(
-                self.dispatcher,
-                set(remote),
-                on_steps=self._show_steps,
-                should_stop=lambda: bool(session.shouldfail or session.shouldstop),
-            ):
-                self._tell_progress(remote[name])
-                self._protocol(session, remote[name])
-                self.dispatcher.release(name)
-                ended = self.dispatcher.ended_at.pop(name, 0.0)
-                if ended:
-                    self.report_lags.append(time.time() - ended)
+            self._run_remote(session, remote)
+        except ClusterLost:
+            raise session.Interrupted(self._lost_message()) from None
         finally:
-            if self.dispatcher.busy:  # -x, --maxfail, Ctrl-C, SIGTERM: the rest is cancelled
-                self.dispatcher.cancel()
+            if self.dispatcher.busy and not self.dispatcher.lost:  # -x, --maxfail, Ctrl-C
+                keep = self.run.settings.keep_failed
+                self.dispatcher.cancel(None if keep else self.run.run_id)
         return True
+
+    def _run_remote(self, session: pytest.Session, remote: Mapping[str, pytest.Item]) -> None:
+        """The other items here, then each task item as its outcome comes back."""
+        for other in session.items:  # the rest: skipped tasks, ordinary tests
+            if other.name not in remote:
+                self._protocol(session, other)
+        for name in wait_for(
+            self.dispatcher,
+            set(remote),
+            on_steps=self._show_steps,
+            on_events=self._say,
+            should_stop=lambda: bool(session.shouldfail or session.shouldstop),
+        ):
+            self._tell_progress(remote[name])
+            self._protocol(session, remote[name])
+            self.dispatcher.release(name)
+            ended = self.dispatcher.ended_at.pop(name, 0.0)
+            if ended:
+                self.report_lags.append(time.time() - ended)
+
+    def _lost_message(self) -> str:
+        """What was lost, what was not finished, and the command that runs the rest."""
+        left = self.dispatcher.unfinished()
+        args = " ".join(shlex.quote(a) for a in self.config.invocation_params.args)
+        resume = f"pytest {args} --super-resume".replace("  ", " ")
+        return (
+            f"pytest-super: {self.dispatcher.lost}: the run ends here. {left} task"
+            f"{'s' if left != 1 else ''} of this run did not finish (not in its results; the "
+            f"results received are written). Once the cluster is back, run them with: {resume}"
+        )
 
     def _show_progress(self, remote: Mapping[str, pytest.Item]) -> None:
         """The status line (progress.py) counts what the dispatcher runs and queues."""
@@ -111,6 +134,16 @@ class RaySession:
         if session.shouldstop:
             raise session.Interrupted(session.shouldstop)
 
+    def _say(self, events: list[str]) -> None:
+        """What happened to nodes, said at once (above the status line)."""
+        reporter = self.config.pluginmanager.getplugin("terminalreporter")
+        if reporter is None:
+            return
+        line = progress.progress_of(self.config)
+        with line.paused() if line is not None else contextlib.nullcontext():
+            for event in events:
+                reporter.write_line(f"pytest-super: {event}")
+
     def _show_steps(self, steps: list[tuple[str, dict[str, Any]]]) -> None:
         from pytest_super.live import live_printer
 
@@ -129,6 +162,9 @@ class RaySession:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Every live node removes the run's containers (also after Ctrl-C and -x), unless
         --super-keep keeps failing tasks' containers (as a local run does)."""
+        if self.dispatcher.lost:
+            self._forget_nodes()
+            return
         if self.run.settings.keep_failed:
             return
         try:
@@ -136,7 +172,7 @@ class RaySession:
         except Exception as exc:  # noqa: BLE001 - the reports must still be written
             warnings.warn(
                 f"pytest-super: the Ray nodes could not all be cleaned up ({exc}); run "
-                f"`pytest-super cleanup --executor ray --ray-address {self.run.ray_address} "
+                f"`pytest-super cleanup --executor ray --ray-address {ray_address(self.run)} "
                 f"--backend {self.run.kernel.backend} --run {self.run.run_id}`",
                 stacklevel=1,
             )
@@ -149,9 +185,28 @@ class RaySession:
                     "Ray nodes: " + ", ".join(left[:10])
                 )
 
+    def _forget_nodes(self) -> None:
+        """The head is gone: no node can be asked to clean up. This machine's own share of the
+        run (its start lock folder, when it is also a node) goes; the nodes' containers go at
+        their next run's start, or with the cleanup command said here."""
+        from pytest_super.locks import private_dir
+
+        shutil.rmtree(private_dir() / f"ray-{self.run.run_id}", ignore_errors=True)
+        self._lost_lines = [
+            self._lost_message(),
+            "pytest-super: the run's containers still on the nodes go when the next run starts "
+            "on each node, or now with `pytest-super cleanup --executor ray --ray-address "
+            f"{ray_address(self.run)} --backend {self.run.kernel.backend} --run "
+            f"{self.run.run_id}` once the cluster is back",
+        ]
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         for line in self.dispatcher.image_lines():  # builds, pulls, failed pulls (once each)
             terminalreporter.write_line(f"pytest-super: {line}")
+        for line in self.dispatcher.node_lines():  # nodes lost or left out (engine failures)
+            terminalreporter.write_line(f"pytest-super: {line}")
+        for line in self._lost_lines:
+            terminalreporter.write_line(line)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.dispatcher.stop()

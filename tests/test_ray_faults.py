@@ -1,0 +1,382 @@
+"""Faults of a Ray cluster under a `--super-executor=ray` run (issue 32): a worker node cut off the
+network, a worker whose raylet hangs, a worker's Docker engine killed, Ctrl-C with tasks on two
+nodes, a SIGKILLed controller and Ray worker, and the head killed. Each on the session's one
+cluster (tests/support/ray_fixtures.py: a head and two worker nodes, each with its own engine, in
+a loopback-only network namespace), each put back as it was before the test ends; the head's
+death comes last in the module (`restart_head` starts a whole new cluster on the same engines).
+
+Each test prints the time the controller took to react (the figures docs/cluster.md quotes),
+checks that no result was lost or recorded twice, that nothing of the run is left on any engine
+or in any node's temporary folder (within 2 minutes, with no command), and that pytest never
+ended in an INTERNALERROR.
+
+The cut-off node (`RayTestCluster.partition`): all nodes share one namespace, so the cut is by
+port: every TCP packet to or from node 1's ports (its node manager, object manager, agents and
+Ray workers) is dropped, both ways. The head then cannot reach the node's raylet (its health
+checks time out, as across a dead link) and nobody reaches its workers; the node's own calls out
+to the head (from ports of the kernel's ephemeral range) still leave, which a real cut would stop
+too, but Ray declares the node dead by the head's checks alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import pytest
+
+from pytest_super.kernels import LABEL_RUN
+from tests.support.projects import make_project, sleep_then_answer, task_yaml, wait_for
+from tests.support.ray_fixtures import ClusterRun
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.ray, pytest.mark.xdist_group("ray")]
+
+#: seconds after a run within which nothing of it may be left on an engine or in a node's folder
+LEFT_WITHIN_S = 120
+
+
+@pytest.fixture
+def cluster(ray_cluster: Any) -> Any:
+    return ray_cluster
+
+
+# -- what a test reads ---------------------------------------------------------------------------
+def _run_dir(project: Path) -> Path | None:
+    reports = project / "reports"
+    dirs = sorted(p for p in reports.iterdir() if p.is_dir()) if reports.is_dir() else []
+    return dirs[-1] if dirs else None
+
+
+def _records(project: Path) -> list[dict[str, Any]]:
+    run_dir = _run_dir(project)
+    path = run_dir / "results.jsonl" if run_dir else None
+    if path is None or not path.exists():
+        return []
+    with contextlib.suppress(json.JSONDecodeError):
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return []
+
+
+def _engine_containers(cluster: Any, i: int, run_id: str | None = None) -> list[str]:
+    """Task containers (of run `run_id`, else of any run) on node i's engine, if it answers."""
+    label = f"{LABEL_RUN}={run_id}" if run_id else LABEL_RUN
+    with contextlib.suppress(docker.errors.DockerException):
+        client = docker.DockerClient(base_url=cluster.engines[i], timeout=20)
+        with contextlib.closing(client):
+            found = client.containers.list(all=True, filters={"label": label})
+            return [c.name for c in found]
+    return []
+
+
+def _left(cluster: Any, run_id: str, files_before: list[set[str]]) -> list[str]:
+    """What of run `run_id` is left: its containers on every engine, and what its tasks made
+    in a node's temporary folder (task folders, kernel folders) that was not there before."""
+    left = []
+    for i in range(cluster.nodes):
+        left += [f"node {i}: container {n}" for n in _engine_containers(cluster, i, run_id)]
+        left += [f"node {i}: {f}" for f in set(cluster.node_files(i)) - files_before[i]]
+    return left
+
+
+def _nothing_left(cluster: Any, run_id: str, files_before: list[set[str]]) -> float:
+    """Wait (at most LEFT_WITHIN_S) until nothing of the run is left; the seconds it took."""
+    started = time.monotonic()
+    deadline = started + LEFT_WITHIN_S
+    while (left := _left(cluster, run_id, files_before)) and time.monotonic() < deadline:
+        time.sleep(2)
+    assert not left, f"left {LEFT_WITHIN_S} s after the run: {left}"
+    return time.monotonic() - started
+
+
+def _files(cluster: Any) -> list[set[str]]:
+    return [set(cluster.node_files(i)) for i in range(cluster.nodes)]
+
+
+def _line_seen(run: ClusterRun, text: str, timeout: float) -> float:
+    """Wait for `text` in the run's output; the monotonic time it was first seen."""
+    wait_for(lambda: text in run.output(), timeout, f"{text!r} in the run's output", poll=0.2)
+    return time.monotonic()
+
+
+def _sleepers(root: Path, count: int, seconds: float) -> Path:
+    return make_project(
+        root,
+        {
+            f"expert/t{i:02d}": task_yaml(f"t{i:02d}", sleep_then_answer(seconds))
+            for i in range(count)
+        },
+    )
+
+
+def _on_node(cluster: Any, i: int, count: int, timeout: float = 240) -> str:
+    """Wait until node i's engine runs `count` task containers; the run id they carry."""
+    client = docker.DockerClient(base_url=cluster.engines[i])
+    with contextlib.closing(client):
+        found = wait_for(
+            lambda: (
+                len(running := client.containers.list(filters={"label": LABEL_RUN})) >= count
+                and running
+            ),
+            timeout,
+            f"{count} task container(s) running on node {i}",
+        )
+        return str(found[0].labels[LABEL_RUN])
+
+
+def _dead_at(
+    cluster: Any, node_id: str, timeout: float, seen: dict[str, float]
+) -> threading.Thread:
+    """A thread that records in `seen["dead"]` when the head first reports node `node_id`
+    dead (one driver polling ray.nodes() every 0.2 s)."""
+
+    def watch() -> None:
+        with contextlib.suppress(Exception):
+            nodes = cluster._poll_nodes(want=[], dead=node_id, wait=timeout)
+            if any(n["NodeID"] == node_id and not n["Alive"] for n in nodes):
+                seen["dead"] = time.monotonic()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def _clean_exit(out: str) -> None:
+    assert "INTERNALERROR" not in out, out[-5000:]
+
+
+# -- a worker node lost ------------------------------------------------------------------------
+def test_a_worker_cut_off_the_network_has_its_tasks_run_again_on_the_other_node(cluster, tmp_path):
+    project = _sleepers(tmp_path, 4, 25)
+    files = _files(cluster)
+    run = ClusterRun(
+        cluster, project, "--super-agent=gold", "--super-executor=ray", "--super-retries=1", "-q"
+    )
+    node_id = cluster.node_ids()[cluster.node_resource(1)]
+    run_id = _on_node(cluster, 1, 2)
+    seen: dict[str, float] = {}
+    cut = time.monotonic()
+    cluster.partition(1)
+    try:
+        watcher = _dead_at(cluster, node_id, 180, seen)
+        noticed = _line_seen(run, " is dead (Ray declared it so)", 240)
+        code = run.wait(600)
+        out = run.output()
+        watcher.join(timeout=60)
+    finally:
+        cluster.heal(1)
+    records = _records(project)
+    assert sorted(r["task_id"] for r in records) == [f"t{i:02d}" for i in range(4)], out[-4000:]
+    assert code == 0 and all(r["outcome"] == "passed" for r in records), out[-4000:]
+    retried = [r for r in records if r.get("retried_after")]
+    assert len(retried) == 2, records  # the two tasks node 1 ran, run again on node 0
+    assert all("NodeLost" in r["retried_after"] and "died" in r["retried_after"] for r in retried)
+    assert "dead" in seen, "the head never reported node 1 dead"
+    after_dead = noticed - seen["dead"]
+    print(
+        f"cut off: Ray declared node 1 dead {seen['dead'] - cut:.1f} s after the cut; the "
+        f"controller said so and sent its tasks to node 0 {after_dead:.1f} s after that"
+    )
+    assert after_dead < 60
+    _clean_exit(out)
+    took = _nothing_left(cluster, run_id, files)
+    print(f"cut off: nothing of the run left {took:.1f} s after its end")
+
+
+def test_a_worker_whose_raylet_hangs_has_its_tasks_reported_as_lost_naming_it(cluster, tmp_path):
+    project = _sleepers(tmp_path, 4, 25)
+    files = _files(cluster)
+    run = ClusterRun(cluster, project, "--super-agent=gold", "--super-executor=ray", "-q")
+    node_id = cluster.node_ids()[cluster.node_resource(1)]
+    run_id = _on_node(cluster, 1, 2)
+    seen: dict[str, float] = {}
+    hung = time.monotonic()
+    cluster.hang_node(1)
+    try:
+        watcher = _dead_at(cluster, node_id, 180, seen)
+        noticed = _line_seen(run, " is dead (Ray declared it so)", 240)
+        code = run.wait(600)
+        out = run.output()
+        watcher.join(timeout=60)
+    finally:
+        cluster.revive_node(1)
+    records = _records(project)
+    assert sorted(r["task_id"] for r in records) == [f"t{i:02d}" for i in range(4)], out[-4000:]
+    lost = [r for r in records if r["outcome"] == "error"]
+    assert len(lost) == 2 and code == 1, out[-4000:]  # node 1's two tasks; node 0's passed
+    assert all(r["exit_status"] == "kernel_error" for r in lost), lost
+    lost_node = {r["node"] for r in lost}
+    assert len(lost_node) == 1 and node_id[:12] in lost_node.pop(), lost
+    assert out.count("died while it ran the task") >= 2, out[-4000:]
+    assert "--super-retries N" in out
+    assert "dead" in seen, "the head never reported node 1 dead"
+    print(
+        f"raylet hung: Ray declared node 1 dead {seen['dead'] - hung:.1f} s after SIGSTOP; the "
+        f"controller reported its tasks {noticed - seen['dead']:.1f} s after that"
+    )
+    assert noticed - seen["dead"] < 60
+    _clean_exit(out)
+    took = _nothing_left(cluster, run_id, files)
+    print(f"raylet hung: nothing of the run left {took:.1f} s after its end")
+
+
+def test_a_worker_whose_engine_dies_is_left_out_and_its_tasks_run_on_the_other_node(
+    cluster, tmp_path
+):
+    project = _sleepers(tmp_path, 4, 15)
+    files = _files(cluster)
+    run = ClusterRun(
+        cluster, project, "--super-agent=gold", "--super-executor=ray", "--super-retries=1", "-q"
+    )
+    run_id = _on_node(cluster, 1, 2)
+    killed = time.monotonic()
+    cluster.kill_engine(1)
+    try:
+        noticed = _line_seen(run, "takes no more tasks of this run", 240)
+        code = run.wait(600)
+        out = run.output()
+    finally:
+        cluster.restart_engine(1)
+    records = _records(project)
+    assert sorted(r["task_id"] for r in records) == [f"t{i:02d}" for i in range(4)], out[-4000:]
+    assert code == 0 and all(r["outcome"] == "passed" for r in records), out[-4000:]
+    node_1 = cluster.node_ids()[cluster.node_resource(1)][:12]
+    assert not [r for r in records if node_1 in r["node"]], records  # all passed elsewhere
+    retried = [r for r in records if r.get("retried_after")]
+    assert len(retried) == 2 and all("engine" in r["retried_after"].lower() for r in retried)
+    summary = [ln for ln in out.splitlines() if "took no more tasks of this run" in ln]
+    assert len(summary) == 1 and node_1 in summary[0] and "engine failed 2" in summary[0], out
+    print(f"engine killed: the controller left node 1 out {noticed - killed:.1f} s after it")
+    _clean_exit(out)
+    took = _nothing_left(cluster, run_id, files)
+    print(f"engine killed: nothing of the run left {took:.1f} s after its end")
+
+
+# -- the controller stopped ----------------------------------------------------------------------
+def test_ctrl_c_with_tasks_on_two_nodes_ends_the_run_within_2_s(cluster, tmp_path):
+    tasks = {"expert/quick": task_yaml("quick", sleep_then_answer(0))}
+    tasks.update(
+        {f"expert/slow{i}": task_yaml(f"slow{i}", sleep_then_answer(300)) for i in range(4)}
+    )
+    project = make_project(tmp_path, tasks)
+    files = _files(cluster)
+    run = ClusterRun(cluster, project, "--super-agent=gold", "--super-executor=ray", "-q")
+    wait_for(lambda: _records(project), 240, "the quick task's result")
+    run_id = _on_node(cluster, 0, 2)
+    _on_node(cluster, 1, 2)
+    started = time.monotonic()
+    os.kill(run.proc.pid, signal.SIGINT)
+    code = run.wait(180)
+    took = time.monotonic() - started
+    out = run.output()
+    left_at_end = [n for i in range(cluster.nodes) for n in _engine_containers(cluster, i, run_id)]
+    print(f"Ctrl-C with tasks on two nodes: the run ended {took:.2f} s after it")
+    assert code == 2, out[-4000:]
+    assert [(r["task_id"], r["outcome"]) for r in _records(project)] == [("quick", "passed")]
+    assert left_at_end == [], out[-3000:]
+    assert took < 2.0, out[-3000:]
+    _clean_exit(out)
+    _nothing_left(cluster, run_id, files)
+
+
+def _ray_worker_of(cluster: Any, i: int) -> int:
+    """The pid of the Ray worker on node i that runs one of our tasks."""
+    from tests.support.ray_cluster import _processes
+
+    pids = cluster._node_pids(i)
+    found = [pid for pid, cmdline, _ in _processes() if pid in pids and "pytest-super t" in cmdline]
+    assert found, "no Ray worker of ours on the node"
+    return found[0]
+
+
+def test_a_sigkilled_ray_worker_s_task_runs_again_and_its_container_goes(cluster, tmp_path):
+    project = _sleepers(tmp_path, 2, 20)
+    files = _files(cluster)
+    run = ClusterRun(
+        cluster, project, "--super-agent=gold", "--super-executor=ray", "--super-retries=1", "-q"
+    )
+    run_id = _on_node(cluster, 0, 1)
+    worker = _ray_worker_of(cluster, 0)
+    os.kill(worker, signal.SIGKILL)
+    killed = time.monotonic()
+    code = run.wait(600)
+    out = run.output()
+    records = _records(project)
+    assert sorted(r["task_id"] for r in records) == ["t00", "t01"], out[-4000:]
+    assert code == 0 and all(r["outcome"] == "passed" for r in records), out[-4000:]
+    assert [r for r in records if "NodeLost" in (r.get("retried_after") or "")], records
+    _clean_exit(out)
+    took = _nothing_left(cluster, run_id, files)
+    print(
+        f"Ray worker SIGKILLed: its run ended and nothing was left {time.monotonic() - killed:.1f} s later ({took:.1f} s after the end)"
+    )
+
+
+def test_a_sigkilled_controller_leaves_nothing_on_the_nodes_within_2_minutes(cluster, tmp_path):
+    project = _sleepers(tmp_path, 4, 300)
+    files = _files(cluster)
+    run = ClusterRun(cluster, project, "--super-agent=gold", "--super-executor=ray", "-q")
+    run_id = _on_node(cluster, 0, 2)
+    _on_node(cluster, 1, 2)
+    os.killpg(run.proc.pid, signal.SIGKILL)
+    killed = time.monotonic()
+    run.wait(60)
+    took = _nothing_left(cluster, run_id, files)
+    print(f"controller SIGKILLed: nothing of its run left {time.monotonic() - killed:.1f} s later")
+    assert took <= LEFT_WITHIN_S
+
+
+# -- the head lost (last: it starts a new cluster) -----------------------------------------------
+def test_the_head_killed_mid_run_ends_the_run_cleanly_with_what_it_has(cluster, tmp_path):
+    from pytest_super.locks import private_dir
+
+    tasks = {f"expert/quick{i}": task_yaml(f"quick{i}", sleep_then_answer(0)) for i in range(2)}
+    tasks.update(
+        {f"expert/slow{i}": task_yaml(f"slow{i}", sleep_then_answer(300)) for i in range(3)}
+    )
+    project = make_project(tmp_path, tasks)
+    files = _files(cluster)
+    run = ClusterRun(
+        cluster,
+        project,
+        "--super-agent=gold",
+        "--super-executor=ray",
+        "-q",
+        f"--junitxml={tmp_path / 'junit.xml'}",
+    )
+    wait_for(lambda: len(_records(project)) == 2, 300, "the two quick tasks' results")
+    run_dir = _run_dir(project)
+    assert run_dir is not None
+    run_id = run_dir.name
+    wait_for(
+        lambda: sum(len(_engine_containers(cluster, i, run_id)) for i in range(2)) >= 3,
+        240,
+        "the three slow tasks running on the nodes",
+    )
+    cluster.kill_head()
+    killed = time.monotonic()
+    try:
+        code = run.wait(180)
+        took = time.monotonic() - killed
+        out = run.output()
+    finally:
+        cluster.restart_head()
+    print(f"head killed: the controller ended by itself {took:.1f} s after it (exit status {code})")
+    assert code == 2, out[-5000:]  # interrupted, with pytest-super's own message
+    assert took < 90, out[-3000:]
+    assert "stopped answering" in out and "3 tasks of this run did not finish" in out, out[-5000:]
+    assert "--super-resume" in out and "pytest-super cleanup --executor ray" in out
+    assert sorted(r["task_id"] for r in _records(project)) == ["quick0", "quick1"]
+    assert (run_dir / "summary.md").is_file()
+    assert "quick0" in (tmp_path / "junit.xml").read_text()
+    assert not (private_dir() / f"ray-{run_id}").exists()
+    _clean_exit(out)
+    left = _nothing_left(cluster, run_id, files)
+    print(f"head killed: nothing of the run left {left:.1f} s after its end")
