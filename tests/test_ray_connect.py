@@ -179,7 +179,7 @@ def test_a_port_that_drops_packets_is_a_usage_error_within_30_s(tmp_path):
     assert code == 4, out[-3000:]
     assert (
         f"--super-ray-address {address}: no Ray cluster answers there: nothing answered the "
-        "connection within 10 s (packets dropped"
+        "connection within 5 s (packets dropped"
     ) in out, out[-3000:]
     assert took < FAST_S, took
     _no_results(project)
@@ -236,7 +236,7 @@ def _wait_connecting(proc: subprocess.Popen[str], port: int, timeout: float = 12
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_while_the_address_is_checked_ends_the_run_cleanly(tmp_path, sig):
-    """The check waits on a dropping port (up to 10 s): the signal arrives in that wait."""
+    """The check waits on a dropping port (up to 5 s): the signal arrives in that wait."""
     prefix = _dropping_namespace()
     project = make_project(tmp_path, ONE_TASK)
     proc = _pytest(project, f"127.0.0.1:{DROPPED_PORT}", prefix=prefix)

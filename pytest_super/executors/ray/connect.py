@@ -41,6 +41,10 @@ INSTALL_HINT = 'pip install "pytest-super[ray]"'
 #: address is said not to answer: a GCS answers within milliseconds, even on a loaded machine
 #: within a few seconds
 CONNECT_TIMEOUT_S = 10.0
+#: seconds of that for the TCP connection: a SYN lost is sent again after 1 s and 3 s, and a
+#: host that drops packets is said sooner (pytest's own start takes seconds on a loaded machine,
+#: and a wrong address must be said within 30 s of it)
+TCP_CONNECT_S = 5.0
 #: seconds `ray.shutdown()` may take after a failed or interrupted `ray.init`
 SHUTDOWN_TIMEOUT_S = 3.0
 #: the HTTP/2 client connection preface and an empty SETTINGS frame (RFC 9113, 3.4 and 6.5)
@@ -106,12 +110,13 @@ def _open(address: str, deadline: float) -> socket.socket:
         ) from None
     try:
         return socket.create_connection(
-            (host.strip("[]") or "127.0.0.1", port), timeout=max(deadline - time.monotonic(), 0.1)
+            (host.strip("[]") or "127.0.0.1", port),
+            timeout=max(min(deadline - time.monotonic(), TCP_CONNECT_S), 0.1),
         )
     except TimeoutError:
         raise _unreachable(
             address,
-            f"nothing answered the connection within {CONNECT_TIMEOUT_S:g} s (packets dropped "
+            f"nothing answered the connection within {TCP_CONNECT_S:g} s (packets dropped "
             f"on the way: a firewall, a wrong host?); {_START_ONE}",
         ) from None
     except OSError as exc:
