@@ -184,6 +184,7 @@ SHIPPED_INTO_THE_KERNEL = (
     "pytest_super.kernels.inside.file_access",
     "pytest_super.kernels.inside.closed_stdin",
     "pytest_super.kernels.inside.swe_kernel_tools",
+    "pytest_super.kernels.inside.reaper",
 )
 
 
