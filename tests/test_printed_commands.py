@@ -14,7 +14,6 @@ import re
 import shlex
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -327,29 +326,23 @@ def test_each_cleanup_hint_for_this_machine_removes_the_runs_container(
                 engine.containers.get(name).remove(force=True)
 
 
-@pytest.fixture(scope="module")
-def cluster(image: str) -> Iterator[Any]:
-    """One worker node with an engine of its own (tests/support/ray_cluster.py)."""
-    from tests.support.ray_cluster import GIB, start_ray_cluster
-
-    # 8 GiB of Ray's logical memory: a task of the default --super-mem 4g fits the node
-    yield from start_ray_cluster(image, nodes=1, num_cpus=2, memory=8 * GIB)
-
-
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.xdist_group("ray")
 def test_each_cluster_cleanup_hint_and_the_address_alone_clean_every_node(
-    image: str, cluster: Any
+    image: str, ray_cluster: Any
 ) -> None:
-    """On a real cluster: the hints a cluster run prints (nodes not cleaned at the end, the
-    cluster lost), and `cleanup --run ID` given only RAY_ADDRESS or only `--ray-address`, each
-    remove the run's container from the node's engine and name the node they cleaned."""
+    """On the session's real cluster (tests/support/ray_fixtures.py): the hints a cluster run
+    prints (nodes not cleaned at the end, the cluster lost), and `cleanup --run ID` given only
+    RAY_ADDRESS or only `--ray-address`, each remove the run's container from a node's engine and
+    name the cluster and the node they cleaned."""
     import docker
 
     from pytest_super.executors.ray.settings import cluster_run
     from pytest_super.kernels.base import KernelSettings
+
+    cluster = ray_cluster
 
     node_engine = docker.DockerClient(base_url=cluster.engines[0])
     run = cluster_run(cluster.address, kernel=KernelSettings(backend="docker"))
