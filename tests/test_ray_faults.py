@@ -181,8 +181,9 @@ def test_a_worker_cut_off_the_network_has_its_tasks_run_again_on_the_other_node(
     assert "dead" in seen, "the head never reported node 1 dead"
     after_dead = noticed - seen["dead"]
     print(
-        f"cut off: Ray declared node 1 dead {seen['dead'] - cut:.1f} s after the cut; the "
-        f"controller said so and sent its tasks to node 0 {after_dead:.1f} s after that"
+        f"cut off: Ray declared node 1 dead {seen['dead'] - cut:.1f} s after the cut (seen by a "
+        f"driver polling every 0.2 s); the controller said so and sent its tasks to node 0 "
+        f"{noticed - cut:.1f} s after the cut"
     )
     assert after_dead < 60
     _clean_exit(out)
@@ -219,7 +220,7 @@ def test_a_worker_whose_raylet_hangs_has_its_tasks_reported_as_lost_naming_it(cl
     assert "dead" in seen, "the head never reported node 1 dead"
     print(
         f"raylet hung: Ray declared node 1 dead {seen['dead'] - hung:.1f} s after SIGSTOP; the "
-        f"controller reported its tasks {noticed - seen['dead']:.1f} s after that"
+        f"controller reported its tasks {noticed - hung:.1f} s after SIGSTOP"
     )
     assert noticed - seen["dead"] < 60
     _clean_exit(out)
@@ -335,8 +336,6 @@ def test_a_sigkilled_controller_leaves_nothing_on_the_nodes_within_2_minutes(clu
 
 # -- the head lost (last: it starts a new cluster) -----------------------------------------------
 def test_the_head_killed_mid_run_ends_the_run_cleanly_with_what_it_has(cluster, tmp_path):
-    from pytest_super.locks import private_dir
-
     tasks = {f"expert/quick{i}": task_yaml(f"quick{i}", sleep_then_answer(0)) for i in range(2)}
     tasks.update(
         {f"expert/slow{i}": task_yaml(f"slow{i}", sleep_then_answer(300)) for i in range(3)}
@@ -376,7 +375,6 @@ def test_the_head_killed_mid_run_ends_the_run_cleanly_with_what_it_has(cluster, 
     assert sorted(r["task_id"] for r in _records(project)) == ["quick0", "quick1"]
     assert (run_dir / "summary.md").is_file()
     assert "quick0" in (tmp_path / "junit.xml").read_text()
-    assert not (private_dir() / f"ray-{run_id}").exists()
     _clean_exit(out)
     left = _nothing_left(cluster, run_id, files)
     print(f"head killed: nothing of the run left {left:.1f} s after its end")

@@ -336,11 +336,18 @@ class RayTestCluster:
         """Worker node i's temporary directory (its TMPDIR)."""
         return self.root / f"n{i}" / "tmp"
 
+    def node_run(self, i: int) -> Path:
+        """Worker node i's XDG_RUNTIME_DIR (where its private folder of locks is)."""
+        return self.root / f"n{i}" / "run"
+
     def node_files(self, i: int) -> list[str]:
-        """What is in worker node i's temporary directory (task folders, kernel folders)."""
-        with contextlib.suppress(OSError):
-            return sorted(p.name for p in self.node_tmp(i).iterdir())
-        return []
+        """What is in worker node i's temporary directory (task folders, kernel folders) and in
+        its folder of locks (a run's start lock folder, `ray-<run id>`)."""
+        found = []
+        for folder in (self.node_tmp(i), self.node_run(i) / "pytest-super" / "locks"):
+            with contextlib.suppress(OSError):
+                found += [str(p.relative_to(self.root)) for p in folder.iterdir()]
+        return sorted(found)
 
     def node_resource(self, i: int) -> str:
         """The custom resource only worker node i offers (one unit): place a task with it."""
@@ -862,6 +869,11 @@ class RayTestCluster:
             # kernels' host folders) is node i's alone, and found there (`node_files`)
             self.node_tmp(i).mkdir(exist_ok=True)
             env["TMPDIR"] = str(self.node_tmp(i))
+            # and its private folder of locks (locks.private_dir) its own, as on a machine of its
+            # own: a node frozen while it held the run's container start lock (`hang_node`)
+            # stopped the other node's tasks, which shared it
+            self.node_run(i).mkdir(mode=0o700, exist_ok=True)
+            env["XDG_RUNTIME_DIR"] = str(self.node_run(i))
         log = open(temp_dir.with_suffix(".log"), "ab")  # noqa: SIM115 - closed by stop()
         self._logs.append(log)
         self._nodes[node] = subprocess.Popen(
