@@ -144,9 +144,13 @@ def finish_worker_reports(
 class _CtrlC:
     """The SIGINT handler of one process (see the module's docstring)."""
 
-    def __init__(self, config: pytest.Config, run_id: str, controller: bool) -> None:
+    def __init__(
+        self, config: pytest.Config, run_id: str, controller: bool, where: str = ""
+    ) -> None:
         self.config = config
         self.run_id = run_id
+        #: what `pytest-super cleanup --run ID` needs besides to reach the run's tasks (a cluster)
+        self.where = where
         self.controller = controller
         self.count = 0
         self.started = 0.0
@@ -169,7 +173,7 @@ class _CtrlC:
             raise KeyboardInterrupt("SIGINT received")
         self.say(
             f"pytest-super: stopped at once; remove what is left of run {self.run_id} with:\n"
-            f"    pytest-super cleanup --run {self.run_id}"
+            f"    pytest-super cleanup --run {self.run_id}{self.where}"
         )
         os._exit(2)  # pytest's exit status for an interrupted run
 
@@ -205,7 +209,9 @@ def _interrupt_children() -> None:
                 os.kill(int(stat.parent.name), signal.SIGINT)
 
 
-def stop_on_ctrl_c(config: pytest.Config, run_id: str, *, controller: bool) -> None:
+def stop_on_ctrl_c(
+    config: pytest.Config, run_id: str, *, controller: bool, where: str = ""
+) -> None:
     """Install the Ctrl-C handler of this process (main thread, and only over Python's default
     handler: one someone else installed is left alone)."""
     if threading.current_thread() is not threading.main_thread():
@@ -213,7 +219,7 @@ def stop_on_ctrl_c(config: pytest.Config, run_id: str, *, controller: bool) -> N
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         return
     config.stash[_PREVIOUS_SIGINT] = signal.signal(
-        signal.SIGINT, _CtrlC(config, run_id, controller)
+        signal.SIGINT, _CtrlC(config, run_id, controller, where)
     )
 
 

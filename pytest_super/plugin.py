@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pytest_super import collect, interrupts, options, progress, redaction, timeouts
+from pytest_super import collect, executors, interrupts, options, progress, redaction, timeouts
 from pytest_super import report as reports
 from pytest_super.durations import Durations, DurationsFileError, known_durations
 from pytest_super.errors import ExitStatus, InfrastructureError, SuperError, TaskSetupError
@@ -73,7 +73,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if run.agent:
         _plan_order(config, run)
         interrupts.stop_on_sigterm(config)
-        interrupts.stop_on_ctrl_c(config, run.run_id, controller=workerinput is None)
+        interrupts.stop_on_ctrl_c(
+            config,
+            run.run_id,
+            controller=workerinput is None,
+            where=executors.cleanup_options(run),
+        )
         if not run.remote:
             config.stash[POOL_KEY] = _kernel_pool(config, run)
     if workerinput is None and run.agent:

@@ -277,7 +277,9 @@ def test_cleanup_all_on_a_cluster_says_what_to_give_instead(
 # -- each cleanup hint that names a run, run -------------------------------------------------------
 def _run_hints(where_prefix: str, run: Any) -> list[tuple[str, str]]:
     """The cleanup hints naming a run in the modules under `where_prefix`, filled for `run`."""
-    fill = SimpleNamespace(run=run, run_id=run.run_id)
+    from pytest_super.executors import cleanup_options
+
+    fill = SimpleNamespace(run=run, run_id=run.run_id, where=cleanup_options(run))
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if not str(path.relative_to(PACKAGE)).startswith(where_prefix):
@@ -374,3 +376,16 @@ def test_each_cluster_cleanup_hint_and_the_address_alone_clean_every_node(
             if _left(node_engine, name):
                 node_engine.containers.get(name).remove(force=True)
     node_engine.close()
+
+
+def test_the_second_ctrl_c_hint_of_a_cluster_run_names_its_cluster() -> None:
+    """After a second Ctrl-C the controller of a cluster run prints a cleanup that reaches the
+    cluster's nodes (its address), not this machine's engine only."""
+    from pytest_super.settings import SuperRun
+
+    run = SuperRun.resolve(executor="ray", ray_address="head.example:6379")
+    hints = [c for w, c in _run_hints("interrupts.py", run)]
+    assert hints == [
+        f"cleanup --run {run.run_id} --executor ray --ray-address head.example:6379"
+    ], hints
+    assert _accepted(hints[0]) is None

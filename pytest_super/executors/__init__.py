@@ -151,6 +151,14 @@ def description(run: Any) -> str:
     return str(describe(run)) if callable(describe) else ""
 
 
+def cleanup_options(run: Any) -> str:
+    """What `pytest-super cleanup --run ID` needs besides to reach where the executor
+    `run.executor` names ran the run's tasks (its class's `cleanup_options(run)`; empty for this
+    machine)."""
+    options = getattr(_REGISTRY.find(run.executor), "cleanup_options", None)
+    return str(options(run)) if callable(options) else ""
+
+
 def deprecated_backend_message(backend: str) -> str:
     """The warning for `--super-backend=<an executor's alias>`."""
     executor, kernel_backend = BACKEND_ALIASES[backend]

@@ -22,6 +22,7 @@ class RayExecutor:
     #: words on the cluster
     settings = _settings.SETTINGS
     describe = staticmethod(_settings.describe)
+    cleanup_options = staticmethod(_settings.cleanup_options)
 
     def configure(self, config: pytest.Config) -> None:
         """xdist's workers would each submit every task: one pytest process only."""

@@ -56,6 +56,11 @@ def describe(run: SuperRun) -> str:
     return f"at {ray_address(run)} ({run.sources.get('ray_address', 'default')})"
 
 
+def cleanup_options(run: SuperRun) -> str:
+    """What `pytest-super cleanup` needs besides `--run ID` to reach the nodes of `run`'s cluster."""
+    return f" --executor ray --ray-address {ray_address(run)}"
+
+
 def cluster_run(address: str, **fields: Any) -> SuperRun:
     """The run of a command that acts on every node of the cluster at `address` (image build,
     cleanup): the Ray executor's, with `fields` (`kernel=...`)."""
