@@ -25,6 +25,7 @@ import pytest
 from pytest_super.kernels import LABEL_RUN
 from tests.support.openai_server import FakeOpenAIServer
 from tests.support.projects import make_project, sleep_then_answer, task_yaml, wait_for
+from tests.support.ray_fixtures import ClusterRun
 
 #: one xdist worker runs every cluster test (make test: --dist loadgroup), one cluster at a time
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.ray, pytest.mark.xdist_group("ray")]
@@ -39,41 +40,6 @@ def cluster(ray_cluster: Any) -> Any:
     """The session's cluster (tests/support/ray_fixtures.py, shared with tests/test_ray_faults.py):
     4 CPUs and 8 GiB of Ray's logical resources per node: two tasks of --super-cpus 2 each."""
     return ray_cluster
-
-
-class ClusterRun:
-    """One pytest process in the cluster's namespace (its own session: ours to signal)."""
-
-    def __init__(
-        self,
-        cluster: Any,
-        project: Path,
-        *args: str,
-        env: dict[str, str] | None = None,
-        logs: Path | None = None,
-    ):
-        self.project = project
-        self.log = (logs or project) / f"pytest-{time.monotonic_ns()}.log"
-        with self.log.open("wb") as out:
-            self.proc = cluster.popen(
-                [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-                cwd=project,
-                env=env or {},
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def wait(self, timeout: float = 600) -> int:
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            raise AssertionError(f"pytest did not end in {timeout} s:\n{self.output()}") from None
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
 
 
 def _clean_run(engine: str, run_id: str) -> None:
