@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 JOBS ?= 2
 
-.PHONY: venv docker chromium image image-colab image-colab-lock demo test test-colab lint bench cleanup
+.PHONY: venv docker chromium image image-colab image-colab-lock demo test test-colab test-cluster-guide lint bench cleanup
 UV_VERSION := 0.13.9
 
 $(VENV)/.installed: pyproject.toml
@@ -47,7 +47,13 @@ TEST_TIMEOUT := --timeout=900 --timeout-method=thread
 
 test: image chromium
 	@scripts/ensure-registry.sh
-	$(BIN)/pytest tests -n $(JOBS) --dist loadgroup -q -ra -m "not colab" $(TEST_TIMEOUT)
+	$(BIN)/pytest tests -n $(JOBS) --dist loadgroup -q -ra -m "not colab and not guide" $(TEST_TIMEOUT)
+
+# docs/cluster.md's guide end to end (scripts/cluster-guide.sh: wheels, a head and a worker in a
+# private network namespace, an upgrade, a scoped stop): minutes, so `make test` runs only the
+# checks that the guide's commands are the script's.
+test-cluster-guide: image
+	$(BIN)/pytest tests/test_cluster_guide.py -q -ra -m guide $(TEST_TIMEOUT)
 
 # The tests that need SUPER's reference image (a real training run in it): its build takes minutes
 # that grow with load and link speed (docs/environment.md), so `make test` leaves them out.

@@ -117,6 +117,7 @@ def test_stop_of_a_folder_where_no_node_ran_says_so(tmp_path):
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.ray
+@pytest.mark.guide  # make test-cluster-guide
 @pytest.mark.xdist_group("ray")
 def test_the_walk_through_runs_every_step_and_leaves_nothing(image):
     from tests.support.second_engine import _cannot_start_second_engine
