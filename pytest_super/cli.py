@@ -511,33 +511,49 @@ def _cleanup(args: argparse.Namespace) -> int:
     from pytest_super.kernels.base import KernelSettings
 
     cluster = _cluster_of(args, implied=True)
-    if args.all and (args.backend != "docker" or cluster is not None):
-        where = f" (the {cluster[0]} cluster at {cluster[1]}, from {cluster[2]})" if cluster else ""
+    if args.all and args.backend != "docker":
         print(
-            f"pytest-super cleanup: --all is for the docker backend on this machine{where}; give "
-            "--run RUN_ID, or nothing for the runs whose pytest process is gone"
-            + ("; --executor local --all cleans this machine's engine" if cluster else ""),
+            "pytest-super cleanup: --all is for the docker backend; give --run RUN_ID, or "
+            "nothing for the runs whose pytest process is gone",
             file=sys.stderr,
         )
         return 2
     settings = KernelSettings(backend=args.backend, docker_host=args.docker_host)
     if cluster is not None:
         executor, address, source = cluster
-        entries = executors.cluster_executor(executor).cleanup_on_nodes(
-            address, settings, args.run_id
+        nodes_of = executors.cluster_executor(executor)
+        entries = (
+            nodes_of.cleanup_on_nodes(address, settings, args.run_id, every=True)
+            if args.all
+            else nodes_of.cleanup_on_nodes(address, settings, args.run_id)
         )
-        nodes = list(dict.fromkeys(e.partition(":")[0] for e in entries))
-        removed = [e for e in entries if e.partition(":")[2].strip()]
-        print(
-            f"cleaned the {executor} cluster at {address} ({source}): "
-            + (f"nodes {', '.join(nodes)}" if nodes else "no node had anything to remove")
-        )
+        print(_cluster_cleaned(executor, address, source, entries))
+        removed = [e for e in entries if e.partition(":")[2].strip()[:1] not in ("", "(")]
     elif args.backend == "docker":
         removed = _cleanup_docker(settings, args.run_id, every=args.all)
     else:
         removed = _cleanup_backend(settings, args.run_id)
     print(f"removed {len(removed)} containers" + (": " + ", ".join(removed) if removed else ""))
     return 0
+
+
+def _cluster_cleaned(executor: str, address: str, source: str, entries: list[str]) -> str:
+    """What `cleanup` did on a cluster: every node it cleaned, and the ones it could not."""
+    cleaned: dict[str, int] = {}
+    missed = []
+    for entry in entries:
+        node, _, what = entry.partition(":")
+        if what.strip().startswith("("):
+            missed.append(f"{node} {what.strip()}")
+        else:
+            cleaned[node] = cleaned.get(node, 0) + (1 if what.strip() else 0)
+    said = f"cleaned the {executor} cluster at {address} ({source}): "
+    said += (
+        ", ".join(f"node {node} ({n} removed)" for node, n in cleaned.items())
+        if cleaned
+        else "no live node that runs tasks answered"
+    )
+    return said + ("; not cleaned: " + ", ".join(missed) if missed else "")
 
 
 def _cleanup_docker(settings: KernelSettings, run_id: str | None, *, every: bool) -> list[str]:

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from pytest_super.cli import build_parser
+from tests.support.ray_fixtures import CLUSTER_TIMEOUT
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_super"
 
@@ -187,7 +188,6 @@ def test_cleanup_of_the_local_backend_asks_that_backend(capsys: pytest.CaptureFi
             "docker, local, replay",
         ),
         (["cleanup", "--all", "--backend", "local"], "--all is for the docker backend"),
-        (["cleanup", "--all", "--executor", "ray"], "--all is for the docker backend"),
     ],
 )
 def test_cleanup_refuses_what_it_cannot_do_with_a_sentence(
@@ -259,19 +259,17 @@ def test_cleanup_goes_to_the_cluster_whose_address_it_is_given(
     assert "127.0.0.1:9" in capsys.readouterr().err
 
 
-def test_cleanup_all_on_a_cluster_says_what_to_give_instead(
+def test_cleanup_all_goes_to_the_cluster_whose_address_is_in_the_environment(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """`--all` with RAY_ADDRESS set cleans the cluster's nodes, not this machine's engine (here
+    one where nothing answers: the error names it); the real cluster's case is below."""
     from pytest_super.cli import main
 
+    pytest.importorskip("ray")
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")
     assert main(["cleanup", "--all"]) == 2
-    err = capsys.readouterr().err
-    assert (
-        "--all is for the docker backend on this machine (the ray cluster at 127.0.0.1:9, from "
-        "environment variable RAY_ADDRESS); give --run RUN_ID"
-    ) in err
-    assert "--executor local --all cleans this machine's engine" in err
+    assert "127.0.0.1:9: no Ray cluster answers there" in capsys.readouterr().err
 
 
 # -- each cleanup hint that names a run, run -------------------------------------------------------
@@ -332,19 +330,18 @@ def test_each_cleanup_hint_for_this_machine_removes_the_runs_container(
 @pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.xdist_group("ray")
+@CLUSTER_TIMEOUT
 def test_each_cluster_cleanup_hint_and_the_address_alone_clean_every_node(
-    image: str, ray_cluster: Any
+    image: str, cluster: Any
 ) -> None:
     """On the session's real cluster (tests/support/ray_fixtures.py): the hints a cluster run
     prints (nodes not cleaned at the end, the cluster lost), and `cleanup --run ID` given only
     RAY_ADDRESS or only `--ray-address`, each remove the run's container from a node's engine and
-    name the cluster and the node they cleaned."""
+    name the cluster and every node they cleaned; `cleanup --all` removes one on each node."""
     import docker
 
     from pytest_super.executors.ray.settings import cluster_run
     from pytest_super.kernels.base import KernelSettings
-
-    cluster = ray_cluster
 
     node_engine = docker.DockerClient(base_url=cluster.engines[0])
     run = cluster_run(cluster.address, kernel=KernelSettings(backend="docker"))
@@ -371,11 +368,27 @@ def test_each_cluster_cleanup_hint_and_the_address_alone_clean_every_node(
             assert done.returncode == 0, (where, command, said)
             assert f"cleaned the ray cluster at {cluster.address}" in done.stdout, (where, said)
             assert f": {name}" in done.stdout and "removed 1 containers" in done.stdout, said
+            assert done.stdout.count("(1 removed)") == 1, said  # node 0
+            assert done.stdout.count("(0 removed)") == 1, said  # node 1, cleaned too
             assert not _left(node_engine, name), (where, command, said)
         finally:
             if _left(node_engine, name):
                 node_engine.containers.get(name).remove(force=True)
-    node_engine.close()
+    engines = [node_engine, docker.DockerClient(base_url=cluster.engines[1])]
+    names = [_leave_container(engine, image, f"all-{run.run_id}") for engine in engines]
+    try:
+        done = cluster.run(
+            [sys.executable, "-m", "pytest_super.cli", "cleanup", "--all"], timeout=180
+        )
+        said = done.stdout + done.stderr
+        assert done.returncode == 0, said
+        assert done.stdout.count("(1 removed)") == 2 and "removed 2 containers" in said, said
+        assert not any(_left(e, n) for e, n in zip(engines, names, strict=True)), said
+    finally:
+        for engine, name in zip(engines, names, strict=True):
+            if _left(engine, name):
+                engine.containers.get(name).remove(force=True)
+            engine.close()
 
 
 def test_the_second_ctrl_c_hint_of_a_cluster_run_names_its_cluster() -> None:

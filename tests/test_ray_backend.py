@@ -25,21 +25,23 @@ import pytest
 from pytest_super.kernels import LABEL_RUN
 from tests.support.openai_server import FakeOpenAIServer
 from tests.support.projects import make_project, sleep_then_answer, task_yaml, wait_for
-from tests.support.ray_fixtures import ClusterRun
+from tests.support.ray_fixtures import CLUSTER_TIMEOUT, ClusterRun
 
 #: one xdist worker runs every cluster test (make test: --dist loadgroup), one cluster at a time
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.ray, pytest.mark.xdist_group("ray")]
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.slow,
+    pytest.mark.ray,
+    pytest.mark.xdist_group("ray"),
+    CLUSTER_TIMEOUT,
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "sk-ray-test-3f9c1d7e5b2a4c68"
 
 
-# -- the cluster and how a test drives it ------------------------------------------------------
-@pytest.fixture
-def cluster(ray_cluster: Any) -> Any:
-    """The session's cluster (tests/support/ray_fixtures.py, shared with tests/test_ray_faults.py):
-    4 CPUs and 8 GiB of Ray's logical resources per node: two tasks of --super-cpus 2 each."""
-    return ray_cluster
+# -- the cluster (`cluster`: the session's, tests/support/ray_fixtures.py, 4 CPUs and 8 GiB of
+# Ray's logical resources per node: two tasks of --super-cpus 2 each) and how a test drives it --
 
 
 def _clean_run(engine: str, run_id: str) -> None:

@@ -5,8 +5,9 @@ calls them, from a driver in the cluster's namespace, each Ray task placed on on
 - a node whose Docker engine is stopped: the outcome says `engine_failed`, the error names the
   node and its engine (never a Ray task failure);
 - a task's folders on its node (`pytest-super-node-<run>-<pid>-<ticks>-*`, the run's start-lock
-  folder) go when it ends and when Ray cancels it; a force-cancelled (killed) task's stay until
-  the next start-up clean-up on the node (`cleanup_on_node(run, None)`), or `cleanup --run`;
+  folder) go when it ends and when Ray cancels it; a force-cancelled (killed) task's go by its
+  watchdog within seconds, or, with the dead man's switch off, at the next start-up clean-up on
+  the node (`cleanup_on_node(run, None)`), or by `cleanup --run`;
 - the wait for the kernel image on a node without it is not charged to the task's deadline."""
 
 from __future__ import annotations
@@ -22,8 +23,15 @@ import docker
 import pytest
 
 from tests.support.projects import make_project, sleep_then_answer, task_yaml
+from tests.support.ray_fixtures import CLUSTER_TIMEOUT
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.ray, pytest.mark.xdist_group("ray")]
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.slow,
+    pytest.mark.ray,
+    pytest.mark.xdist_group("ray"),
+    CLUSTER_TIMEOUT,
+]
 
 #: run in the cluster's namespace: argv[1] is a JSON spec; prints one JSON line per step
 DRIVER = r"""
@@ -67,9 +75,12 @@ def outcome_fields(o):
             "built_image", "build_s", "started_at", "ended_at")} | {
             "status": None if o.result is None else str(o.result.exit_status)}
 
-ref = on_node.options(**here).remote(task, run, spec["task"], spec.get("deadline_s"))
+options = dict(here)
+if spec.get("switch") == "off":  # the node's dead man's switch off for this task's worker
+    options["runtime_env"] = {"env_vars": {"PYTEST_SUPER_DEAD_MAN_SWITCH": "off"}}
+ref = on_node.options(**options).remote(task, run, spec["task"], spec.get("deadline_s"))
 if spec["mode"] == "run":
-    say("outcome", **outcome_fields(ray.get(ref, timeout=900)))
+    say("outcome", **outcome_fields(ray.get(ref, timeout=300)))
     say("after", **looked())
 else:
     t0 = time.monotonic()
@@ -79,14 +90,20 @@ else:
     say("during", **looked())
     time.sleep(2)  # inside the episode
     ray.cancel(ref, force=spec["mode"] == "force")
+    cancelled = time.monotonic()
     try:
         ray.get(ref, timeout=120)
         say("ended")
     except Exception as exc:
         say("cancelled", error=type(exc).__name__)
+    if spec["mode"] == "force" and spec.get("switch") != "off":
+        while [f for f in looked()["folders"] if run.run_id in f] or looked()["lock"]:
+            assert time.monotonic() - cancelled < 60, "the killed task's folders stayed 60 s"
+            time.sleep(0.5)
+        say("watchdog", took=time.monotonic() - cancelled)
     time.sleep(2)
     say("after", **looked())
-    if spec["mode"] == "force":
+    if spec["mode"] == "force" and spec.get("switch") == "off":
         which = run.run_id if spec.get("cleanup_run") else None
         say("cleanup", node=ray.get(clean.options(**here).remote(run, which), timeout=120)[0])
         say("after-cleanup", **looked())
@@ -104,7 +121,7 @@ def _drive(cluster: Any, project: Path, task: str, node: int, mode: str, **more:
         "mode": mode,
         **more,
     }
-    done = cluster.run([sys.executable, "-c", DRIVER, json.dumps(spec)], timeout=1200, cwd=project)
+    done = cluster.run([sys.executable, "-c", DRIVER, json.dumps(spec)], timeout=360, cwd=project)
     steps = {}
     for line in done.stdout.splitlines():
         if line.startswith('{"step"'):
@@ -113,11 +130,6 @@ def _drive(cluster: Any, project: Path, task: str, node: int, mode: str, **more:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     steps["run_id"] = spec["run_id"]
     return steps
-
-
-@pytest.fixture
-def cluster(ray_cluster: Any) -> Any:
-    return ray_cluster
 
 
 def test_a_node_whose_engine_is_stopped_gives_an_engine_failed_outcome(cluster, tmp_path):
@@ -160,13 +172,29 @@ def test_a_cancelled_task_leaves_no_folder_on_its_node(cluster, tmp_path):
     assert steps["after"]["lock"] is False, steps
 
 
+def test_a_killed_tasks_folders_go_by_its_watchdog_within_seconds(cluster, tmp_path):
+    """Force-cancelled (its Ray worker killed): its task folder and the run's start-lock folder
+    are removed by the task's watchdog (executors/ray/watchdog.py), with no later run and no
+    command."""
+    project = make_project(tmp_path, {"expert/w": task_yaml("w", sleep_then_answer(120))})
+    steps = _drive(cluster, project, "w", 0, "force")
+    run_id = steps["run_id"]
+    (folder,) = [f for f in steps["during"]["folders"] if run_id in f]
+    assert "cancelled" in steps, steps
+    assert folder not in steps["after"]["folders"] and steps["after"]["lock"] is False, steps
+    print(f"a force-cancelled task's folders removed {steps['watchdog']['took']:.1f} s after")
+
+
 @pytest.mark.parametrize("by", ["start-up", "cleanup --run"])
 def test_a_killed_tasks_folders_go_at_the_next_start_up_clean_up_on_its_node(cluster, tmp_path, by):
-    """Force-cancelled (its Ray worker killed): its folders stay, until the next run's start-up
-    clean-up on the node (`cleanup_on_node(run, None)`: the worker is provably gone), or the
-    run's clean-up (`cleanup_on_node(run, ID)`, what `pytest-super cleanup --run ID` runs)."""
+    """Force-cancelled with the dead man's switch off (its Ray worker killed): its folders stay,
+    until the next run's start-up clean-up on the node (`cleanup_on_node(run, None)`: the worker
+    is provably gone), or the run's clean-up (`cleanup_on_node(run, ID)`, what `pytest-super
+    cleanup --run ID` runs)."""
     project = make_project(tmp_path, {"expert/k": task_yaml("k", sleep_then_answer(120))})
-    steps = _drive(cluster, project, "k", 0, "force", cleanup_run=by == "cleanup --run")
+    steps = _drive(
+        cluster, project, "k", 0, "force", cleanup_run=by == "cleanup --run", switch="off"
+    )
     run_id = steps["run_id"]
     (folder,) = [f for f in steps["during"]["folders"] if run_id in f]
     assert "cancelled" in steps, steps

@@ -89,10 +89,13 @@ class ClusterExecutor(Protocol):
         """The kernel image built on each node's engine: (node, tag) for each."""
         ...
 
-    def cleanup_on_nodes(self, address: str, settings: Any, run_id: str | None) -> list[str]:
+    def cleanup_on_nodes(
+        self, address: str, settings: Any, run_id: str | None, *, every: bool = False
+    ) -> list[str]:
         """What the backend of `settings` (KernelSettings) left on each node: of run `run_id`,
-        else of runs whose controller died; "node: name" for each thing removed, and "node:"
-        for a node that was cleaned and had nothing left."""
+        else of runs whose controller died (`every`: everything of ours there, as `pytest-super
+        cleanup --all`); "node: name" for each thing removed, "node:" for a node that was
+        cleaned and had nothing left, "node: (why)" in parentheses for one not cleaned."""
         ...
 
 

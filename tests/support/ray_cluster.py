@@ -507,6 +507,59 @@ class RayTestCluster:
         self._daemons[i] = self._spawn_engine(i)
         self._wait_engine(i, timeout=timeout)
 
+    def ensure_healthy(self, *, timeout: float = 240) -> list[str]:
+        """Put the cluster back as every test expects to find it, whatever an earlier test left
+        (one that failed or timed out before its own `heal`/`restart_*`): no partition rule, every
+        engine answering (its dockerd started again if it died or hangs), the head and every
+        worker node alive (the head and its nodes started anew when its GCS does not answer, a
+        node when it is not alive or its processes are stopped). What was repaired, in words;
+        RuntimeError naming what is still wrong after `timeout` s."""
+        started = time.monotonic()
+        repaired = []
+        for i in range(self.nodes):
+            for rule in self._partition_rules(i):
+                while self._ns_sh("iptables", "-w", "-D", "INPUT", *rule).returncode == 0:
+                    repaired.append(f"partition rule of node {i} removed")
+        for i in range(self.nodes):
+            if not self._engine_answers(i):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self._daemons[i].pid, signal.SIGKILL)
+                self._daemons[i].wait(timeout=30)
+                self.restart_engine(i, timeout=max(30.0, timeout - (time.monotonic() - started)))
+                repaired.append(f"engine {i} restarted")
+        stopped = {i for i in range(self.nodes) if self._stopped(self._node_pids(i))}
+        head = self._nodes.get("head")
+        try:
+            alive = set() if head is None or head.poll() is not None else set(self.node_ids())
+        except RuntimeError:
+            alive = set()
+        if "head" not in alive:
+            self.restart_head(timeout=max(60.0, timeout - (time.monotonic() - started)))
+            return [*repaired, "head and nodes restarted"]
+        for i in range(self.nodes):
+            if i in stopped or self.node_resource(i) not in alive:
+                self.revive_node(i, timeout=max(60.0, timeout - (time.monotonic() - started)))
+                repaired.append(f"node {i} restarted")
+        return repaired
+
+    def _engine_answers(self, i: int) -> bool:
+        if self._daemons[i].poll() is not None:
+            return False
+        try:
+            with contextlib.closing(docker.DockerClient(base_url=self.engines[i], timeout=15)) as c:
+                return bool(c.ping())
+        except Exception:
+            return False
+
+    @staticmethod
+    def _stopped(pids: set[int]) -> bool:
+        """Is any of `pids` stopped (SIGSTOP: state T in /proc/<pid>/stat)?"""
+        for pid in pids:
+            with contextlib.suppress(OSError, IndexError), open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] == "T":
+                    return True
+        return False
+
     def pids(self) -> set[int]:
         """Every process of the cluster: those in its namespace, and those naming its folder or
         carrying its marker (found even once the namespace is gone)."""

@@ -3,7 +3,12 @@ xdist worker runs them all: the xdist group "ray"): the executor's tests (tests/
 and the fault tests (tests/test_ray_faults.py) share it, since starting one takes a minute of CI.
 
 A test that breaks the cluster (a node cut off, an engine or the head killed) puts it back before
-it ends (`heal`, `restart_engine`, `revive_node`, `restart_head`). Registered by tests/conftest.py.
+it ends (`heal`, `restart_engine`, `revive_node`, `restart_head`); a test that could not (it failed
+or timed out first) is made good by the next one's `cluster` fixture (`ensure_healthy`), so that
+one broken test never fails or hangs the rest. A cluster test has a bound of its own,
+`CLUSTER_TIMEOUT` (pytest-timeout's signal method: the test fails, its fixtures' teardown runs
+and the xdist worker holding the cluster lives on; the thread method of `make test`'s
+--timeout would end the worker and orphan the cluster). Registered by tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -20,6 +25,10 @@ from typing import Any
 
 import pytest
 
+#: the bound of one cluster test (module mark): what the slowest one takes on a loaded machine,
+#: about twice its time alone (`make test`'s --durations), well under the session's 900 s
+CLUSTER_TIMEOUT = pytest.mark.timeout(420, method="signal")
+
 
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[Any]:
@@ -31,6 +40,16 @@ def ray_cluster() -> Iterator[Any]:
 
     image = build_image(offline=True, log=lambda line: None)
     yield from start_ray_cluster(image, nodes=2, num_cpus=4, memory=8 * GIB)
+
+
+@pytest.fixture
+def cluster(ray_cluster: Any) -> Any:
+    """The session's cluster, made healthy first (what an earlier test broke and could not put
+    back: `RayTestCluster.ensure_healthy`); what was repaired is printed."""
+    repaired = ray_cluster.ensure_healthy()
+    if repaired:
+        print(f"the Ray test cluster was repaired before this test: {'; '.join(repaired)}")
+    return ray_cluster
 
 
 class ClusterRun:
@@ -57,7 +76,7 @@ class ClusterRun:
                 start_new_session=True,
             )
 
-    def wait(self, timeout: float = 600) -> int:
+    def wait(self, timeout: float = 300) -> int:
         try:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -80,8 +80,10 @@ class RayExecutor:
 
         return build_on_nodes(address, profile=profile, base=base, offline=offline, tag=tag)
 
-    def cleanup_on_nodes(self, address: str, settings: Any, run_id: str | None) -> list[str]:
+    def cleanup_on_nodes(
+        self, address: str, settings: Any, run_id: str | None, *, every: bool = False
+    ) -> list[str]:
         """`pytest-super cleanup --executor ray`: on every live node, its own engine's."""
         from pytest_super.executors.ray.cluster import cleanup_nodes
 
-        return cleanup_nodes(address, settings, run_id)
+        return cleanup_nodes(address, settings, run_id, every)

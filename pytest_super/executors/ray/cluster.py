@@ -116,8 +116,8 @@ class _Cleaner:
         self.run = run
         kernel_backend(dataclasses.replace(run.kernel, docker_host=None))  # imported now
 
-    def cleanup(self, run_id: str | None) -> tuple[str, list[str]]:
-        return cleanup_on_node(self.run, run_id)
+    def cleanup(self, run_id: str | None, every: bool = False) -> tuple[str, list[str]]:
+        return cleanup_on_node(self.run, run_id, every)
 
 
 class _Watch:
@@ -205,7 +205,9 @@ class RayDispatcher:
         self.excluded: dict[str, str] = {}
         #: set when the head was lost: why (then nothing more is asked of Ray)
         self.lost: str = ""
-        self._sweeps: list[Any] = []  # clean-ups sent at Ctrl-C, waited for by cleanup_on_nodes
+        self._sweeps: dict[
+            Any, str
+        ] = {}  # clean-ups sent at Ctrl-C, waited for by cleanup_on_nodes
         #: what happened to nodes since the controller last said it (`take_events`)
         self._events: list[str] = []
 
@@ -611,33 +613,33 @@ class RayDispatcher:
         if run_id is not None and not self.lost:
             self._sweeps = self._send_cleanups(run_id)
 
-    def _send_cleanups(self, run_id: str | None) -> list[Any]:
-        """One clean-up call per live node that can run tasks: its actor's when it has one (no
-        Ray worker to start), else a Ray task placed there."""
+    def _send_cleanups(self, run_id: str | None, every: bool = False) -> dict[Any, str]:
+        """One clean-up call per live node that can run a task of any size (CPUs: the nodes the
+        run uses and any other, whatever the run's task size): its actor's when it has one (no
+        Ray worker to start), else a Ray task placed there. The calls, with the node each went
+        to (Ray's node name)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         if self._cleanup is None:  # connected for the cleanup only (`pytest-super cleanup`)
             self._cleanup = self.ray.remote(cleanup_on_node)
-        if not self._nodes:
-            self._see_nodes(self.ray.nodes())
-        refs = []
+        refs: dict[Any, str] = {}
         payload = None
-        for node in self._nodes.values():
-            if not node.alive:
+        for info in self.ray.nodes():
+            if not info.get("Alive") or not info.get("Resources", {}).get("CPU"):
                 continue
-            if node.cleaner is not None:
-                refs.append(node.cleaner.cleanup.remote(run_id))
+            node = self._nodes.get(info["NodeID"])
+            if node is not None and node.cleaner is not None:
+                refs[node.cleaner.cleanup.remote(run_id, every)] = _node_name(info)
                 continue
             payload = payload or self._payload_run()
-            strategy = NodeAffinitySchedulingStrategy(node.id, soft=False)
-            refs.append(
-                self._cleanup.options(
-                    num_cpus=0,
-                    max_retries=0,
-                    name=f"{TASK_NAME_PREFIX} cleanup",
-                    scheduling_strategy=strategy,
-                ).remote(payload, run_id)
+            strategy = NodeAffinitySchedulingStrategy(info["NodeID"], soft=False)
+            call = self._cleanup.options(
+                num_cpus=0,
+                max_retries=0,
+                name=f"{TASK_NAME_PREFIX} cleanup",
+                scheduling_strategy=strategy,
             )
+            refs[call.remote(payload, run_id, every)] = _node_name(info)
         return refs
 
     def start_cleaners(self) -> None:
@@ -657,22 +659,31 @@ class RayDispatcher:
                         scheduling_strategy=strategy,
                     ).remote(payload)
 
-    def cleanup_on_nodes(self, run_id: str | None, *, timeout_s: float = 120.0) -> list[str]:
-        """Remove the run's containers (`run_id` None: dead runs') on every live node that can
-        run tasks; returns "node: name" for each container removed. Those sent by `cancel`
-        are waited for, not sent again."""
+    def cleanup_on_nodes(
+        self, run_id: str | None, *, every: bool = False, timeout_s: float = 120.0
+    ) -> list[str]:
+        """Remove the run's containers (`run_id` None: dead runs'; `every`: all of ours) on
+        every live node that can run tasks; "node: name" for each container removed, "node:"
+        for a node that had nothing to remove, "node: (no answer in N s)" for one that did not
+        answer. Those sent by `cancel` are waited for, not sent again."""
         if self.lost:
             return []
-        refs, self._sweeps = self._sweeps or self._send_cleanups(run_id), []
-        removed: list[str] = []
+        refs, self._sweeps = self._sweeps or self._send_cleanups(run_id, every), {}
+        entries: list[str] = []
         if not refs:
-            return removed
-        ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
-        for ref in ready:
-            with contextlib.suppress(Exception):  # a node without an engine has nothing of ours
+            return entries
+        ready, _ = self.ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+        for ref, name in refs.items():
+            if ref not in ready:
+                entries.append(f"{name}: (no answer in {timeout_s:.0f} s)")
+                continue
+            try:
                 node, names = self.ray.get(ref)
-                removed += [f"{node}: {n}" for n in names]
-        return removed
+            except Exception:  # a node without an engine has nothing of ours
+                entries.append(f"{name}:")
+                continue
+            entries += [f"{node}: {n}" for n in names] or [f"{node}:"]
+        return entries
 
 
 def _engine_failed(outcome: NodeOutcome) -> bool:
@@ -714,14 +725,17 @@ def build_on_nodes(
         dispatcher.stop()
 
 
-def cleanup_nodes(address: str, settings: KernelSettings, run_id: str | None) -> list[str]:
+def cleanup_nodes(
+    address: str, settings: KernelSettings, run_id: str | None, every: bool = False
+) -> list[str]:
     """`pytest-super cleanup --executor ray`: what the backend of `settings` left on every live
-    node (of run `run_id`, else of runs whose controller died); "node: name" for each removed."""
+    node (of run `run_id`, else of runs whose controller died; `every`: all of ours, docker
+    only); `RayDispatcher.cleanup_on_nodes`'s entries."""
     run = cluster_run(address, kernel=settings)
     dispatcher = RayDispatcher(run)
     dispatcher.connect()
     try:
-        return dispatcher.cleanup_on_nodes(run_id)
+        return dispatcher.cleanup_on_nodes(run_id, every=every)
     finally:
         dispatcher.stop()
 

@@ -35,6 +35,7 @@ from typing import Any
 from pytest_super.deadlines import DeadlineExpired, enforce
 from pytest_super.errors import EngineUnavailable, InfrastructureError, SuperError
 from pytest_super.execute import run_one_task, trajectory_path
+from pytest_super.executors.ray import watchdog
 from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.runner import TaskResult
 from pytest_super.settings import SuperRun
@@ -312,6 +313,7 @@ def run_on_node(
     run = _with_key(run, secrets)
     outcome = NodeOutcome(name=name, node=_node_name(), started_at=time.time())
     folder = _task_folder(run.run_id)
+    guard = watchdog.start(folder, run.kernel.backend)  # the folders' dead man's switch
     run = dataclasses.replace(
         run,
         report_dir=folder,
@@ -327,6 +329,8 @@ def run_on_node(
         with contextlib.suppress(OSError):
             outcome.notebook = path.with_suffix(".ipynb").read_bytes()
         shutil.rmtree(folder, ignore_errors=True)
+        if guard is not None:
+            guard.release()
         outcome.ended_at = time.time()
     return outcome
 
@@ -361,10 +365,19 @@ def _run_episode(
             raise  # our own bug: the controller reports the Ray task's failure
 
 
-def cleanup_on_node(run: SuperRun, run_id: str | None) -> tuple[str, list[str]]:
+def cleanup_on_node(
+    run: SuperRun, run_id: str | None, every: bool = False
+) -> tuple[str, list[str]]:
     """Remove the run's containers from this node's engine and its folders here (`run_id` None:
-    what runs whose controller or Ray worker died left behind). Returns (the node, the names of
-    the containers removed)."""
+    what runs whose controller or Ray worker died left behind; `every`: every container of ours
+    on the engine, as `pytest-super cleanup --all`, docker only). Returns (the node, the names
+    of the containers removed)."""
+    return _node_name(), cleanup_here(run.kernel, run_id, every=every)
+
+
+def cleanup_here(kernel: KernelSettings, run_id: str | None, *, every: bool = False) -> list[str]:
+    """`cleanup_on_node`'s work on this machine's engine (also the watchdog's, once a task's
+    Ray worker died): the names of the containers removed."""
     from pytest_super.kernels import kernel_backend
     from pytest_super.locks import private_dir
 
@@ -375,12 +388,13 @@ def cleanup_on_node(run: SuperRun, run_id: str | None) -> tuple[str, list[str]]:
     for lock_dir in lock_dirs:
         if lock_dir.is_dir() and (run_id or _remove_if_unused(lock_dir)):
             shutil.rmtree(lock_dir, ignore_errors=True)
-    settings = dataclasses.replace(run.kernel, docker_host=None)
+    settings = dataclasses.replace(kernel, docker_host=None)
+    if every:
+        from pytest_super.kernels import cleanup_containers, docker_client
+
+        return cleanup_containers(docker_client(settings))
     backend = kernel_backend(settings)
-    removed = (
-        backend.cleanup_run(settings, run_id) if run_id else backend.cleanup_dead_runs(settings)
-    )
-    return _node_name(), removed
+    return backend.cleanup_run(settings, run_id) if run_id else backend.cleanup_dead_runs(settings)
 
 
 def _build_here(profile: str, base: str | None, offline: bool, tag: str | None) -> tuple[str, str]:

@@ -1,0 +1,133 @@
+"""The dead man's switch of a task's folders on a Ray node (issue 32).
+
+A Ray worker running one of our tasks makes folders on its node: the task's folder
+(`pytest-super-node-<run>-<pid>-<ticks>-*`), its kernels' host folders and the run's start-lock
+folder. It removes them when the task ends or is cancelled; a worker killed by SIGKILL (Ray's
+force-cancel, a dead raylet, a head lost, the driver's death) cannot. Its containers go by the
+engine's reaper (kernels/docker/reaper.py); its folders go by this watchdog: a process of its
+own session, started by the worker for each task, that holds the read end of a pipe whose write
+end only the worker holds. When the pipe ends, the watchdog looks: the task's folder gone means
+the task ended and removed it (nothing to do); the folder still there and the worker provably
+gone means the worker died, and the watchdog runs the node's clean-up of dead owners
+(`node.cleanup_here`: folders whose worker is gone, unused start-lock folders, containers of
+dead leases and their host folders), then leaves. `PYTEST_SUPER_DEAD_MAN_SWITCH=off` turns it
+off with the engine's reaper; the next start-up clean-up on the node (or `pytest-super cleanup`)
+removes them then.
+
+The watchdog runs as a script (this file, by its path: no package import) and imports nothing of
+the package until its worker died: an idle one costs a bare interpreter (about 10 MB) and a
+blocked read. It shares the worker's kernel boot and PID namespace, so the worker's pid and start
+time (field 22 of /proc/<pid>/stat, as kernels/docker/lease.py's `Holder`) tell whether it lives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+#: seconds between checks that the worker lives, beside the pipe (a child the worker forked
+#: without exec may hold the pipe's write end after the worker's death)
+POLL_S = 5.0
+#: clean-up passes after the worker's death, `PASS_GAP_S` apart: a container the engine is
+#: still removing keeps its host folder until a later pass
+PASSES = 4
+PASS_GAP_S = 5.0
+
+
+class Watchdog:
+    """The worker's side: the watchdog process and the write end of its pipe."""
+
+    def __init__(self, folder: Path, backend: str):
+        pid = os.getpid()
+        self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+            [sys.executable, __file__, str(pid), str(start_ticks(pid)), str(folder), backend],
+            stdin=subprocess.PIPE,  # its write end is ours alone (close-on-exec)
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a signal to the worker's group or session spares it
+            close_fds=True,
+        )
+
+    def release(self, timeout: float = 10) -> None:
+        """The task ended and its folder was removed: end the watchdog (it sees the pipe close
+        and no folder) and reap it."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            assert proc.stdin is not None
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def start(folder: Path, backend: str) -> Watchdog | None:
+    """The watchdog of this task's `folder`, or None with the switch off."""
+    from pytest_super.kernels.docker.reaper import switch_wanted
+
+    return Watchdog(folder, backend) if switch_wanted() else None
+
+
+# -- the watchdog's own process -------------------------------------------------------------------
+def start_ticks(pid: int) -> int | None:
+    """Field 22 of /proc/<pid>/stat (its start time); None if it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return None if fields[0] in ("Z", "X") else int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def gone(pid: int, ticks: int | None) -> bool:
+    return ticks is None or start_ticks(pid) != ticks
+
+
+def wait_for_end(pipe: IO[bytes], pid: int, ticks: int | None, poll_s: float = POLL_S) -> None:
+    """Return once the pipe ended (EOF or an error) or the worker is gone."""
+    while not gone(pid, ticks):
+        ready, _, _ = select.select([pipe], [], [], poll_s)
+        if ready:
+            try:
+                if not os.read(pipe.fileno(), 4096):
+                    return
+            except OSError:
+                return
+
+
+def main(argv: list[str]) -> int:
+    pid, ticks = int(argv[0]), None if argv[1] == "None" else int(argv[1])
+    folder, backend = Path(argv[2]), argv[3]
+    wait_for_end(sys.stdin.buffer, pid, ticks)
+    while folder.exists() and not gone(pid, ticks):  # the pipe closed by another hand
+        time.sleep(POLL_S)
+    if not folder.exists():
+        return 0  # the task ended and removed its folder
+    from pytest_super.executors.ray.node import cleanup_here
+    from pytest_super.kernels.base import KernelSettings
+
+    settings: Any = KernelSettings(backend=backend)
+    for _ in range(PASSES):
+        try:
+            removed = cleanup_here(settings, None)
+        except Exception:  # an engine that fails now: the next pass
+            removed = ["?"]
+        if not removed and not folder.exists():
+            break
+        time.sleep(PASS_GAP_S)
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.path and sys.path[0] == os.path.dirname(os.path.abspath(__file__)):
+        del sys.path[0]  # this folder's modules (settings, session, ...) are not top-level ones
+    sys.exit(main(sys.argv[1:]))
