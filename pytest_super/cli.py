@@ -527,8 +527,8 @@ def _cleanup(args: argparse.Namespace) -> int:
             if args.all
             else nodes_of.cleanup_on_nodes(address, settings, args.run_id)
         )
-        print(_cluster_cleaned(executor, address, source, entries))
-        removed = [e for e in entries if e.partition(":")[2].strip()[:1] not in ("", "(")]
+        said, removed = _cluster_cleaned(executor, address, source, entries)
+        print(said)
     elif args.backend == "docker":
         removed = _cleanup_docker(settings, args.run_id, every=args.all)
     else:
@@ -537,23 +537,20 @@ def _cleanup(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cluster_cleaned(executor: str, address: str, source: str, entries: list[str]) -> str:
-    """What `cleanup` did on a cluster: every node it cleaned, and the ones it could not."""
-    cleaned: dict[str, int] = {}
-    missed = []
-    for entry in entries:
-        node, _, what = entry.partition(":")
-        if what.strip().startswith("("):
-            missed.append(f"{node} {what.strip()}")
-        else:
-            cleaned[node] = cleaned.get(node, 0) + (1 if what.strip() else 0)
+def _cluster_cleaned(
+    executor: str, address: str, source: str, entries: list[str]
+) -> tuple[str, list[str]]:
+    """What `cleanup` did on a cluster (every node it cleaned, and the ones it could not), and
+    "node: name" for each container removed."""
+    cleaned, missed = executors.read_cleanup_entries(entries)
     said = f"cleaned the {executor} cluster at {address} ({source}): "
     said += (
-        ", ".join(f"node {node} ({n} removed)" for node, n in cleaned.items())
+        ", ".join(f"node {node} ({len(names)} removed)" for node, names in cleaned.items())
         if cleaned
         else "no live node that runs tasks answered"
     )
-    return said + ("; not cleaned: " + ", ".join(missed) if missed else "")
+    said += "; not cleaned: " + ", ".join(missed) if missed else ""
+    return said, [f"{node}: {name}" for node, names in cleaned.items() for name in names]
 
 
 def _cleanup_docker(settings: KernelSettings, run_id: str | None, *, every: bool) -> list[str]:

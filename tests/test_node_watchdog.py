@@ -28,7 +28,7 @@ folder = node._task_folder(run_id)
 guard = watchdog.start(folder, "docker")
 with node._run_lock_folder(run_id) as lock_dir:
     print(json.dumps({"folder": str(folder), "lock": str(lock_dir),
-                      "watchdog": guard.proc.pid if guard else None}), flush=True)
+                      "watchdog": guard.pid if guard else None}), flush=True)
     if mode == "hold":
         time.sleep(600)
 shutil.rmtree(folder)
@@ -66,7 +66,8 @@ def run_id() -> str:
 def test_a_task_that_ends_leaves_no_watchdog(tmp_path, run_id):
     proc, made = _worker(tmp_path, run_id, "end")
     assert proc.wait(60) == 0
-    assert made["watchdog"] and _gone(made["watchdog"])
+    assert made["watchdog"]
+    wait_for(lambda: _gone(made["watchdog"]), 10, "the watchdog gone once its task ended")
     assert not Path(made["folder"]).exists() and not Path(made["lock"]).exists()
 
 

@@ -1,10 +1,10 @@
 """The Ray test cluster of tests/support/ray_cluster.py works as the Ray backend's tests assume.
 
-One cluster per module (and xdist worker): a head and two worker nodes in a network namespace of
-its own with no route out, each node with its own Docker engine holding the kernel image, in the
-host's network namespace (its containers reach PyPI as the main engine's do). A worker runs its
-share of these tests in the order written: `test_kill_node` starts the killed node again, and
-`test_stop_leaves_nothing` stops the cluster. Every Ray driver here is a `python -c` run inside
+On the session's cluster (tests/support/ray_fixtures.py: a head and two worker nodes in a network
+namespace of its own with no route out, each node with its own Docker engine holding the kernel
+image, in the host's network namespace, whose containers reach PyPI as the main engine's do), and
+one small cluster of its own started beside it, then stopped and checked to leave nothing.
+`test_kill_node` starts the killed node again. Every Ray driver here is a `python -c` run inside
 the namespace (the test process itself is outside it), so its functions travel to the workers by
 value.
 """
@@ -19,7 +19,6 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -27,18 +26,15 @@ import docker.errors
 import pytest
 
 from pytest_super.kernels.docker.backend import TASK_NETWORK, bridge_interface
-from tests.support.ray_cluster import SLOT_BASE, RayTestCluster, start_ray_cluster
+from tests.support.ray_cluster import SLOT_BASE, RayTestCluster
+from tests.support.ray_fixtures import CLUSTER_TIMEOUT
 
 pytestmark = [
     pytest.mark.docker,
     pytest.mark.slow,
     pytest.mark.ray,
     pytest.mark.xdist_group("ray"),
-    # issue 32 (open): in the fresh-clone run of 2026-11-27 every test here errored in this
-    # module's own cluster start, beside the session's shared cluster (tests/support/ray_fixtures.py)
-    pytest.mark.xfail(
-        reason="issue 32 (open): a second cluster beside the session's one failed to start"
-    ),
+    CLUSTER_TIMEOUT,
 ]
 
 HOST_LISTENERS = ["ss", "-ltnupH"]
@@ -62,7 +58,7 @@ def run_container(image):
         "root_dir": client.info()["DockerRootDir"],
         "status": status,
         "output": output,
-        "left": [c.id for c in client.containers.list(all=True)],
+        "left": [c.id for c in client.containers.list(all=True, filters={"id": container.id})],
     }
 
 ray.init(logging_level="ERROR")
@@ -190,23 +186,6 @@ def _result(stdout: str) -> dict[str, object]:
     return result
 
 
-@pytest.fixture(scope="module")
-def host_listeners_before() -> set[tuple[str, str, frozenset[int]]]:
-    """The host namespace's listening sockets before the cluster starts."""
-    return _listeners(HOST_LISTENERS)
-
-
-@pytest.fixture(scope="module")
-def cluster(
-    image: str, host_listeners_before: set[tuple[str, str, frozenset[int]]]
-) -> Iterator[RayTestCluster]:
-    """The module's cluster: two worker nodes holding `image`; stopped and checked after."""
-    started = time.monotonic()
-    for running in start_ray_cluster(image):
-        print(f"Ray test cluster started in {time.monotonic() - started:.1f} s")
-        yield running
-
-
 def test_each_node_runs_containers_on_its_own_engine(cluster: RayTestCluster, image: str) -> None:
     for i, engine in enumerate(cluster.engines):
         seen = _driver(cluster, _CONTAINER_SCRIPT, cluster.node_resource(i), image)
@@ -214,8 +193,7 @@ def test_each_node_runs_containers_on_its_own_engine(cluster: RayTestCluster, im
         assert seen["root_dir"] == f"{cluster.root}/e{i}/data"
         assert (seen["status"], seen["output"], seen["left"]) == (0, "hello from the node", [])
         client = docker.DockerClient(base_url=engine)
-        try:
-            assert client.containers.list(all=True) == []
+        try:  # the driver saw its container removed ("left"); the image is the node's own
             assert client.images.get(image)
         finally:
             client.close()
@@ -241,11 +219,15 @@ def test_a_container_on_a_node_reaches_pypi(cluster: RayTestCluster, image: str)
     assert in_namespace.returncode != 0
 
 
-def test_a_second_cluster_beside_it(cluster: RayTestCluster, image: str) -> None:
+def test_a_second_cluster_beside_it_and_its_stop_leaves_nothing(
+    cluster: RayTestCluster, image: str
+) -> None:
     """Another cluster on the same fixed ports runs at once (each namespace has its own ports);
-    killing its node 0 leaves ours, on the same node manager port, alone; and `image_on=[]`
-    leaves its engine without the image."""
-    with RayTestCluster(image, nodes=1, image_on=[]) as other:
+    killing its node 0 leaves ours, on the same node manager port, alone; `image_on=[]` leaves
+    its engine without the image; and its `stop()` leaves nothing: no process, namespace,
+    bridge, iptables chain, engine or folder."""
+    other = RayTestCluster(image, nodes=1, image_on=[])
+    with other:
         assert (other.address, other.name != cluster.name) == (cluster.address, True)
         ours, theirs = cluster.node_ids(), other.node_ids()
         assert set(theirs) == {"head", other.node_resource(0)}
@@ -258,13 +240,28 @@ def test_a_second_cluster_beside_it(cluster: RayTestCluster, image: str) -> None
             client.close()
         other.kill_node(0)
         assert cluster.node_ids() == ours
+        started = time.monotonic()
+    print(f"Ray test cluster stopped in {time.monotonic() - started:.1f} s")
     assert other.leftovers() == []
     assert cluster.node_ids() == ours
+    pattern = re.escape(f"{other.root}/")
+    assert subprocess.run(["pgrep", "-f", pattern], capture_output=True).stdout == b""
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert other.name not in namespaces
+    task_bridges = [bridge_interface(engine) for engine in other.engines]
+    for bridge in other.bridges + task_bridges:
+        assert subprocess.run(["ip", "link", "show", bridge], capture_output=True).returncode != 0
+    for table, chains in other.chains.items():
+        rules = subprocess.run(["iptables", "-w", "-t", table, "-S"], capture_output=True).stdout
+        assert not set(chains) & set(rules.decode().split())
+    for engine in other.engines:
+        with contextlib.suppress(docker.errors.DockerException):
+            docker.DockerClient(base_url=engine).ping()
+            pytest.fail(f"the engine at {engine} still answers")
+    assert not other.root.exists()
 
 
-def test_nothing_listens_beyond_loopback(
-    cluster: RayTestCluster, host_listeners_before: set[tuple[str, str, frozenset[int]]]
-) -> None:
+def test_nothing_listens_beyond_loopback(cluster: RayTestCluster) -> None:
     """Every Ray process is in the namespace; the engines (dockerd, containerd, shims) are in
     the host's, where none of them listens on any port: dockerd has only its unix socket."""
     pids = cluster.pids()
@@ -278,9 +275,7 @@ def test_nothing_listens_beyond_loopback(
     ray_pids = set(where) - engines
     assert len(ray_pids) > 10
     assert [(p, _cmdline(p)) for p in ray_pids if where[p] != namespace] == []
-    new_on_host = _listeners(HOST_LISTENERS) - host_listeners_before
-    assert [s for s in new_on_host if s[2] & pids] == []
-    assert [s for s in _listeners(HOST_LISTENERS) if s[2] & set(dockerds)] == []
+    assert [s for s in _listeners(HOST_LISTENERS) if s[2] & pids] == []  # none of the cluster's
     inside = _listeners(["ip", "netns", "exec", cluster.name, *HOST_LISTENERS])
     assert {"6379", "20000", "21000"} <= {local.rsplit(":", 1)[1] for _, local, _ in inside}
     links = subprocess.run(
@@ -331,25 +326,3 @@ def test_kill_node(cluster: RayTestCluster, tmp_path: Path) -> None:
 
     cluster.restart_node(1)
     assert cluster.node_resource(1) in cluster.node_ids()
-
-
-def test_stop_leaves_nothing(cluster: RayTestCluster) -> None:
-    started = time.monotonic()
-    cluster.stop()
-    print(f"Ray test cluster stopped in {time.monotonic() - started:.1f} s")
-    assert cluster.leftovers() == []
-    pattern = re.escape(f"{cluster.root}/")
-    assert subprocess.run(["pgrep", "-f", pattern], capture_output=True).stdout == b""
-    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert cluster.name not in namespaces
-    task_bridges = [bridge_interface(engine) for engine in cluster.engines]
-    for bridge in cluster.bridges + task_bridges:
-        assert subprocess.run(["ip", "link", "show", bridge], capture_output=True).returncode != 0
-    for table, chains in cluster.chains.items():
-        rules = subprocess.run(["iptables", "-w", "-t", table, "-S"], capture_output=True).stdout
-        assert not set(chains) & set(rules.decode().split())
-    for engine in cluster.engines:
-        with contextlib.suppress(docker.errors.DockerException):
-            docker.DockerClient(base_url=engine).ping()
-            pytest.fail(f"the engine at {engine} still answers")
-    assert not cluster.root.exists()

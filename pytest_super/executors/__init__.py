@@ -99,6 +99,21 @@ class ClusterExecutor(Protocol):
         ...
 
 
+def read_cleanup_entries(entries: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """`ClusterExecutor.cleanup_on_nodes`'s entries read: {node: names removed there} for every
+    node cleaned (in order), and "node (why)" for each node not cleaned."""
+    cleaned: dict[str, list[str]] = {}
+    missed = []
+    for entry in entries:
+        node, _, what = entry.partition(":")
+        what = what.strip()
+        if what.startswith("("):
+            missed.append(f"{node} {what}")
+        else:
+            cleaned.setdefault(node, []).extend([what] if what else [])
+    return cleaned, missed
+
+
 def cluster_executor(spec: str) -> ClusterExecutor:
     """The executor `spec` names, as one that runs tasks on a cluster's nodes; ValueError if it
     names none, or one that does not."""

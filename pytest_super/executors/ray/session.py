@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from pytest_super import collect, options, progress
+from pytest_super.executors import read_cleanup_entries
 from pytest_super.executors.ray.cluster import ClusterLost, NodeOutcome, RayDispatcher, wait_for
 from pytest_super.executors.ray.settings import ray_address
 from pytest_super.options import run_of
@@ -178,15 +179,19 @@ class RaySession:
         if self.run.settings.keep_failed:
             return
         try:
-            left = self.dispatcher.cleanup_on_nodes(self.run.run_id)
+            cleaned, missed = read_cleanup_entries(
+                self.dispatcher.cleanup_on_nodes(self.run.run_id)
+            )
         except Exception as exc:  # noqa: BLE001 - the reports must still be written
+            cleaned, missed = {}, [str(exc)]
+        if missed:
             warnings.warn(
-                f"pytest-super: the Ray nodes could not all be cleaned up ({exc}); run "
-                f"`pytest-super cleanup --executor ray --ray-address {ray_address(self.run)} "
+                f"pytest-super: the Ray nodes could not all be cleaned up ({'; '.join(missed)}); "
+                f"run `pytest-super cleanup --executor ray --ray-address {ray_address(self.run)} "
                 f"--backend {self.run.kernel.backend} --run {self.run.run_id}`",
                 stacklevel=1,
             )
-            left = []
+        left = [f"{node}: {name}" for node, names in cleaned.items() for name in names]
         if left:
             reporter = session.config.pluginmanager.getplugin("terminalreporter")
             if reporter is not None:

@@ -41,33 +41,36 @@ PASS_GAP_S = 5.0
 
 
 class Watchdog:
-    """The worker's side: the watchdog process and the write end of its pipe."""
+    """The worker's side: the write end of the watchdog's pipe, and the watchdog's pid.
+
+    The watchdog is the worker's grandchild, not its child: when a Ray worker dies the raylet
+    kills the worker's child processes (Ray's `kill_child_processes_on_worker_exit`), and a
+    child would die with it; the grandchild, once its parent left, is nobody's but init's."""
 
     def __init__(self, folder: Path, backend: str):
         pid = os.getpid()
-        self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, __file__, str(pid), str(start_ticks(pid)), str(folder), backend],
             stdin=subprocess.PIPE,  # its write end is ours alone (close-on-exec)
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             start_new_session=True,  # a signal to the worker's group or session spares it
             close_fds=True,
         )
+        assert proc.stdin is not None and proc.stdout is not None
+        said = proc.stdout.readline()  # the watchdog's pid, once it runs apart from its parent
+        proc.stdout.close()
+        proc.wait()  # the parent, gone at once
+        self.pid = int(said) if said.strip().isdigit() else None
+        self._pipe: IO[bytes] | None = proc.stdin
 
-    def release(self, timeout: float = 10) -> None:
-        """The task ended and its folder was removed: end the watchdog (it sees the pipe close
-        and no folder) and reap it."""
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        with contextlib.suppress(OSError):
-            assert proc.stdin is not None
-            proc.stdin.close()
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    def release(self) -> None:
+        """The task ended and its folder was removed: the watchdog sees its pipe end and no
+        folder, and leaves."""
+        pipe, self._pipe = self._pipe, None
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
 
 
 def start(folder: Path, backend: str) -> Watchdog | None:
@@ -104,7 +107,19 @@ def wait_for_end(pipe: IO[bytes], pid: int, ticks: int | None, poll_s: float = P
                 return
 
 
+def detach() -> None:
+    """Leave the worker's process tree: fork, the parent exits (its parent, the worker, reaps
+    it), the child says its pid and goes on."""
+    if os.fork() > 0:
+        os._exit(0)
+    print(os.getpid(), flush=True)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+
 def main(argv: list[str]) -> int:
+    detach()
     pid, ticks = int(argv[0]), None if argv[1] == "None" else int(argv[1])
     folder, backend = Path(argv[2]), argv[3]
     wait_for_end(sys.stdin.buffer, pid, ticks)

@@ -91,7 +91,7 @@ from pytest_super.kernels.docker.engine import (
 )
 from pytest_super.kernels.docker.hostguard import guard_host
 from pytest_super.kernels.docker.image import build_hint, default_image_tag, image_for_task
-from pytest_super.kernels.docker.lease import LABEL_LEASE, lease_for
+from pytest_super.kernels.docker.lease import LABEL_LEASE, lease_for, remove_later
 from pytest_super.kernels.docker.relay import RELAY_IN_CONTAINER, EngineRelay, relay_source
 
 #: the kernel's channel numbers; with the ipc transport they are the sockets' name suffixes
@@ -252,6 +252,11 @@ class DockerBox:
                 self.api.remove_container(self.container_id, force=True, v=True)
             except docker.errors.NotFound:
                 pass
+            except requests.exceptions.RequestException:
+                # the engine does not answer (killed, restarting): the lease's renewals remove
+                # the container once it is back (the reaper spares it while we live)
+                remove_later(engine_address(self._docker_host), self.container_id)
+                raise
             except docker.errors.APIError as exc:
                 if exc.status_code == 409:  # removal already in progress
                     return
@@ -433,10 +438,10 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
         box._refresh_connection()
         return box
     except (requests.exceptions.ConnectionError, docker.errors.DockerException) as exc:
-        _discard(api, container_id, folder, box)
+        _discard(api, address, container_id, folder, box)
         raise _start_error(exc, task_id, image, address) from exc
     except BaseException:
-        _discard(api, container_id, folder, box)
+        _discard(api, address, container_id, folder, box)
         raise
 
 
@@ -727,16 +732,24 @@ def _engine_caps_disk(client: docker.DockerClient, address: str) -> bool:
 
 
 def _discard(
-    api: docker.APIClient, container_id: str | None, folder: str, box: DockerBox | None
+    api: docker.APIClient,
+    address: str,
+    container_id: str | None,
+    folder: str,
+    box: DockerBox | None,
 ) -> None:
     if box is not None:  # releases its relay and disk watch too
-        with contextlib.suppress(docker.errors.APIError, requests.exceptions.ConnectionError):
+        with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
             box.remove()
     remove_host_folder(folder)
     if container_id is None:
         return
-    with contextlib.suppress(docker.errors.APIError, requests.exceptions.ConnectionError):
+    try:
         api.remove_container(container_id, force=True, v=True)
+    except docker.errors.APIError:
+        pass
+    except requests.exceptions.RequestException:
+        remove_later(address, container_id)  # the engine does not answer: once it does
 
 
 def _size(n: int) -> str:

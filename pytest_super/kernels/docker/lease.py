@@ -147,6 +147,9 @@ class Lease:
         self.id = secrets.token_hex(8)
         self.name = f"pytest-super-lease-{self.id}"
         self.holder = Holder.of_this_process()
+        #: containers of this process its engine did not remove when asked (it did not answer):
+        #: removed by the renewals once it answers again (`remove_later`)
+        self.pending: set[str] = set()
         self._stop = threading.Event()
         self._create()
         self._thread = threading.Thread(target=self._renew_forever, daemon=True, name=self.name)
@@ -216,6 +219,22 @@ class Lease:
                 log.warning("pytest-super: renewing lease %s failed: %s", self.name, exc)
                 continue
             self.ensure_reaper()  # a reaper that left or was removed is back within RENEW_S
+            self.remove_pending()
+
+    def remove_pending(self) -> None:
+        """Remove the containers the engine did not remove when asked (`remove_later`): while
+        this process lives, its lease keeps them from the reaper, so it removes them itself."""
+        import docker.errors
+        import requests.exceptions
+
+        for container_id in list(self.pending):
+            try:
+                self.client.api.remove_container(container_id, force=True, v=True)
+            except docker.errors.NotFound:
+                pass
+            except (docker.errors.APIError, requests.exceptions.RequestException):
+                continue  # not yet: the next renewal
+            self.pending.discard(container_id)
 
     def stop_renewing(self) -> None:
         self._stop.set()
@@ -244,6 +263,18 @@ def lease_for(client: docker.DockerClient, address: str, image: str, run_id: str
             lease = Lease(client, image, run_id, address=address, switch=switch_wanted())
             _leases[address] = lease
         return lease
+
+
+def remove_later(address: str, container_id: str) -> bool:
+    """A container of this process that the engine at `address` did not remove (it did not
+    answer: killed, restarting): removed by the lease's renewals once the engine answers again,
+    within RENEW_S of its return. False if this process holds no lease there."""
+    with _leases_lock:
+        lease = _leases.get(address)
+    if lease is None:
+        return False
+    lease.pending.add(container_id)
+    return True
 
 
 def release_lease(address: str) -> None:
