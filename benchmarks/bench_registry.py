@@ -76,6 +76,10 @@ def fresh_engine() -> Iterator[docker.DockerClient]:
             f"--bridge={bridge}",
             "--iptables=false",
             "--ip-masq=false",
+            # never without: a dockerd that finds its default network of an earlier start in its
+            # data root and has --default-address-pool deletes the host's docker0 (moby's
+            # configureNetworking: "Clear stale bridge network", skipped with live restore)
+            "--live-restore",
             "--default-address-pool=base=10.251.0.0/16,size=24",
         ],
         stdout=log,

@@ -802,6 +802,10 @@ class RayTestCluster:
                 f"--bridge={self.bridges[i]}",
                 "--iptables=false",
                 "--ip-masq=false",
+                # never without: a dockerd that finds its default network of an earlier start in its
+                # data root and has --default-address-pool deletes the host's docker0 (moby's
+                # configureNetworking: "Clear stale bridge network", skipped with live restore)
+                "--live-restore",
                 f"--default-address-pool=base={self._range(f'{16 * i}.0/20')},size=24",
             ],
             stdout=log,

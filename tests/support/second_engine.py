@@ -77,6 +77,10 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
             f"--bridge={SECOND_BRIDGE}",
             "--iptables=false",
             "--ip-masq=false",
+            # never without: a dockerd that finds its default network of an earlier start in its
+            # data root and has --default-address-pool deletes the host's docker0 (moby's
+            # configureNetworking: "Clear stale bridge network", skipped with live restore)
+            "--live-restore",
             # its own pool for the task network: two new engines at once would pick the same subnet
             f"--default-address-pool=base=10.{110 + _WORKER_INDEX % 100}.0.0/16,size=24",
         ],
@@ -105,6 +109,9 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
             )
             saved.wait()
         yield client
+        for container in client.containers.list(all=True):  # live restore: they would outlive it
+            with contextlib.suppress(docker.errors.APIError):
+                container.remove(force=True)
         for network in client.networks.list(names=[TASK_NETWORK]):  # its host bridge outlives it
             with contextlib.suppress(docker.errors.APIError):
                 network.remove()
