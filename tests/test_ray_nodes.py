@@ -7,19 +7,19 @@ calls them, from a driver in the cluster's namespace, each Ray task placed on on
 - a task's folders on its node (`pytest-super-node-<run>-<pid>-<ticks>-*`, the run's start-lock
   folder) go when it ends and when Ray cancels it; a force-cancelled (killed) task's go by its
   watchdog within seconds, or, with the dead man's switch off, at the next start-up clean-up on
-  the node (`cleanup_on_node(run, None)`), or by `cleanup --run`;
-- the wait for the kernel image on a node without it is not charged to the task's deadline."""
+  the node (`cleanup_on_node(run, None)`), or by `cleanup --run`.
+
+The wait for the kernel image on a node without it is not charged to the task's deadline:
+tests/test_ray_backend.py (its node without the image)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import docker
 import pytest
 
 from tests.support.projects import make_project, sleep_then_answer, task_yaml
@@ -202,50 +202,6 @@ def test_a_killed_tasks_folders_go_at_the_next_start_up_clean_up_on_its_node(clu
     assert steps["after"]["lock"] is True, steps
     assert folder not in steps["after-cleanup"]["folders"], steps
     assert steps["after-cleanup"]["lock"] is False, steps
-
-
-def _copy_image(name: str, host: str) -> None:
-    """`docker save` of this machine's engine into `docker load` of the engine at `host`."""
-    done = subprocess.run(
-        ["sh", "-c", 'docker save "$1" | docker -H "$2" load -q', "sh", name, host],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-
-
-def test_the_wait_for_the_kernel_image_is_not_charged_to_the_deadline(cluster, tmp_path, image):
-    """Node 1 without the kernel image (only the offline Debian base a build starts from): the
-    task builds it there first, which takes longer than its deadline of 20 s; the episode itself
-    (a second's sleep) meets it. The image is put back on node 1 for the session's other tests."""
-    from pytest_super.kernels.docker.image import OFFLINE_BASE
-
-    _copy_image(OFFLINE_BASE, cluster.engines[1])  # the node has no way out: builds offline
-    engine = docker.DockerClient(base_url=cluster.engines[1])
-    try:
-        deadline = time.monotonic() + 60  # earlier tests' containers still being removed
-        while engine.containers.list(all=True) and time.monotonic() < deadline:
-            time.sleep(1)
-        engine.images.remove(image)
-        project = make_project(tmp_path, {"expert/i": task_yaml("i", sleep_then_answer(1))})
-        started = time.monotonic()
-        steps = _drive(cluster, project, "i", 1, "run", deadline_s=20)
-        took = time.monotonic() - started
-    finally:
-        if not engine.images.list(name=image):
-            _copy_image(image, cluster.engines[1])
-        engine.close()
-    outcome = steps["outcome"]
-    assert outcome["built_image"] == image, outcome
-    assert outcome["timed_out_after_s"] is None and outcome["status"] == "submitted", outcome
-    assert outcome["build_s"] > 20, outcome  # longer than the deadline, not charged to it
-    print(
-        f"first task on a node without the image: waited {outcome['build_s']:.1f} s for the "
-        f"build, the task took {outcome['ended_at'] - outcome['started_at']:.1f} s on the node, "
-        f"{took:.1f} s from the driver's start"
-    )
 
 
 def test_the_address_check_passes_on_a_real_cluster_and_reads_its_versions(cluster):

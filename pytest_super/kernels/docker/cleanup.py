@@ -14,6 +14,7 @@ import stat
 import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     import docker.models.containers
 
 KEPT_SUFFIX = "-kept"
+#: containers removed at once by one clean-up
+REMOVERS = 8
 
 
 def cleanup_containers(
@@ -64,7 +67,10 @@ def cleanup_containers(
         leases = client.containers.list(
             all=True, filters={"label": LABEL_HOLDER}, ignore_removed=True
         )
-    removed = [c.name or c.id or "" for c in found if _force_remove(c)]
+    # at once: each removal waits on the engine's kill of the container (Ctrl-C waits for this)
+    with ThreadPoolExecutor(max_workers=max(1, min(REMOVERS, len(found)))) as pool:
+        gone = list(pool.map(_force_remove, found))
+    removed = [c.name or c.id or "" for c, ok in zip(found, gone, strict=True) if ok]
     for lease in leases:
         _force_remove(lease)
     cleanup_host_folders(client)
