@@ -140,7 +140,7 @@ def test_the_demo_benchmark_passes_on_the_cluster_on_both_nodes(cluster, tmp_pat
         f"--junitxml={tmp_path / 'junit.xml'}",
         logs=tmp_path,
     )
-    code = run.wait(900)
+    code = run.wait(540)
     took = time.monotonic() - started
     out = run.output()
     assert code == 0, out[-5000:]
@@ -224,7 +224,7 @@ def test_a_node_killed_mid_run_loses_no_result_and_leaves_no_container(cluster, 
     )
     run_id = client.containers.list(filters={"label": LABEL_RUN})[0].labels[LABEL_RUN]
     cluster.kill_node(victim)
-    code = run.wait(600)
+    code = run.wait(420)
     out = run.output()
     records = _records(project / "reports")
     ids = [r["task_id"] for r in records]
@@ -458,7 +458,7 @@ def test_the_second_worker_node_gets_the_image_by_pulling_from_a_registry(cluste
                 "--super-executor=ray",
                 f"--super-registry={registry.address}",
             )
-            code = run.wait(600)
+            code = run.wait(420)
             out = run.output()
         assert code == 0, out[-4000:]
         records = _records(project / "reports")
@@ -630,7 +630,7 @@ def test_the_progress_line_counts_the_tasks_in_flight_and_each_nodes_tasks(clust
         "-q",
         env={"PYTEST_SUPER_PROGRESS_INTERVAL": "1"},
     )
-    assert run.wait(600) == 1, run.output()[-3000:]
+    assert run.wait(420) == 1, run.output()[-3000:]
     out = run.output()
     status = re.findall(r"(?m)^pytest-super: (\d+) running, (\d+) queued, (\d+)/7 done.*$", out)
     assert len(status) >= 3, out[-3000:]

@@ -169,7 +169,7 @@ def test_a_worker_cut_off_the_network_has_its_tasks_run_again_on_the_other_node(
     try:
         watcher = _dead_at(cluster, node_id, 180, seen)
         noticed = _line_seen(run, " is dead (Ray declared it so)", 240)
-        code = run.wait(600)
+        code = run.wait(420)
         out = run.output()
         watcher.join(timeout=60)
     finally:
@@ -209,7 +209,7 @@ def test_a_worker_whose_raylet_hangs_has_its_tasks_reported_as_lost_naming_it(cl
     try:
         watcher = _dead_at(cluster, node_id, 180, seen)
         noticed = _line_seen(run, " is dead (Ray declared it so)", 240)
-        code = run.wait(600)
+        code = run.wait(420)
         out = run.output()
         watcher.join(timeout=60)
     finally:
@@ -251,7 +251,7 @@ def test_a_worker_whose_engine_dies_is_left_out_and_its_tasks_run_on_the_other_n
     cluster.kill_engine(1)
     try:
         noticed = _line_seen(run, "takes no more tasks of this run", 240)
-        code = run.wait(600)
+        code = run.wait(420)
         out = run.output()
     finally:
         cluster.restart_engine(1)
@@ -321,7 +321,7 @@ def test_a_sigkilled_ray_worker_s_task_runs_again_and_its_container_goes(cluster
     worker = _ray_worker_of(cluster, 0)
     os.kill(worker, signal.SIGKILL)
     killed = time.monotonic()
-    code = run.wait(600)
+    code = run.wait(420)
     out = run.output()
     records = _records(project)
     assert sorted(r["task_id"] for r in records) == ["t00", "t01"], out[-4000:]

@@ -105,6 +105,8 @@ ENGINE_TMPFS_SIZE = "6g"
 #: worthless, and a head needs 10-25 s to stop gracefully)
 STOP_GRACE_S = 3
 GIB = 1 << 30
+#: in the command line of a task's watchdog on a node
+WATCHDOG = "pytest_super/executors/ray/watchdog.py"
 MIB = 1 << 20
 
 _PORT_FLAGS = (
@@ -1041,7 +1043,10 @@ class RayTestCluster:
         """Node i's Ray processes: its session (the raylet, agents and Ray workers: a worker
         makes a process group of its own, but stays in the session), and any process of the
         namespace naming its temp dir or its node manager port. Only of the namespace: every
-        cluster uses the same ports, so outside it that port names another cluster's node."""
+        cluster uses the same ports, so outside it that port names another cluster's node. Not
+        our tasks' watchdogs (pytest_super/executors/ray/watchdog.py, a session of their own):
+        on a machine they outlive Ray's processes (`ray stop` ends those by name), and they are
+        what removes a killed worker's folders; `stop()` ends them with the namespace."""
         process = self._nodes.get(str(i))
         leader = process.pid if process is not None else -1
         port = self._node_ports(str(i))["--node-manager-port"]
@@ -1054,6 +1059,8 @@ class RayTestCluster:
         inode = _ns_inode(f"/run/netns/{self.name}")
         found = {leader} if leader > 0 else set()
         for pid, cmdline, _ in _processes():
+            if WATCHDOG in cmdline:
+                continue
             with contextlib.suppress(OSError):
                 if os.getsid(pid) == leader or (
                     inode is not None

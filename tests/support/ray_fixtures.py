@@ -27,7 +27,7 @@ import pytest
 
 #: the bound of one cluster test (module mark): what the slowest one takes on a loaded machine,
 #: about twice its time alone (`make test`'s --durations), well under the session's 900 s
-CLUSTER_TIMEOUT = pytest.mark.timeout(420, method="signal")
+CLUSTER_TIMEOUT = pytest.mark.timeout(600, method="signal")
 
 
 @pytest.fixture(scope="session")

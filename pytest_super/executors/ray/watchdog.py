@@ -34,10 +34,11 @@ from typing import IO, Any
 #: seconds between checks that the worker lives, beside the pipe (a child the worker forked
 #: without exec may hold the pipe's write end after the worker's death)
 POLL_S = 5.0
-#: clean-up passes after the worker's death, `PASS_GAP_S` apart: a container the engine is
-#: still removing keeps its host folder until a later pass
-PASSES = 4
+#: clean-up passes after the worker's death, `PASS_GAP_S` apart, until one removes nothing and
+#: fails nothing: a container the engine is still removing keeps its host folder until a later
+#: pass, and an engine that is down (killed, restarting) is tried again for up to `RETRY_S`
 PASS_GAP_S = 5.0
+RETRY_S = 600.0
 
 
 class Watchdog:
@@ -131,7 +132,8 @@ def main(argv: list[str]) -> int:
     from pytest_super.kernels.base import KernelSettings
 
     settings: Any = KernelSettings(backend=backend)
-    for _ in range(PASSES):
+    give_up = time.monotonic() + RETRY_S
+    while time.monotonic() < give_up:
         try:
             removed = cleanup_here(settings, None)
         except Exception:  # an engine that fails now: the next pass

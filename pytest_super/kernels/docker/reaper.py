@@ -38,8 +38,12 @@ log = logging.getLogger(__name__)
 REAPER_PREFIX = "pytest-super-reaper"
 REAPER_REPOSITORY = "pytest-super-reaper"
 LABEL_REAPER = "pytest-super.reaper"
-#: where the engine's socket appears inside the reaper (kernels/inside/reaper.SOCKET)
-SOCKET_IN_CONTAINER = "/run/pytest-super-engine.sock"
+#: where the folder of the engine's socket appears inside the reaper, read-only: the folder, not
+#: the socket file, so that the reaper reaches an engine restarted meanwhile (a new socket at the
+#: same path; a bind mount of the old file would keep the dead one)
+SOCKET_DIR_IN_CONTAINER = "/run/pytest-super-engine"
+#: the environment variable that names the socket inside the reaper (kernels/inside/reaper.py)
+SOCKET_ENV = "PYTEST_SUPER_ENGINE_SOCKET"
 IDLE_ENV = "PYTEST_SUPER_REAPER_IDLE_S"
 #: the environment variable that turns the switch off for the leases a process takes
 SWITCH_ENV = "PYTEST_SUPER_DEAD_MAN_SWITCH"
@@ -119,7 +123,11 @@ def _create_reaper(
     repository_tag = f"{REAPER_REPOSITORY}:{reaper_version()}"
     api.tag(image, REAPER_REPOSITORY, reaper_version(), force=True)
     config = api.create_host_config(
-        mounts=[docker.types.Mount(SOCKET_IN_CONTAINER, socket_path, type="bind")],
+        mounts=[
+            docker.types.Mount(
+                SOCKET_DIR_IN_CONTAINER, os.path.dirname(socket_path), type="bind", read_only=True
+            )
+        ],
         pid_mode="host",
         network_mode="none",
         cap_drop=["ALL"],
@@ -138,7 +146,10 @@ def _create_reaper(
         command=["python", "-I", "-c", reaper_source()],
         name=name,
         user=f"{NOBODY}:{NOBODY}",
-        environment={IDLE_ENV: str(idle_s)} if idle_s is not None else {},
+        environment={
+            SOCKET_ENV: f"{SOCKET_DIR_IN_CONTAINER}/{os.path.basename(socket_path)}",
+            **({IDLE_ENV: str(idle_s)} if idle_s is not None else {}),
+        },
         labels={LABEL_REAPER: reaper_version()},
         network_disabled=True,
         host_config=config,

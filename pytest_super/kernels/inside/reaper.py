@@ -1,7 +1,8 @@
 """Runs inside the reaper container: the engine side of the dead man's switch.
 
-`python -I -c SOURCE`, started by `kernels/docker/reaper.py` on a local engine with the engine's
-unix socket mounted at `SOCKET` and the host's PID namespace. Standard library only: it runs with
+`python -I -c SOURCE`, started by `kernels/docker/reaper.py` on a local engine with the folder of
+the engine's unix socket mounted read-only (`SOCKET` names the socket in it) and the host's PID
+namespace. Standard library only: it runs with
 the image's Python, not the harness's, and imports nothing of the package.
 
 Every `SWEEP_S` it reads the leases on the engine (`kernels/docker/lease.py` says what they are)
@@ -27,7 +28,9 @@ import time
 import urllib.parse
 from typing import Any
 
-SOCKET = "/run/pytest-super-engine.sock"
+#: the engine's socket, in its folder mounted read-only (an engine restarted meanwhile makes a
+#: new socket there, which a mount of the old socket file would not show)
+SOCKET = os.environ.get("PYTEST_SUPER_ENGINE_SOCKET") or "/run/pytest-super-engine/docker.sock"
 #: the labels and names of kernels/docker (tests/test_dead_man_switch.py checks they agree)
 LABEL = "pytest-super"
 LABEL_LEASE = "pytest-super.lease"
