@@ -26,16 +26,10 @@ import pytest
 from pytest_super.kernels import LABEL_RUN
 from tests.support.openai_server import FakeOpenAIServer
 from tests.support.projects import make_project, sleep_then_answer, task_yaml, wait_for
-from tests.support.ray_fixtures import CLUSTER_TIMEOUT, ClusterRun
+from tests.support.ray_fixtures import CLUSTER_TESTS, ClusterRun
 
 #: one xdist worker runs every cluster test (make test: --dist loadgroup), one cluster at a time
-pytestmark = [
-    pytest.mark.docker,
-    pytest.mark.slow,
-    pytest.mark.ray,
-    pytest.mark.xdist_group("ray"),
-    CLUSTER_TIMEOUT,
-]
+pytestmark = CLUSTER_TESTS
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "sk-ray-test-3f9c1d7e5b2a4c68"

@@ -27,15 +27,9 @@ import pytest
 
 from pytest_super.kernels.docker.backend import TASK_NETWORK, bridge_interface
 from tests.support.ray_cluster import SLOT_BASE, RayTestCluster
-from tests.support.ray_fixtures import CLUSTER_TIMEOUT
+from tests.support.ray_fixtures import CLUSTER_TESTS
 
-pytestmark = [
-    pytest.mark.docker,
-    pytest.mark.slow,
-    pytest.mark.ray,
-    pytest.mark.xdist_group("ray"),
-    CLUSTER_TIMEOUT,
-]
+pytestmark = CLUSTER_TESTS
 
 HOST_LISTENERS = ["ss", "-ltnupH"]
 

@@ -36,15 +36,9 @@ import pytest
 
 from pytest_super.kernels import LABEL_RUN
 from tests.support.projects import make_project, sleep_then_answer, task_yaml, wait_for
-from tests.support.ray_fixtures import CLUSTER_TIMEOUT, ClusterRun
+from tests.support.ray_fixtures import CLUSTER_TESTS, ClusterRun
 
-pytestmark = [
-    pytest.mark.docker,
-    pytest.mark.slow,
-    pytest.mark.ray,
-    pytest.mark.xdist_group("ray"),
-    CLUSTER_TIMEOUT,
-]
+pytestmark = CLUSTER_TESTS
 
 #: seconds after a run within which nothing of it may be left on an engine or in a node's folder
 LEFT_WITHIN_S = 120

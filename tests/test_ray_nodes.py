@@ -23,15 +23,9 @@ from typing import Any
 import pytest
 
 from tests.support.projects import make_project, sleep_then_answer, task_yaml
-from tests.support.ray_fixtures import CLUSTER_TIMEOUT
+from tests.support.ray_fixtures import CLUSTER_TESTS
 
-pytestmark = [
-    pytest.mark.docker,
-    pytest.mark.slow,
-    pytest.mark.ray,
-    pytest.mark.xdist_group("ray"),
-    CLUSTER_TIMEOUT,
-]
+pytestmark = CLUSTER_TESTS
 
 #: run in the cluster's namespace: argv[1] is a JSON spec; prints one JSON line per step
 DRIVER = r"""

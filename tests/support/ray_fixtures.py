@@ -28,6 +28,15 @@ import pytest
 #: the bound of one cluster test (module mark): what the slowest one takes on a loaded machine,
 #: about twice its time alone (`make test`'s --durations), well under the session's 900 s
 CLUSTER_TIMEOUT = pytest.mark.timeout(600, method="signal")
+#: the marks of a module of cluster tests (`pytestmark = CLUSTER_TESTS`): one xdist worker runs
+#: them all (make test: --dist loadgroup), on the one cluster
+CLUSTER_TESTS = [
+    pytest.mark.docker,
+    pytest.mark.slow,
+    pytest.mark.ray,
+    pytest.mark.xdist_group("ray"),
+    CLUSTER_TIMEOUT,
+]
 
 
 @pytest.fixture(scope="session")
@@ -42,11 +51,22 @@ def ray_cluster() -> Iterator[Any]:
     yield from start_ray_cluster(image, nodes=2, num_cpus=4, memory=8 * GIB)
 
 
+#: why the session's cluster could not be made healthy, once it could not: every later cluster
+#: test fails at once saying so, instead of each trying (and waiting) again
+_broken: list[str] = []
+
+
 @pytest.fixture
-def cluster(ray_cluster: Any) -> Any:
+def cluster(ray_cluster: Any, request: pytest.FixtureRequest) -> Any:
     """The session's cluster, made healthy first (what an earlier test broke and could not put
     back: `RayTestCluster.ensure_healthy`); what was repaired is printed."""
-    repaired = ray_cluster.ensure_healthy()
+    if _broken:
+        pytest.fail(f"the session's Ray test cluster is broken: {_broken[0]}", pytrace=False)
+    try:
+        repaired = ray_cluster.ensure_healthy()
+    except Exception as exc:
+        _broken.append(f"it could not be repaired before {request.node.nodeid}: {exc}")
+        raise
     if repaired:
         print(f"the Ray test cluster was repaired before this test: {'; '.join(repaired)}")
     return ray_cluster
