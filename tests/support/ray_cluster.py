@@ -83,6 +83,9 @@ GCS_PORT = 6379
 HEAD_PORT_BASE = 6380
 NODE_PORT_BASE = 20000
 NODE_PORT_STEP = 1000
+#: a worker node started again moves to the next of these port sets in its range
+INCARNATIONS = 5
+INCARNATION_STEP = 200
 #: every Ray process gets the same value of this variable: `ps e` tells a cluster's processes
 #: apart from any other Ray on the machine even after setproctitle rewrote their command line
 MARKER_ENV = "PYTEST_SUPER_RAY_TEST_CLUSTER"
@@ -286,6 +289,8 @@ class RayTestCluster:
         self._slot_lock: socket.socket | None = None
         self._no_engine = f"unix://{self.root}/no-engine-here.sock"
         self._nodes: dict[str, subprocess.Popen[bytes]] = {}
+        #: how many times each worker node was started again (its ports: `_node_ports`)
+        self._incarnations: dict[str, int] = {}
         self._daemons: list[subprocess.Popen[bytes]] = []
         self._controllers: list[subprocess.Popen[Any]] = []
         self._logs: list[Any] = []
@@ -424,7 +429,9 @@ class RayTestCluster:
         return time.monotonic() - started
 
     def restart_node(self, i: int, *, timeout: float = 120) -> None:
-        """Start worker node i again after `kill_node` (same ports, engine, resources)."""
+        """Start worker node i again after `kill_node` (its next ports, same engine and
+        resources)."""
+        self._next_incarnation(i)
         self._start_node(i)
         self._wait_alive([i], timeout=timeout)
 
@@ -445,8 +452,12 @@ class RayTestCluster:
             self.kill_head()
         self._start_head()
         for i in range(self.nodes):
+            self._next_incarnation(i)
             self._start_node(i)
         self._wait_alive(list(range(self.nodes)), timeout=timeout)
+
+    def _next_incarnation(self, i: int) -> None:
+        self._incarnations[str(i)] = self._incarnations.get(str(i), 0) + 1
 
     def partition(self, i: int) -> None:
         """Cut worker node i off the cluster's network: inside the namespace, every TCP packet
@@ -491,6 +502,7 @@ class RayTestCluster:
         process = self._nodes.pop(str(i), None)
         if process is not None:
             process.wait(timeout=30)
+        self._next_incarnation(i)
         self._start_node(i)
         self._wait_alive([i], timeout=timeout)
 
@@ -874,7 +886,14 @@ class RayTestCluster:
                     process.wait()
 
     def _node_ports(self, node: str) -> dict[str, int]:
+        """A node's ports. A worker node started again (`revive_node`, `restart_node`,
+        `restart_head`) takes the next of `INCARNATIONS` sets in its range: the GCS's channel to
+        the old node manager's address, after a partition, stays in gRPC's reconnect backoff for
+        tens of seconds, and its health checks of a new node at the same address failed until
+        it declared that node dead too."""
         base = HEAD_PORT_BASE if node == "head" else NODE_PORT_BASE + NODE_PORT_STEP * int(node)
+        if node != "head":
+            base += INCARNATION_STEP * (self._incarnations.get(node, 0) % INCARNATIONS)
         ports = {flag: base + n for n, flag in enumerate(_PORT_FLAGS)}
         workers = base + 20 if node == "head" else base + 100
         ports.update({"--min-worker-port": workers, "--max-worker-port": workers + 99})
