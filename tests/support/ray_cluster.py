@@ -317,6 +317,7 @@ class RayTestCluster:
         Whatever was started is stopped again if any step fails.
         """
         self._check_prerequisites()
+        sweep_orphans()
         self._started = True
         try:
             self._claim_slot()
@@ -755,6 +756,7 @@ class RayTestCluster:
 
     def _make_namespace(self) -> None:
         self.root.mkdir(mode=0o700)
+        (self.root / "slot").write_text(str(self.slot))  # for `sweep_orphans`
         (self.root / "py").mkdir()
         (self.root / "py" / "sitecustomize.py").write_text(_SITECUSTOMIZE)
         for step in (
@@ -1148,6 +1150,45 @@ def _mounts_under(root: Path) -> list[str]:
     prefix = f"{root}/"
     with open("/proc/self/mounts") as mounts:
         return [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
+
+
+#: a cluster's name: psr-<xdist worker>-<pid of the process that started it>-<serial>
+_NAME = re.compile(r"^psr-[A-Za-z0-9]+-(\d+)-\d+$")
+
+
+def sweep_orphans() -> list[str]:
+    """Stop the clusters whose process is gone (an xdist worker ended by pytest-timeout's thread
+    method, a killed pytest): their processes, engines, namespace, bridges, iptables chains,
+    mounts and folder, as `stop()` does (a slot another process holds is left alone). The names
+    of the clusters stopped."""
+    names = {n for n in _sh("ip", "netns", "list").stdout.split() if _NAME.match(n)}
+    names |= {p.name for p in Path("/tmp").glob("psr-*") if _NAME.match(p.name)}
+    swept = []
+    for name in sorted(names):
+        match = _NAME.match(name)
+        assert match is not None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(int(match.group(1)), 0)
+            continue  # its process lives: not an orphan
+        orphan = RayTestCluster.__new__(RayTestCluster)
+        orphan.name, orphan.root = name, Path("/tmp", name)
+        orphan.nodes, orphan.engines = 0, []
+        orphan.chains = {"filter": [f"{name}-fwd", f"{name}-in"], "nat": [name]}
+        orphan.slot, orphan.bridges, orphan._slot_lock = None, [], None
+        with contextlib.suppress(OSError, ValueError):
+            slot = int((orphan.root / "slot").read_text())
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            with contextlib.closing(probe):
+                probe.bind(_slot_address(slot))  # free: nobody's bridges but the orphan's
+                orphan.slot = slot
+                orphan.bridges = [f"psr{slot:02d}n{i}" for i in range(MAX_NODES)]
+        orphan.engines = [f"unix://{e}/docker.sock" for e in sorted(orphan.root.glob("e[0-9]"))]
+        orphan.bridges += [bridge_interface(engine) for engine in orphan.engines]
+        orphan._nodes, orphan._daemons, orphan._controllers, orphan._logs = {}, [], [], []
+        orphan._started = True
+        orphan.stop()
+        swept.append(name)
+    return swept
 
 
 def start_ray_cluster(image: str, **options: Any) -> Iterator[RayTestCluster]:

@@ -615,21 +615,31 @@ class RayDispatcher:
 
     def _send_cleanups(self, run_id: str | None, every: bool = False) -> dict[Any, str]:
         """One clean-up call per live node that can run a task of any size (CPUs: the nodes the
-        run uses and any other, whatever the run's task size): its actor's when it has one (no
-        Ray worker to start), else a Ray task placed there. The calls, with the node each went
-        to (Ray's node name)."""
+        run uses and any other, whatever the run's task size), or, for this run's own clean-up
+        (Ctrl-C, its end), per live node it placed tasks on (known: no call to the head): its
+        actor's when it has one (no Ray worker to start), else a Ray task placed there. The
+        calls, with the node each went to (Ray's node name)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         if self._cleanup is None:  # connected for the cleanup only (`pytest-super cleanup`)
             self._cleanup = self.ray.remote(cleanup_on_node)
         refs: dict[Any, str] = {}
         payload = None
-        for info in self.ray.nodes():
+        own = run_id == self.run.run_id and not every and self._nodes
+        infos: list[dict[str, Any]] = (
+            [
+                {"NodeID": n.id, "Alive": n.alive, "Resources": {"CPU": 1}}
+                for n in self._nodes.values()
+            ]
+            if own
+            else self.ray.nodes()
+        )
+        for info in infos:
             if not info.get("Alive") or not info.get("Resources", {}).get("CPU"):
                 continue
             node = self._nodes.get(info["NodeID"])
             if node is not None and node.cleaner is not None:
-                refs[node.cleaner.cleanup.remote(run_id, every)] = _node_name(info)
+                refs[node.cleaner.cleanup.remote(run_id, every)] = node.name
                 continue
             payload = payload or self._payload_run()
             strategy = NodeAffinitySchedulingStrategy(info["NodeID"], soft=False)
@@ -639,7 +649,7 @@ class RayDispatcher:
                 name=f"{TASK_NAME_PREFIX} cleanup",
                 scheduling_strategy=strategy,
             )
-            refs[call.remote(payload, run_id, every)] = _node_name(info)
+            refs[call.remote(payload, run_id, every)] = node.name if node else _node_name(info)
         return refs
 
     def start_cleaners(self) -> None:
