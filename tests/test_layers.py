@@ -49,6 +49,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "executors",
             "executors.ray.cluster",
             "executors.ray.node",
+            "executors.ray.nodefiles",
+            "executors.ray.watchdog",
             "executors.ray.connect",
             "executors.ray.settings",
         ),

@@ -1,5 +1,5 @@
 """The folders' dead man's switch of a task on a Ray node (pytest_super/executors/ray/watchdog.py),
-on this machine: a real process makes a task's folders as a Ray worker does (`node._task_folder`,
+on this machine: a real process makes a task's folders as a Ray worker does (`nodefiles.task_folder`,
 the run's start-lock folder), starts the watchdog, and then ends normally or is SIGKILLed. The
 cluster's version of the same (a Ray worker killed under a run) is in tests/test_ray_faults.py."""
 
@@ -21,12 +21,12 @@ from tests.support.projects import wait_for
 #: argv: the run id, then "end" (remove the folder and release the watchdog) or "hold"
 WORKER = r"""
 import json, shutil, sys, time
-from pytest_super.executors.ray import node, watchdog
+from pytest_super.executors.ray import nodefiles, watchdog
 
 run_id, mode = sys.argv[1], sys.argv[2]
-folder = node._task_folder(run_id)
+folder = nodefiles.task_folder(run_id)
 guard = watchdog.start(folder, "docker")
-with node._run_lock_folder(run_id) as lock_dir:
+with nodefiles.run_lock_folder(run_id) as lock_dir:
     print(json.dumps({"folder": str(folder), "lock": str(lock_dir),
                       "watchdog": guard.pid if guard else None}), flush=True)
     if mode == "hold":

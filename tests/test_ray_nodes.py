@@ -51,7 +51,7 @@ def on_node(task, run, name, deadline_s):
 def look(run_id):
     import tempfile
     from pytest_super.locks import private_dir
-    folders = sorted(p.name for p in Path(tempfile.gettempdir()).glob(N.NODE_FOLDER_PREFIX + "*"))
+    folders = sorted(p.name for p in Path(tempfile.gettempdir()).glob(N.nodefiles.NODE_FOLDER_PREFIX + "*"))
     return {"folders": folders, "lock": (private_dir() / f"ray-{run_id}").exists()}
 
 @ray.remote

@@ -3,13 +3,12 @@
 `NodeOutcome` it sends back. Nothing here imports pytest: a node has none.
 
 What a task leaves on its node goes when it ends, is cancelled (Ray's cancel raises in the worker)
-or fails: its folder (`pytest-super-node-<run id>-<pid>-<start ticks>-*` in the temporary folder,
-an owner file inside naming the Ray worker as kernels/docker/lease.py's `Holder` does) and, when
-no other task of the run on the node uses it, the run's start-lock folder (`ray-<run id>` in the
-private lock folder, each task holding a shared lock on its `in-use` file). A worker killed (Ray's
-force-cancel, a crash) leaves them: the next run's start-up clean-up on the node
-(`cleanup_on_node(run, None)`) removes those whose worker is provably gone, or no task holds, and
-`pytest-super cleanup --run ID` removes the run's.
+or fails: its folder and, when no other task of the run on the node uses it, the run's start-lock
+folder (nodefiles.py). A worker killed (Ray's force-cancel, a crash, its raylet or head lost)
+leaves them, and the task's watchdog (watchdog.py) removes them once it is gone; with the dead
+man's switch off, the next run's start-up clean-up on the node (`cleanup_on_node(run, None)`)
+removes those whose worker is provably gone, or no task holds, and `pytest-super cleanup --run
+ID` removes the run's.
 
 The node's Docker engine failing (a connection error of docker/requests or `EngineUnavailable`
 from the kernel backend, the image's provisioning, the lease or the clean-up, or an engine that no
@@ -20,14 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
-import json
 import os
 import platform
 import shutil
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,19 +31,13 @@ from typing import Any
 from pytest_super.deadlines import DeadlineExpired, enforce
 from pytest_super.errors import EngineUnavailable, InfrastructureError, SuperError
 from pytest_super.execute import run_one_task, trajectory_path
-from pytest_super.executors.ray import watchdog
+from pytest_super.executors.ray import nodefiles, watchdog
 from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.runner import TaskResult
 from pytest_super.settings import SuperRun
 from pytest_super.tasks import Task
 from pytest_super.trajectory import Step
 
-#: a task's folder on its node: pytest-super-node-<run id>-<pid>-<start ticks>-<random>
-NODE_FOLDER_PREFIX = "pytest-super-node-"
-#: in a task's folder: who made it (the run id and the Ray worker as `Holder.labels` names it)
-OWNER_FILE = "owner.json"
-#: in the run's start-lock folder: every task of the run on the node holds a shared lock on it
-IN_USE_FILE = "in-use"
 #: seconds the engine's ping may take when an infrastructure error asks whether it still answers
 ENGINE_PING_S = 10
 
@@ -125,87 +115,6 @@ def _node_kernels(lock_dir: Path) -> Callable[[KernelSettings, str], Kernel]:
             return provision_kernel(settings, task_id=name)
 
     return provision
-
-
-def _run_lock_dir(run_id: str) -> Path:
-    from pytest_super.locks import private_dir
-
-    return private_dir() / f"ray-{run_id}"  # ours alone: nothing planted can block it
-
-
-@contextlib.contextmanager
-def _run_lock_folder(run_id: str) -> Iterator[Path]:
-    """The run's start-lock folder on this node, in use by this task for the block's length;
-    removed after it when no other task of the run uses it."""
-    from pytest_super.locks import open_lock_file, secure_folder
-
-    folder = secure_folder(_run_lock_dir(run_id))
-    fd = open_lock_file(folder, IN_USE_FILE)
-    assert fd is not None  # create=True never gives None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        yield folder
-    finally:
-        os.close(fd)  # the shared lock goes with it
-        _remove_if_unused(folder)
-
-
-def _remove_if_unused(folder: Path) -> bool:
-    """Remove a run's start-lock folder that no task holds (its `in-use` file not locked)."""
-    from pytest_super.locks import open_lock_file
-
-    fd = open_lock_file(folder, IN_USE_FILE, create=False)
-    if fd is None:
-        if not folder.is_dir():
-            return False
-        shutil.rmtree(folder, ignore_errors=True)  # no task made it in-use: an old one's
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False  # another task of the run holds it
-    else:
-        shutil.rmtree(folder, ignore_errors=True)
-        return True
-    finally:
-        os.close(fd)
-
-
-def _task_folder(run_id: str) -> Path:
-    """This task's folder on the node, named and marked so its run and its owner can be told."""
-    from pytest_super.kernels.docker.lease import Holder
-
-    holder = Holder.of_this_process()
-    folder = Path(
-        tempfile.mkdtemp(
-            prefix=f"{NODE_FOLDER_PREFIX}{run_id}-{holder.pid}-{holder.start_ticks or 0}-"
-        )
-    )
-    (folder / OWNER_FILE).write_text(json.dumps({"run_id": run_id, **holder.labels()}))
-    return folder
-
-
-def _stale_folders(run_id: str | None) -> list[Path]:
-    """Task folders on this node left behind: the run's (`run_id`), or (None) those whose Ray
-    worker is provably gone."""
-    from pytest_super.kernels.docker.lease import Holder
-
-    found = []
-    for folder in Path(tempfile.gettempdir()).glob(f"{NODE_FOLDER_PREFIX}*"):
-        try:
-            owner = json.loads((folder / OWNER_FILE).read_text())
-        except (OSError, ValueError):
-            continue  # not one of ours, or being made: left alone
-        if not isinstance(owner, dict):
-            continue
-        if run_id is not None:
-            if owner.get("run_id") == run_id:
-                found.append(folder)
-            continue
-        holder = Holder.from_labels({k: str(v) for k, v in owner.items()})
-        if holder is not None and holder.provably_gone():
-            found.append(folder)
-    return found
 
 
 def _engine_fault(exc: BaseException) -> bool:
@@ -312,7 +221,7 @@ def run_on_node(
     node's engine, the trajectory in a folder of this node's own, returned with the result."""
     run = _with_key(run, secrets)
     outcome = NodeOutcome(name=name, node=_node_name(), started_at=time.time())
-    folder = _task_folder(run.run_id)
+    folder = nodefiles.task_folder(run.run_id)
     guard = watchdog.start(folder, run.kernel.backend)  # the folders' dead man's switch
     run = dataclasses.replace(
         run,
@@ -320,7 +229,7 @@ def run_on_node(
         kernel=dataclasses.replace(run.kernel, docker_host=None, worker=f"ray-{os.getpid()}"),
     )
     try:
-        with _run_lock_folder(run.run_id) as lock_dir:
+        with nodefiles.run_lock_folder(run.run_id) as lock_dir:
             _run_episode(task, run, name, deadline_s, outcome, _live(name, steps), lock_dir)
     finally:
         path = trajectory_path(run, name)
@@ -329,7 +238,9 @@ def run_on_node(
         with contextlib.suppress(OSError):
             outcome.notebook = path.with_suffix(".ipynb").read_bytes()
         shutil.rmtree(folder, ignore_errors=True)
-        if guard is not None:
+        if guard is not None and outcome.engine_failed:
+            guard.keep()  # its containers may still be on the engine: gone once this worker is
+        elif guard is not None:
             guard.release()
         outcome.ended_at = time.time()
     return outcome
@@ -372,29 +283,7 @@ def cleanup_on_node(
     what runs whose controller or Ray worker died left behind; `every`: every container of ours
     on the engine, as `pytest-super cleanup --all`, docker only). Returns (the node, the names
     of the containers removed)."""
-    return _node_name(), cleanup_here(run.kernel, run_id, every=every)
-
-
-def cleanup_here(kernel: KernelSettings, run_id: str | None, *, every: bool = False) -> list[str]:
-    """`cleanup_on_node`'s work on this machine's engine (also the watchdog's, once a task's
-    Ray worker died): the names of the containers removed."""
-    from pytest_super.kernels import kernel_backend
-    from pytest_super.locks import private_dir
-
-    folders = [str(folder) for folder in _stale_folders(run_id)]
-    for folder in folders:
-        shutil.rmtree(folder, ignore_errors=True)
-    lock_dirs = [_run_lock_dir(run_id)] if run_id else list(private_dir().glob("ray-*"))
-    for lock_dir in lock_dirs:
-        if lock_dir.is_dir() and (run_id or _remove_if_unused(lock_dir)):
-            shutil.rmtree(lock_dir, ignore_errors=True)
-    settings = dataclasses.replace(kernel, docker_host=None)
-    if every:
-        from pytest_super.kernels import cleanup_containers, docker_client
-
-        return cleanup_containers(docker_client(settings))
-    backend = kernel_backend(settings)
-    return backend.cleanup_run(settings, run_id) if run_id else backend.cleanup_dead_runs(settings)
+    return _node_name(), nodefiles.cleanup_here(run.kernel, run_id, every=every)
 
 
 def _build_here(profile: str, base: str | None, offline: bool, tag: str | None) -> tuple[str, str]:

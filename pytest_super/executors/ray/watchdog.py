@@ -6,11 +6,12 @@ folder. It removes them when the task ends or is cancelled; a worker killed by S
 force-cancel, a dead raylet, a head lost, the driver's death) cannot. Its containers go by the
 engine's reaper (kernels/docker/reaper.py); its folders go by this watchdog: a process of its
 own session, started by the worker for each task, that holds the read end of a pipe whose write
-end only the worker holds. When the pipe ends, the watchdog looks: the task's folder gone means
-the task ended and removed it (nothing to do); the folder still there and the worker provably
-gone means the worker died, and the watchdog runs the node's clean-up of dead owners
-(`node.cleanup_here`: folders whose worker is gone, unused start-lock folders, containers of
-dead leases and their host folders), then leaves. `PYTEST_SUPER_DEAD_MAN_SWITCH=off` turns it
+end only the worker holds. A task that ends writes `DONE` and closes the pipe (nothing to do); a
+pipe that ends without it means the worker died, and the watchdog runs the node's clean-up of
+dead owners (`nodefiles.cleanup_here`: folders whose worker is gone, unused start-lock folders,
+containers of dead leases and their host folders), then leaves. A task whose engine failed under
+it keeps its watchdog for the worker's life (`Watchdog.keep`): the containers the engine could
+not remove are removed once the worker is gone and the engine answers again. `PYTEST_SUPER_DEAD_MAN_SWITCH=off` turns it
 off with the engine's reaper; the next start-up clean-up on the node (or `pytest-super cleanup`)
 removes them then.
 
@@ -66,12 +67,27 @@ class Watchdog:
         self._pipe: IO[bytes] | None = proc.stdin
 
     def release(self) -> None:
-        """The task ended and its folder was removed: the watchdog sees its pipe end and no
-        folder, and leaves."""
+        """The task ended and removed what it made: the watchdog reads `DONE`, sees its pipe
+        end, and leaves."""
         pipe, self._pipe = self._pipe, None
         if pipe is not None:
             with contextlib.suppress(OSError):
+                pipe.write(DONE)
+                pipe.flush()
+            with contextlib.suppress(OSError):
                 pipe.close()
+
+    def keep(self) -> None:
+        """The task ended but may have left containers its engine did not remove (the engine
+        failed under it): the watchdog stays until this worker dies, then runs the node's
+        clean-up of dead owners (waiting for the engine to answer again)."""
+        _kept.append(self)
+
+
+#: what the worker writes before it closes the pipe when its task ended normally
+DONE = b"done\n"
+#: watchdogs kept for the worker's life (`Watchdog.keep`): their pipes close when it dies
+_kept: list[Watchdog] = []
 
 
 def start(folder: Path, backend: str) -> Watchdog | None:
@@ -96,16 +112,20 @@ def gone(pid: int, ticks: int | None) -> bool:
     return ticks is None or start_ticks(pid) != ticks
 
 
-def wait_for_end(pipe: IO[bytes], pid: int, ticks: int | None, poll_s: float = POLL_S) -> None:
-    """Return once the pipe ended (EOF or an error) or the worker is gone."""
+def wait_for_end(pipe: IO[bytes], pid: int, ticks: int | None, poll_s: float = POLL_S) -> bytes:
+    """What the worker wrote, once the pipe ended (EOF or an error) or the worker is gone."""
+    said = b""
     while not gone(pid, ticks):
         ready, _, _ = select.select([pipe], [], [], poll_s)
         if ready:
             try:
-                if not os.read(pipe.fileno(), 4096):
-                    return
+                chunk = os.read(pipe.fileno(), 4096)
             except OSError:
-                return
+                return said
+            if not chunk:
+                return said
+            said += chunk
+    return said
 
 
 def detach() -> None:
@@ -123,12 +143,11 @@ def main(argv: list[str]) -> int:
     detach()
     pid, ticks = int(argv[0]), None if argv[1] == "None" else int(argv[1])
     folder, backend = Path(argv[2]), argv[3]
-    wait_for_end(sys.stdin.buffer, pid, ticks)
-    while folder.exists() and not gone(pid, ticks):  # the pipe closed by another hand
+    if DONE in wait_for_end(sys.stdin.buffer, pid, ticks):
+        return 0  # the task ended and removed what it made
+    while not gone(pid, ticks):  # the pipe closed by another hand: the worker's death counts
         time.sleep(POLL_S)
-    if not folder.exists():
-        return 0  # the task ended and removed its folder
-    from pytest_super.executors.ray.node import cleanup_here
+    from pytest_super.executors.ray.nodefiles import cleanup_here
     from pytest_super.kernels.base import KernelSettings
 
     settings: Any = KernelSettings(backend=backend)
