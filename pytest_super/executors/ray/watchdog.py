@@ -109,7 +109,9 @@ def start_ticks(pid: int) -> int | None:
 
 
 def gone(pid: int, ticks: int | None) -> bool:
-    return ticks is None or start_ticks(pid) != ticks
+    """Is the worker provably gone (None: its start time was not known, so only its pipe
+    tells)?"""
+    return ticks is not None and start_ticks(pid) != ticks
 
 
 def wait_for_end(pipe: IO[bytes], pid: int, ticks: int | None, poll_s: float = POLL_S) -> bytes:
@@ -145,7 +147,7 @@ def main(argv: list[str]) -> int:
     folder, backend = Path(argv[2]), argv[3]
     if DONE in wait_for_end(sys.stdin.buffer, pid, ticks):
         return 0  # the task ended and removed what it made
-    while not gone(pid, ticks):  # the pipe closed by another hand: the worker's death counts
+    while ticks is not None and not gone(pid, ticks):  # closed by another hand: wait for death
         time.sleep(POLL_S)
     from pytest_super.executors.ray.nodefiles import cleanup_here
     from pytest_super.kernels.base import KernelSettings
