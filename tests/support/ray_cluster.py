@@ -289,6 +289,9 @@ class RayTestCluster:
         self._slot_lock: socket.socket | None = None
         self._no_engine = f"unix://{self.root}/no-engine-here.sock"
         self._nodes: dict[str, subprocess.Popen[bytes]] = {}
+        #: set by every fault a test causes (a node killed, cut off or hung, an engine or the head
+        #: killed): `ensure_healthy` then asks the GCS which nodes it holds alive
+        self.disturbed = False
         #: how many times each worker node was started again (its ports: `_node_ports`)
         self._incarnations: dict[str, int] = {}
         self._daemons: list[subprocess.Popen[bytes]] = []
@@ -420,6 +423,7 @@ class RayTestCluster:
         """SIGKILL worker node i's Ray processes; return the seconds until the head reported the
         node dead, which must be within `timeout`. Its engine, and the containers its tasks
         started, stay: as on a machine whose Ray died."""
+        self.disturbed = True
         node_id = self.node_ids()[self.node_resource(i)]
         started = time.monotonic()
         self._kill(self._node_pids(i), signal.SIGKILL)
@@ -440,6 +444,7 @@ class RayTestCluster:
         """SIGKILL the head node's Ray processes (its GCS, raylet, dashboard): the cluster is
         headless. The worker nodes' raylets end by themselves once they give up on the GCS (Ray's
         60 s); `restart_head` starts a new cluster on the same engines."""
+        self.disturbed = True
         self._kill(self._node_pids("head"), signal.SIGKILL)
         self._nodes.pop("head").wait(timeout=10)
 
@@ -466,6 +471,7 @@ class RayTestCluster:
         workers: NODE_PORT_BASE + NODE_PORT_STEP * i onwards) is dropped, both ways, so nothing
         reaches the node's raylet or workers and nothing they serve answers. Its processes and
         engine keep running, as on a machine whose link went down. `heal(i)` undoes it."""
+        self.disturbed = True
         for rule in self._partition_rules(i):
             done = self._ns_sh("iptables", "-w", "-I", "INPUT", "1", *rule)
             if done.returncode != 0:
@@ -492,6 +498,7 @@ class RayTestCluster:
         """SIGSTOP worker node i's Ray processes (its raylet, agents and Ray workers): alive,
         listening, answering nothing, as a node hung on a full disk or swap. `revive_node(i)`
         ends them and starts the node again."""
+        self.disturbed = True
         self._kill(self._node_pids(i), signal.SIGSTOP)
 
     def revive_node(self, i: int, *, timeout: float = 180) -> None:
@@ -510,6 +517,7 @@ class RayTestCluster:
     def kill_engine(self, i: int) -> None:
         """SIGKILL worker node i's Docker engine (dockerd and its containerd): its API socket
         answers no more. The containers' shims, and so the containers, run on."""
+        self.disturbed = True
         daemon = self._daemons[i]
         with contextlib.suppress(ProcessLookupError):
             os.killpg(daemon.pid, signal.SIGKILL)
@@ -527,8 +535,10 @@ class RayTestCluster:
         (one that failed or timed out before its own `heal`/`restart_*`): no partition rule, every
         engine answering (its dockerd started again if it died or hangs), the head and every
         worker node alive (the head and its nodes started anew when its GCS does not answer, a
-        node when it is not alive or its processes are stopped). What was repaired, in words;
-        RuntimeError naming what is still wrong after `timeout` s."""
+        node when it is not alive or its processes are stopped). The GCS is asked (a driver, a
+        few seconds) only after a fault a test caused (`disturbed`) or when a process of the
+        cluster is gone or stopped. What was repaired, in words; RuntimeError naming what is
+        still wrong after `timeout` s."""
         started = time.monotonic()
         repaired = []
         for i in range(self.nodes):
@@ -544,6 +554,14 @@ class RayTestCluster:
                 repaired.append(f"engine {i} restarted")
         stopped = {i for i in range(self.nodes) if self._stopped(self._node_pids(i))}
         head = self._nodes.get("head")
+        running = all(p.poll() is None for p in self._nodes.values())
+        if (
+            not (self.disturbed or stopped or repaired)
+            and running
+            and len(self._nodes) > self.nodes
+        ):
+            return []  # nothing broke it since the last look: no driver needed to ask the GCS
+        self.disturbed = False
         try:
             alive = set() if head is None or head.poll() is not None else set(self.node_ids())
         except RuntimeError:
