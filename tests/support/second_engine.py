@@ -66,6 +66,7 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
                 )
         made_bridge = True
     data_root = Path(SECOND_ROOT)
+    _clear(data_root, Path(f"{SECOND_ROOT}-exec"))  # what a killed earlier session left
     log = open(f"{SECOND_ROOT}.log", "ab")  # noqa: SIM115 - closed in teardown
     daemon = subprocess.Popen(
         [
@@ -126,5 +127,16 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
         log.close()
         if made_bridge:
             _sh("ip", "link", "delete", SECOND_BRIDGE)
-        shutil.rmtree(data_root, ignore_errors=True)
-        shutil.rmtree(f"{SECOND_ROOT}-exec", ignore_errors=True)
+        _clear(data_root, Path(f"{SECOND_ROOT}-exec"))
+
+
+def _clear(*roots: Path) -> None:
+    """Remove an engine's data and exec roots, what is mounted under them unmounted first: a
+    data root half removed (its layers gone, its image records not) broke the next engine
+    started on it ("stat .../overlay2/<id>: no such file or directory")."""
+    for root in roots:
+        with open("/proc/self/mounts") as mounts:
+            points = [line.split()[1] for line in mounts]
+        for point in reversed([p for p in points if p == str(root) or p.startswith(f"{root}/")]):
+            _sh("umount", "-l", point)
+        shutil.rmtree(root, ignore_errors=True)
