@@ -88,15 +88,3 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if problem:
         pytest.skip(f"no Docker engine ({problem}); `make docker` starts one")
 
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The cluster tests (xdist group "ray": one worker, one cluster) first, in their order. Under
-    `--dist loadgroup` a scope is handed out in collection order, and the group is the longest
-    piece of work one worker must do alone: started first, it runs while the other worker takes
-    the rest, instead of after half the suite (the fresh-clone run of 2026-11-27 began it 24 min
-    in, and ended about 35 min later)."""
-    items.sort(
-        key=lambda item: (
-            not any(mark.args[:1] == ("ray",) for mark in item.iter_markers("xdist_group"))
-        )
-    )
