@@ -87,4 +87,3 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     problem = _engine_problem()
     if problem:
         pytest.skip(f"no Docker engine ({problem}); `make docker` starts one")
-
