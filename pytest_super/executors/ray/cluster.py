@@ -207,8 +207,6 @@ class RayDispatcher:
         self.lost: str = ""
         #: clean-ups sent at Ctrl-C, waited for by cleanup_on_nodes
         self._sweeps: dict[Any, str] = {}
-        #: the thread that cancels the tasks in flight at Ctrl-C (joined by `stop`)
-        self._canceller: threading.Thread | None = None
         #: what happened to nodes since the controller last said it (`take_events`)
         self._events: list[str] = []
 
@@ -288,8 +286,6 @@ class RayDispatcher:
         it (and Ray's exit hook would too, at the interpreter's end: it is removed)."""
         if self._watch is not None:
             self._watch.stop()
-        if self._canceller is not None:
-            self._canceller.join(SHUTDOWN_TIMEOUT_S)
         import atexit
 
         done = threading.Thread(
@@ -609,20 +605,13 @@ class RayDispatcher:
         `cleanup_on_nodes` waits for that."""
         self._queue.clear()
         self._launched.clear()
-        if run_id is not None and not self.lost:
-            self._sweeps = self._send_cleanups(run_id)  # first: what is left on the nodes
-        refs, self._in_flight = list(self._in_flight), {}
-        # on a thread: each cancel waits for Ray (0.1-0.3 s apiece on a loaded machine), and the
-        # run's end (results, reports) need not wait for them; `stop` joins it
-        self._canceller = threading.Thread(
-            target=self._cancel_all, args=(refs,), name="pytest-super-ray-cancel", daemon=True
-        )
-        self._canceller.start()
-
-    def _cancel_all(self, refs: list[Any]) -> None:
-        for ref in refs:
+        # the tasks first: a task still running when its container is removed starts another
+        for ref in list(self._in_flight):
             with contextlib.suppress(Exception):
                 self.ray.cancel(ref, force=True)
+        self._in_flight.clear()
+        if run_id is not None and not self.lost:
+            self._sweeps = self._send_cleanups(run_id)
 
     def _send_cleanups(self, run_id: str | None, every: bool = False) -> dict[Any, str]:
         """One clean-up call per live node that can run a task of any size (CPUs: the nodes the
