@@ -235,19 +235,9 @@ def test_a_node_killed_mid_run_loses_no_result_and_leaves_no_container(cluster, 
     cluster.restart_node(victim)
 
 
-# The SIGTERM case failed once in a fresh-clone run (2026-11-27, after the Ray controller's
-# Ctrl-C rework of c3e6a50): the run ended and its clean-up removed two containers; which of the
-# assertions below failed was not captured before that session ended. Issue 32 stays open for it.
-SIGTERM_CASE = pytest.param(
-    signal.SIGTERM,
-    marks=pytest.mark.xfail(
-        reason="issue 32 (open): failed once in a fresh-clone run, cause not known"
-    ),
-    id="sigterm",
+@pytest.mark.parametrize(
+    "stop", [pytest.param(signal.SIGINT, id="ctrl-c"), pytest.param(signal.SIGTERM, id="sigterm")]
 )
-
-
-@pytest.mark.parametrize("stop", [pytest.param(signal.SIGINT, id="ctrl-c"), SIGTERM_CASE])
 def test_ctrl_c_cancels_the_cluster_run_and_keeps_partial_results(cluster, tmp_path, stop):
     tasks = {"expert/quick": task_yaml("quick", sleep_then_answer(0))}
     tasks.update(

@@ -28,6 +28,7 @@ import importlib
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
@@ -274,6 +275,17 @@ def _no_sigterm_warning(record: logging.LogRecord) -> bool:
     return "SIGTERM handler is not set" not in record.getMessage()
 
 
+def _take_back_sigterm() -> None:
+    """Put Python's SIGTERM handler back in place of the one Ray's C++ core installs as it joins
+    (absl's failure-signal handler: it printed "*** SIGTERM received ***" and the process ended
+    by SIGABRT, exit status -6, after the run had stopped cleanly as interrupted)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    handler = signal.getsignal(signal.SIGTERM)
+    if handler is not None:  # None: set from outside Python, nothing of ours to put back
+        signal.signal(signal.SIGTERM, handler)
+
+
 def connect(ray: Any, address: str, namespace: str) -> None:
     """Join the cluster at `address` as a driver; `RayUnavailable` when no Ray cluster of this
     machine's versions answers there; KeyboardInterrupt when SIGTERM or Ctrl-C came meanwhile."""
@@ -307,6 +319,7 @@ def connect(ray: Any, address: str, namespace: str) -> None:
         raise KeyboardInterrupt(f"interrupted while joining the Ray cluster at {address}") from None
     finally:
         ray_worker_log.removeFilter(_no_sigterm_warning)
+    _take_back_sigterm()
     if failed:
         _shutdown(ray)
         exc = failed[0]
