@@ -222,13 +222,14 @@ def run_on_node(
     run = _with_key(run, secrets)
     outcome = NodeOutcome(name=name, node=_node_name(), started_at=time.time())
     folder = nodefiles.task_folder(run.run_id)
-    guard = watchdog.start(folder, run.kernel.backend)  # the folders' dead man's switch
+    guard: watchdog.Watchdog | None = None
     run = dataclasses.replace(
         run,
         report_dir=folder,
         kernel=dataclasses.replace(run.kernel, docker_host=None, worker=f"ray-{os.getpid()}"),
     )
-    try:
+    try:  # from the folder on: a cancel (Ray raises in the worker) may come at any line
+        guard = watchdog.start(folder, run.kernel.backend)  # the folders' dead man's switch
         with nodefiles.run_lock_folder(run.run_id) as lock_dir:
             _run_episode(task, run, name, deadline_s, outcome, _live(name, steps), lock_dir)
     finally:
