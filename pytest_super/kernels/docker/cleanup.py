@@ -14,7 +14,6 @@ import stat
 import subprocess
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +30,6 @@ if TYPE_CHECKING:
     import docker.models.containers
 
 KEPT_SUFFIX = "-kept"
-#: containers removed at once by one clean-up
-REMOVERS = 8
 
 
 def cleanup_containers(
@@ -67,10 +64,7 @@ def cleanup_containers(
         leases = client.containers.list(
             all=True, filters={"label": LABEL_HOLDER}, ignore_removed=True
         )
-    # at once: each removal waits on the engine's kill of the container (Ctrl-C waits for this)
-    with ThreadPoolExecutor(max_workers=max(1, min(REMOVERS, len(found)))) as pool:
-        gone = list(pool.map(_force_remove, found))
-    removed = [c.name or c.id or "" for c, ok in zip(found, gone, strict=True) if ok]
+    removed = [c.name or c.id or "" for c in found if _force_remove(c)]
     for lease in leases:
         _force_remove(lease)
     cleanup_host_folders(client)
