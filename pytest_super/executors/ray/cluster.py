@@ -625,31 +625,27 @@ class RayDispatcher:
             self._cleanup = self.ray.remote(cleanup_on_node)
         refs: dict[Any, str] = {}
         payload = None
-        own = run_id == self.run.run_id and not every and self._nodes
-        infos: list[dict[str, Any]] = (
-            [
-                {"NodeID": n.id, "Alive": n.alive, "Resources": {"CPU": 1}}
-                for n in self._nodes.values()
+        if run_id == self.run.run_id and not every and self._nodes:
+            targets = [(n.id, n.name) for n in self._nodes.values() if n.alive]
+        else:
+            targets = [
+                (info["NodeID"], _node_name(info))
+                for info in self.ray.nodes()
+                if info.get("Alive") and info.get("Resources", {}).get("CPU")
             ]
-            if own
-            else self.ray.nodes()
-        )
-        for info in infos:
-            if not info.get("Alive") or not info.get("Resources", {}).get("CPU"):
-                continue
-            node = self._nodes.get(info["NodeID"])
+        for node_id, name in targets:
+            node = self._nodes.get(node_id)
             if node is not None and node.cleaner is not None:
-                refs[node.cleaner.cleanup.remote(run_id, every)] = node.name
+                refs[node.cleaner.cleanup.remote(run_id, every)] = name
                 continue
             payload = payload or self._payload_run()
-            strategy = NodeAffinitySchedulingStrategy(info["NodeID"], soft=False)
             call = self._cleanup.options(
                 num_cpus=0,
                 max_retries=0,
                 name=f"{TASK_NAME_PREFIX} cleanup",
-                scheduling_strategy=strategy,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
             )
-            refs[call.remote(payload, run_id, every)] = node.name if node else _node_name(info)
+            refs[call.remote(payload, run_id, every)] = name
         return refs
 
     def start_cleaners(self) -> None:
