@@ -4,8 +4,8 @@ tests/support/registry_server.py) on this host's loopback and the main Docker en
 
 The kernel image other tests use is never removed: a run here names a throwaway copy of it. Its
 default tag follows the CA bundle (a build input), so a run given SSL_CERT_FILE of a bundle with one
-comment line more asks for `pytest-super-kernel:default-<other hash>`, a tag only this module makes
-and removes.
+comment line more asks for `pytest-super-kernel:default-<other hash>`, a tag only one test of this
+module makes and removes (the comment names the test).
 """
 
 from __future__ import annotations
@@ -48,13 +48,18 @@ def test_push_with_a_bad_registry_is_a_usage_error(capsys) -> None:
 
 
 @pytest.fixture
-def throwaway(tmp_path: Path, monkeypatch) -> Iterator[tuple[str, dict[str, str]]]:
+def throwaway(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch
+) -> Iterator[tuple[str, dict[str, str]]]:
     """(a default kernel tag only this test uses, the environment that makes a run ask for it);
-    the tag is removed afterwards."""
+    the tag is removed afterwards. The bundle's extra line names the test: two tests of this module
+    running at once on two xdist workers must not share a tag (CI of stop 35: one removed the tag
+    the other had just built, and both failed)."""
     bundle = host_ca_bundle()
     assert bundle is not None
     other = tmp_path / "ca-bundle.pem"
-    other.write_bytes(bundle.read_bytes() + b"\n# pytest-super registry test copy\n")
+    mark = f"\n# pytest-super registry test copy for {request.node.nodeid}\n"
+    other.write_bytes(bundle.read_bytes() + mark.encode())
     monkeypatch.setenv("SSL_CERT_FILE", str(other))
     tag = default_image_tag()
     monkeypatch.undo()

@@ -252,18 +252,19 @@ class DockerBox:
                 self.api.remove_container(self.container_id, force=True, v=True)
             except docker.errors.NotFound:
                 pass
-            except requests.exceptions.RequestException:
-                # the engine does not answer (killed, restarting): the lease's renewals remove
-                # the container once it is back (the reaper spares it while we live)
-                remove_later(engine_address(self._docker_host), self.container_id)
-                raise
-            except docker.errors.APIError as exc:
+            except docker.errors.APIError as exc:  # the engine's answer (before RequestException:
+                # docker's APIError is a requests HTTPError, and an answer is not a silence)
                 if exc.status_code == 409:  # removal already in progress
                     return
                 with contextlib.suppress(docker.errors.APIError):
                     self.api.kill(self.container_id)
                 with contextlib.suppress(docker.errors.NotFound):
                     self.api.remove_container(self.container_id, force=True, v=True)
+            except requests.exceptions.RequestException:
+                # the engine does not answer (killed, restarting): the lease's renewals remove
+                # the container once it is back (the reaper spares it while we live)
+                remove_later(engine_address(self._docker_host), self.container_id)
+                raise
         finally:
             self._removed = True
             self._release()
