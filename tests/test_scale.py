@@ -97,7 +97,6 @@ def test_max_containers_caps_containers_across_workers(project_dir, engine):
         project_dir,
         {f"expert/nap{i}": task_yaml(f"nap{i}", sleep_then_answer(2)) for i in range(4)},
     )
-    t0 = time.time()
     with ContainerWatch(engine, project_dir) as capped:
         code, out = run_pytest(
             project_dir, "tasks", "--super-agent=gold", "-n", "2", "--super-max-containers=1"
@@ -113,7 +112,6 @@ def test_max_containers_caps_containers_across_workers(project_dir, engine):
     # pool, whose warm kernels would make it four: one running and one warm per worker)
     for p in run_dirs(project_dir):
         p.rename(project_dir / f"old-{p.name}")
-    t1 = time.time()
     with ContainerWatch(engine, project_dir) as free:
         code, out = run_pytest(
             project_dir, "tasks", "--super-agent=gold", "-n", "2", "--no-super-pool"
@@ -124,9 +122,9 @@ def test_max_containers_caps_containers_across_workers(project_dir, engine):
     assert containers(engine, run_id=free_run) == []
 
     # start lock: no container of a run is created while another is between create and start
-    for run_id, since in ((run_dir.name, t0), (free_run, t1)):
-        created = container_events(engine, run_id, since, "create")
-        started = container_events(engine, run_id, since, "start")
+    for run_id, watch in ((run_dir.name, capped), (free_run, free)):
+        created = watch.events(run_id, "create")
+        started = watch.events(run_id, "start")
         assert len(created) == len(started) == 4
         windows = sorted(
             (c["timeNano"], next(s["timeNano"] for s in started if s["id"] == c["id"]))

@@ -244,7 +244,12 @@ def pid_alive(pid: int) -> bool:
 
 
 class ContainerWatch:
-    """Samples the containers of a run (by label) while it goes on; remembers the peak count."""
+    """Samples the containers of a run (by label) while it goes on; remembers the peak count,
+    and every container event of a pytest-super run the engine sent meanwhile (`events`).
+
+    The events are read live, as a stream: an engine keeps only its last 256 events for a later
+    `since` query, and on an engine other tests share, a run's events were gone by the time it
+    ended (a fresh-clone run: 3 of 4 "start" events found)."""
 
     def __init__(self, client: docker.DockerClient, project: Path, period_s: float = 0.05) -> None:
         self.client = client
@@ -252,16 +257,43 @@ class ContainerWatch:
         self.period_s = period_s
         self.peak = 0
         self.seen: set[str] = set()
+        self._events: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._stream: Any = None
+        self._reader = threading.Thread(target=self._read_events, daemon=True)
 
     def __enter__(self) -> ContainerWatch:
+        self._stream = self.client.events(
+            since=int(time.time()) - 1,
+            filters={"type": "container", "label": LABEL_RUN},
+            decode=True,
+        )
+        self._reader.start()
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
+        time.sleep(0.5)  # the run has ended: its last events are on their way
+        with contextlib.suppress(Exception):
+            self._stream.close()
+        self._reader.join(timeout=10)
+
+    def events(self, run_id: str, action: str) -> list[dict[str, Any]]:
+        """The container events `action` (create, start, destroy, ...) of run `run_id` seen."""
+        return [
+            e
+            for e in list(self._events)
+            if e.get("Action") == action
+            and e.get("Actor", {}).get("Attributes", {}).get(LABEL_RUN) == run_id
+        ]
+
+    def _read_events(self) -> None:
+        with contextlib.suppress(Exception):  # the stream closed by __exit__
+            for event in self._stream:
+                self._events.append(event)
 
     def _run(self) -> None:
         while not self._stop.is_set():
