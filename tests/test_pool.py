@@ -18,11 +18,11 @@ from typing import Any
 import docker
 import pytest
 
-from pytest_super.kernels import LABEL_TASK, provision_kernel, slots
+from pytest_super.kernels import LABEL_TASK, docker_client_for, provision_kernel, slots
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.pool import KernelPool, PooledKernel, Reaper, kernel_key
 from tests.support.projects import (  # the helpers of the scale tests: same projects, same processes
-    container_events,
+    EngineEvents,
     containers,
     make_project,
     only_run_dir,
@@ -69,22 +69,23 @@ def seen_by_task(run_dir: Path, task_id: str) -> dict[str, Any]:
     return {"host": lines["host"], "env": json.loads(lines["env"])}
 
 
-def run_first_cell_tasks(project: Path, *options: str) -> tuple[Path, float]:
+def run_first_cell_tasks(project: Path, *options: str) -> tuple[Path, EngineEvents]:
+    """The run's folder, and the engine's container events while it ran."""
     make_project(project, {f"expert/{t}": first_cell_task(t) for t in TASKS})
     for old in run_dirs(project):
         old.rename(project / f"old-{old.name}")
-    started = time.time()
-    code, out = run_pytest(project, "tasks", "--super-agent=gold", "-n", "1", *options)
+    with EngineEvents(docker_client_for(None)) as events:
+        code, out = run_pytest(project, "tasks", "--super-agent=gold", "-n", "1", *options)
     assert code == 0, out
-    return only_run_dir(project), started
+    return only_run_dir(project), events
 
 
-def lifetimes(client: docker.DockerClient, run_id: str, since: float) -> dict[str, tuple[int, int]]:
+def lifetimes(events: EngineEvents, run_id: str) -> dict[str, tuple[int, int]]:
     """task -> (created, destroyed) in the engine's own nanosecond clock."""
-    created = container_events(client, run_id, since, "create")
+    created = events.of(run_id, "create")
     tasks = [e["Actor"]["Attributes"][LABEL_TASK] for e in created]
     assert len(tasks) == len(set(tasks)), f"one task, one container: {tasks}"
-    destroyed = {e["id"]: e["timeNano"] for e in container_events(client, run_id, since, "destroy")}
+    destroyed = {e["id"]: e["timeNano"] for e in events.of(run_id, "destroy")}
     return {
         e["Actor"]["Attributes"][LABEL_TASK]: (e["timeNano"], destroyed[e["id"]]) for e in created
     }
@@ -92,7 +93,7 @@ def lifetimes(client: docker.DockerClient, run_id: str, since: float) -> dict[st
 
 # -- end to end ------------------------------------------------------------------------------------
 def test_pooled_kernels_are_made_ahead_and_fresh(project_dir, engine):
-    run_dir, started = run_first_cell_tasks(project_dir)
+    run_dir, events = run_first_cell_tasks(project_dir)
     assert outcomes(run_dir) == dict.fromkeys(TASKS, "passed")  # the cell's answer says: fresh
     seen = {t: seen_by_task(run_dir, t) for t in TASKS}
     assert len({s["host"] for s in seen.values()}) == 3, "one task, one container"
@@ -100,16 +101,16 @@ def test_pooled_kernels_are_made_ahead_and_fresh(project_dir, engine):
 
     # made ahead: each next task's container was created while the one before it still lived
     # (the engine's own record), exactly one container per task, none left over
-    life = lifetimes(engine, run_dir.name, started)
+    life = lifetimes(events, run_dir.name)
     assert sorted(life) == sorted(TASKS)
     for before, after in zip(TASKS, TASKS[1:], strict=False):
         assert life[after][0] < life[before][1], f"{after}'s kernel was not made while {before} ran"
 
     # the same tasks without the pool: made when asked, each removed before the next is made;
     # a task sees the same environment either way
-    plain_dir, plain_started = run_first_cell_tasks(project_dir, "--no-super-pool")
+    plain_dir, plain_events = run_first_cell_tasks(project_dir, "--no-super-pool")
     assert outcomes(plain_dir) == dict.fromkeys(TASKS, "passed")
-    life = lifetimes(engine, plain_dir.name, plain_started)
+    life = lifetimes(plain_events, plain_dir.name)
     for before, after in zip(TASKS, TASKS[1:], strict=False):
         assert life[before][1] < life[after][0]
     for task in TASKS:

@@ -38,8 +38,8 @@ from tests.support.projects import (
     FAIL,
     PASS,
     ContainerWatch,
+    EngineEvents,
     PytestRun,
-    container_events,
     containers,
     junit_outcomes,
     make_project,
@@ -458,10 +458,10 @@ def test_resume_skips_final_results_and_lf_reruns_failures(project_dir, engine):
     (second,) = [d for d in run_dirs(project_dir) if d != first]
     assert outcomes(second) == {"wrong": "failed", "lost_box": "error"}
 
-    since = time.time()
-    code, out = run_losing_a_box(
-        project_dir, "lost_box", "tasks", "--super-agent=gold", "--super-resume", "-rs"
-    )
+    with EngineEvents(engine) as events:
+        code, out = run_losing_a_box(
+            project_dir, "lost_box", "tasks", "--super-agent=gold", "--super-resume", "-rs"
+        )
     (third,) = [d for d in run_dirs(project_dir) if d not in (first, second)]
     assert f"resumed: passed in run {first.name}" in out, out
     assert f"resumed: failed in run {second.name}" in out, out  # the newest result wins
@@ -470,7 +470,7 @@ def test_resume_skips_final_results_and_lf_reruns_failures(project_dir, engine):
     assert lines["good"]["resumed_from"] == first.name
     assert lines["good"]["accuracy"] == 1.0
     assert "| expert | 3 | 1 | 1 |" in (third / "summary.md").read_text()
-    created = container_events(engine, third.name, since, "create")
+    created = events.of(third.name, "create")
     assert [e["Actor"]["Attributes"][LABEL_TASK] for e in created] == ["lost_box"]
 
     # results of another model are not this model's: nothing is resumed for it
@@ -530,18 +530,18 @@ def test_retries_rerun_infrastructure_errors_but_never_agent_failures(
     make_project(project_dir, {"expert/flaky": task_yaml("flaky", PASS)})
     common = ["tasks", "--super-agent=gold", f"--super-image={fail_once_image}"]
     junit = project_dir / "junit.xml"
-    since = time.time()
-    code, out = run_pytest(
-        project_dir,
-        *common,
-        f"--super-pip-cache={volume}",
-        "--super-retries=1",
-        f"--junitxml={junit}",
-    )
+    with EngineEvents(engine) as events:
+        code, out = run_pytest(
+            project_dir,
+            *common,
+            f"--super-pip-cache={volume}",
+            "--super-retries=1",
+            f"--junitxml={junit}",
+        )
     assert code == 0, out
     run_dir = only_run_dir(project_dir)
     assert outcomes(run_dir) == {"flaky": "passed"}
-    assert len(container_events(engine, run_dir.name, since, "create")) == 2
+    assert len(events.of(run_dir.name, "create")) == 2
     assert containers(engine, run_id=run_dir.name) == []
 
     # without retries the same flaky start is an error (not a failure of the agent)
@@ -558,11 +558,11 @@ def test_retries_rerun_infrastructure_errors_but_never_agent_failures(
     (project_dir / "tasks/expert/flaky.yaml").unlink()
     for p in run_dirs(project_dir):
         p.rename(project_dir / f"old-{p.name}")
-    since = time.time()
-    code, out = run_pytest(project_dir, "tasks", "--super-agent=gold", "--super-retries=3")
+    with EngineEvents(engine) as events:
+        code, out = run_pytest(project_dir, "tasks", "--super-agent=gold", "--super-retries=3")
     run_dir = only_run_dir(project_dir)
     assert outcomes(run_dir) == {"wrong": "failed"}
-    assert len(container_events(engine, run_dir.name, since, "create")) == 1
+    assert len(events.of(run_dir.name, "create")) == 1
     code, out = run_pytest(
         project_dir,
         "tasks",

@@ -243,46 +243,37 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-class ContainerWatch:
-    """Samples the containers of a run (by label) while it goes on; remembers the peak count,
-    and every container event of a pytest-super run the engine sent meanwhile (`events`).
+class EngineEvents:
+    """Every container event of a pytest-super run (create, start, destroy, ...) the engine sends
+    while the block runs, read live as a stream; `of(run_id, action)` picks one run's.
 
-    The events are read live, as a stream: an engine keeps only its last 256 events for a later
-    `since` query, and on an engine other tests share, a run's events were gone by the time it
-    ended (a fresh-clone run: 3 of 4 "start" events found)."""
+    Not a later `since` query: an engine keeps only its last 256 events for one (moby's
+    `eventsLimit`), and on the engine the tests share a run's events were gone by the time it
+    ended (a fresh-clone run: 3 of a run's 4 "start" events found)."""
 
-    def __init__(self, client: docker.DockerClient, project: Path, period_s: float = 0.05) -> None:
+    def __init__(self, client: docker.DockerClient) -> None:
         self.client = client
-        self.project = project
-        self.period_s = period_s
-        self.peak = 0
-        self.seen: set[str] = set()
         self._events: list[dict[str, Any]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
         self._stream: Any = None
-        self._reader = threading.Thread(target=self._read_events, daemon=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
 
-    def __enter__(self) -> ContainerWatch:
+    def __enter__(self) -> EngineEvents:
         self._stream = self.client.events(
             since=int(time.time()) - 1,
             filters={"type": "container", "label": LABEL_RUN},
             decode=True,
         )
         self._reader.start()
-        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        time.sleep(0.5)  # the run has ended: its last events are on their way
+        time.sleep(0.5)  # what the block ran has ended: its last events are on their way
         with contextlib.suppress(Exception):
             self._stream.close()
         self._reader.join(timeout=10)
 
-    def events(self, run_id: str, action: str) -> list[dict[str, Any]]:
-        """The container events `action` (create, start, destroy, ...) of run `run_id` seen."""
+    def of(self, run_id: str, action: str) -> list[dict[str, Any]]:
+        """The events `action` of run `run_id`'s containers, in the engine's order."""
         return [
             e
             for e in list(self._events)
@@ -290,10 +281,38 @@ class ContainerWatch:
             and e.get("Actor", {}).get("Attributes", {}).get(LABEL_RUN) == run_id
         ]
 
-    def _read_events(self) -> None:
+    def _read(self) -> None:
         with contextlib.suppress(Exception):  # the stream closed by __exit__
             for event in self._stream:
                 self._events.append(event)
+
+
+class ContainerWatch:
+    """Samples the containers of a run (by label) while it goes on; remembers the peak count,
+    and the engine's container events meanwhile (`events(run_id, action)`, `EngineEvents`)."""
+
+    def __init__(self, client: docker.DockerClient, project: Path, period_s: float = 0.05) -> None:
+        self.client = client
+        self.project = project
+        self.period_s = period_s
+        self.peak = 0
+        self.seen: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._events = EngineEvents(client)
+
+    def __enter__(self) -> ContainerWatch:
+        self._events.__enter__()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._events.__exit__(*exc)
+
+    def events(self, run_id: str, action: str) -> list[dict[str, Any]]:
+        return self._events.of(run_id, action)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -303,16 +322,3 @@ class ContainerWatch:
                 self.seen.update(c.name for c in found)
                 self.peak = max(self.peak, len(found))
             time.sleep(self.period_s)
-
-
-def container_events(
-    client: docker.DockerClient, run_id: str, since: float, action: str
-) -> list[dict[str, Any]]:
-    """The engine's own record of containers of `run_id` created/started/... since `since`."""
-    events = client.events(
-        since=int(since) - 1,
-        until=int(time.time()) + 1,
-        filters={"type": "container", "label": f"{LABEL_RUN}={run_id}", "event": action},
-        decode=True,
-    )
-    return list(events)
