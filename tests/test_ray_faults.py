@@ -258,11 +258,6 @@ def test_a_worker_whose_engine_dies_is_left_out_and_its_tasks_run_on_the_other_n
 
 
 # -- the controller stopped ----------------------------------------------------------------------
-@pytest.mark.xfail(
-    reason="issue 32 (open): 2.90 s measured on 2026-11-27 after the interrupt's traceback was "
-    "cut (pytest's formatting took 0.8-0.9 s of 3.1-3.6 s); left: the reports 0.4-0.6 s, the "
-    "nodes' clean-up 0-0.5 s, ray.shutdown 0.15-0.4 s, the interpreter's end after atexit ~1 s",
-)
 def test_ctrl_c_with_tasks_on_two_nodes_ends_the_run_within_2_s(cluster, tmp_path):
     tasks = {"expert/quick": task_yaml("quick", sleep_then_answer(0))}
     tasks.update(
@@ -284,9 +279,15 @@ def test_ctrl_c_with_tasks_on_two_nodes_ends_the_run_within_2_s(cluster, tmp_pat
     assert code == 2, out[-4000:]
     assert [(r["task_id"], r["outcome"]) for r in _records(project)] == [("quick", "passed")]
     assert left_at_end == [], out[-3000:]
-    assert took < 2.0, out[-3000:]
     _clean_exit(out)
     _nothing_left(cluster, run_id, files)
+    if took >= 2.0:  # all else above holds; only the time bound is still open
+        pytest.xfail(
+            f"issue 32 (open): {took:.2f} s, over the 2 s bound. Measured on 2026-11-27 after the "
+            "interrupt's traceback was cut (its formatting took 0.8-0.9 s of 3.1-3.6 s); left: "
+            "the reports 0.4-0.6 s, the nodes' clean-up 0-0.5 s, ray.shutdown 0.15-0.4 s, the "
+            "interpreter's end after atexit ~1 s"
+        )
 
 
 def _ray_worker_of(cluster: Any, i: int, run_id: str) -> tuple[int, str]:
