@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -102,6 +104,26 @@ def test_the_reaper_leaves_once_nothing_of_ours_is_left(second_engine, image) ->
 
     wait_for(gone, 60, "the idle reaper to leave", poll=0.5)
     assert time.monotonic() - started <= 3 + 3 * inside.SWEEP_S + 10
+
+
+@pytest.mark.timeout(60, method="signal")
+def test_a_reaper_that_cannot_reach_its_engine_leaves() -> None:
+    """Its socket gone or refused (a run started on a proxy's socket that was then closed: found
+    on this machine, a reaper failing every sweep with "Permission denied" for 54 minutes, its
+    name taken, so no lease could start one that works): it leaves after its idle period, as an
+    idle one does. The reaper's own program, run here with a socket that is not there."""
+    env = {
+        **os.environ,
+        "PYTEST_SUPER_ENGINE_SOCKET": "/nonexistent/pytest-super/engine.sock",
+        "PYTEST_SUPER_REAPER_IDLE_S": "1",
+    }
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-I", inside.__file__], env=env, capture_output=True, text=True, timeout=50
+    )
+    assert done.returncode == 0, done.stderr
+    assert "sweep failed" in done.stderr and "leaving" in done.stdout, done.stdout + done.stderr
+    assert time.monotonic() - started <= 1 + 2 * inside.SWEEP_S + 5
 
 
 def test_a_lease_of_another_namespace_goes_by_the_clock_within_ttl_and_a_sweep(

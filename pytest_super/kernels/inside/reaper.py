@@ -12,7 +12,8 @@ stopped one too), and dead at once when it is gone; any other holder is dead whe
 not renewed for its `ttl_s`, by this host's clock (the engine's). For each dead lease it
 force-removes (with volumes) every task container labelled with it, except the ones kept with
 `--super-keep` (names ending in `KEPT_SUFFIX`), then the lease. It exits when it has seen no
-lease and no task container of ours for `IDLE_S` (env `PYTEST_SUPER_REAPER_IDLE_S`).
+lease and no task container of ours, or no answer from the engine, for `IDLE_S` (env
+`PYTEST_SUPER_REAPER_IDLE_S`).
 """
 
 from __future__ import annotations
@@ -219,14 +220,18 @@ def main() -> int:
         try:
             busy = sweep(engine)
         except (OSError, http.client.HTTPException, ValueError) as exc:
+            # No answer counts as idle: a reaper that cannot reach its engine (the socket it was
+            # given is gone or refused, as a proxy's socket a run was started on) leaves after
+            # `idle_s`, and with it the name it holds: a live lease's renewal starts a reaper
+            # that can, once the engine answers. Staying would keep the switch off for good.
             print(f"sweep failed: {exc}", file=sys.stderr, flush=True)
-            busy = True  # an engine that does not answer now: keep watching
+            busy = False
         if busy:
             last_busy = time.monotonic()
         elif time.monotonic() - last_busy >= idle_s:
             break
         time.sleep(SWEEP_S)
-    print(f"nothing of ours for {idle_s:.0f} s: leaving", flush=True)
+    print(f"nothing of ours, or no answer, for {idle_s:.0f} s: leaving", flush=True)
     return 0
 
 
