@@ -213,7 +213,8 @@ def stop_on_ctrl_c(
     config: pytest.Config, run_id: str, *, controller: bool, where: str = ""
 ) -> None:
     """Install the Ctrl-C handler of this process (main thread, and only over Python's default
-    handler: one someone else installed is left alone)."""
+    handler: one someone else installed is left alone), and cut the interrupt's traceback to the
+    entry pytest prints (`_ShortInterruptTrace`)."""
     if not config.pluginmanager.has_plugin(_SHORT_TRACE):
         config.pluginmanager.register(_ShortInterruptTrace(config), _SHORT_TRACE)
     if threading.current_thread() is not threading.main_thread():

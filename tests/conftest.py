@@ -27,7 +27,7 @@ def pytest_configure(config: pytest.Config) -> None:
     their workers) take it. A suite started in the background of a script (`make test &`,
     `nohup`) inherits SIGINT ignored, passes it on through every exec, and then no Ctrl-C a test
     sends reaches its run, nor Ray's cancel (an interrupt) its task: in such a fresh-clone run
-    six tests failed waiting for an interrupted run to end. Python installs its own handler
+    seven tests failed waiting for an interrupted run to end. Python installs its own handler
     only where SIGINT is not ignored."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)

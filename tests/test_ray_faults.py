@@ -34,8 +34,9 @@ import docker
 import docker.errors
 import pytest
 
-from pytest_super.executors.ray.nodefiles import NODE_FOLDER_PREFIX
+from pytest_super.executors.ray.nodefiles import NODE_FOLDER_PREFIX, OWNER_FILE
 from pytest_super.kernels import LABEL_RUN
+from pytest_super.kernels.docker.lease import Holder
 from tests.support.projects import make_project, sleep_then_answer, task_yaml, wait_for
 from tests.support.ray_fixtures import CLUSTER_TESTS, ClusterRun
 
@@ -291,19 +292,19 @@ def test_ctrl_c_with_tasks_on_two_nodes_ends_the_run_within_2_s(cluster, tmp_pat
 
 
 def _ray_worker_of(cluster: Any, i: int, run_id: str) -> tuple[int, str]:
-    """(pid, command line) of a Ray worker on node i that runs a task of run `run_id`: the one
-    whose pid names a task folder of that run (`pytest-super-node-<run>-<pid>-<ticks>-*`, made
-    by the task itself). Found by the worker's name alone ("pytest-super t00"), the process could
-    be one of an earlier run's tasks of the same names, or the worker's fork that becomes its
-    watchdog: the probable cause of a miss in a fresh-clone run (the SIGKILL reached no task)."""
+    """(pid, command line) of a Ray worker on node i that runs a task of run `run_id`: the
+    holder its task folder's owner record names (`nodefiles.task_folder`). Found by the worker's
+    name alone ("pytest-super t00"), the process could be one of an earlier run's tasks of the
+    same names, or the worker's fork that becomes its watchdog: the probable cause of a miss in a
+    fresh-clone run (the SIGKILL reached no task)."""
     from tests.support.ray_cluster import _processes
 
-    prefix = f"{NODE_FOLDER_PREFIX}{run_id}-"
-    pids = {
-        int(name.split(prefix, 1)[1].split("-", 1)[0])
-        for name in (Path(f).name for f in cluster.node_files(i))
-        if name.startswith(prefix)
-    }
+    pids = set()
+    for folder in cluster.node_tmp(i).glob(f"{NODE_FOLDER_PREFIX}{run_id}-*"):
+        with contextlib.suppress(OSError, ValueError):
+            holder = Holder.from_labels(json.loads((folder / OWNER_FILE).read_text()))
+            if holder is not None:
+                pids.add(holder.pid)
     alive = {pid: cmdline for pid, cmdline, _ in _processes() if pid in pids}
     assert alive, f"no Ray worker on node {i} with a task of run {run_id}: {cluster.node_files(i)}"
     pid = min(alive)

@@ -123,8 +123,8 @@ def test_max_containers_caps_containers_across_workers(project_dir, engine):
 
     # start lock: no container of a run is created while another is between create and start
     for run_id, watch in ((run_dir.name, capped), (free_run, free)):
-        created = watch.events(run_id, "create")
-        started = watch.events(run_id, "start")
+        created = watch.events.of(run_id, "create")
+        started = watch.events.of(run_id, "start")
         assert len(created) == len(started) == 4
         windows = sorted(
             (c["timeNano"], next(s["timeNano"] for s in started if s["id"] == c["id"]))

@@ -289,7 +289,7 @@ class EngineEvents:
 
 class ContainerWatch:
     """Samples the containers of a run (by label) while it goes on; remembers the peak count,
-    and the engine's container events meanwhile (`events(run_id, action)`, `EngineEvents`)."""
+    and the engine's container events meanwhile (`events`, an `EngineEvents`)."""
 
     def __init__(self, client: docker.DockerClient, project: Path, period_s: float = 0.05) -> None:
         self.client = client
@@ -299,20 +299,17 @@ class ContainerWatch:
         self.seen: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self._events = EngineEvents(client)
+        self.events = EngineEvents(client)
 
     def __enter__(self) -> ContainerWatch:
-        self._events.__enter__()
+        self.events.__enter__()
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
-        self._events.__exit__(*exc)
-
-    def events(self, run_id: str, action: str) -> list[dict[str, Any]]:
-        return self._events.of(run_id, action)
+        self.events.__exit__(*exc)
 
     def _run(self) -> None:
         while not self._stop.is_set():
