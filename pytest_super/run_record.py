@@ -59,6 +59,7 @@ class RunRecord:
                 f"{exc.strerror or exc}; give a writable folder with --super-report-dir (or the "
                 "ini key super_report_dir)"
             ) from None
+        html.warm_up()  # its report's templates are compiled while the run goes on
 
     def cleanup_dead_runs(self) -> None:
         """What runs whose controller died (kill -9) left behind goes when the next run starts;

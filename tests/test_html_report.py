@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -404,3 +405,30 @@ def test_summary_shows_no_submitted_for_auto_and_the_all_row_leaves_it_out():
     assert auto[header.index("sub%")] == "-"
     (every,) = [line.split() for line in table if line.startswith("all")]
     assert every[header.index("sub%")].startswith("100.0")
+
+
+def test_a_run_compiles_its_reports_templates_in_the_background_once_a_process(tmp_path):
+    """`html.warm_up` (started by every run record): the run report's templates are compiled
+    by the time a run ends, once a process, in the one environment every report uses."""
+    script = (
+        "import sys\n"
+        "from pytest_super import html\n"
+        "env = html._environment()\n"
+        "before = sorted(name for _, name in env.cache.keys())\n"
+        "thread = html.warm_up()\n"
+        "assert html.warm_up() is thread, 'a second warm-up thread'\n"
+        "thread.join(60)\n"
+        "assert html._environment() is env, 'a second environment'\n"
+        "print(before, sorted(name for _, name in env.cache.keys()))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [
+        "[]",
+        "['_macros.html.j2',",
+        "'base.html.j2',",
+        "'index.html.j2',",
+        "'task.html.j2']",
+    ], done.stdout

@@ -134,3 +134,49 @@ def test_ctrl_c_on_a_slow_engine_says_what_it_does_and_a_second_one_exits_at_onc
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert containers(engine, run_id=run_id) == []
+
+
+#: appended to a project's conftest: how many objects the garbage collector had frozen when pytest
+#: ended (`interrupts._QuickInterruptEnd` freezes the heap of an interrupted run)
+FREEZE_PROBE = """
+
+def pytest_unconfigure(config):
+    import gc
+    pathlib.Path(str(config.rootpath), "frozen.txt").write_text(str(gc.get_freeze_count()))
+"""
+
+
+@pytest.mark.parametrize("full_trace", [False, True], ids=["default", "full-trace"])
+def test_an_interrupted_run_prints_the_one_traceback_line_and_leaves_its_heap_uncollected(
+    project_dir: Path, engine, full_trace: bool
+) -> None:
+    """What an interrupted run spends nothing on (`_QuickInterruptEnd`): the traceback pytest
+    does not print is not formatted, and the heap is left out of the garbage collections of the
+    process's end; `--full-trace` shows the whole traceback and leaves the collector as it was."""
+    make_project(project_dir, {"expert/zlong": task_yaml("zlong", sleep_then_answer(120))})
+    with (project_dir / "conftest.py").open("a") as conftest:
+        conftest.write(FREEZE_PROBE)
+    args = ["tasks", "--super-agent=gold", "-p", "no:randomly"]
+    run = PytestRun(project_dir, *args, *(["--full-trace"] if full_trace else []))
+    try:
+        _wait_for(
+            lambda: [c for c in containers(engine, task="zlong") if c.status == "running"],
+            120,
+            "the task's container",
+        )
+        os.kill(run.pid, signal.SIGINT)
+        code = run.proc.wait(timeout=60)
+    finally:
+        run.kill_group()
+    out = run.output()
+    assert code == 2, out
+    frozen = int((project_dir / "frozen.txt").read_text())
+    pytest_frames = re.findall(r"_pytest[/\\]\w+\.py:\d+", out)
+    if full_trace:
+        assert frozen == 0, out
+        assert len(pytest_frames) > 3, out  # the whole traceback, pytest's own frames included
+    else:
+        assert frozen > 10_000, out  # the heap of a run with Docker's and Jupyter's clients
+        assert pytest_frames == [], out
+        assert re.search(r"^\S+:\d+: KeyboardInterrupt", out, re.MULTILINE), out
+        assert "use --full-trace" in out, out

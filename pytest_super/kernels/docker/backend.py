@@ -45,6 +45,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -355,17 +356,20 @@ class DockerBackend:
 
     def cleanup_run(self, settings: KernelSettings, run_id: str) -> list[str]:
         client = docker_client(settings)
-        try:
-            removed = cleanup_containers(client, run_id=run_id)
-        except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
-            raise InfrastructureError(
-                f"the engine failed to remove run {run_id}'s containers: {exc}"
-            ) from exc
-        # the leases of this run's processes that died (an xdist worker killed with SIGKILL):
+        # the leases of this run's processes that died (an xdist worker killed with SIGKILL),
+        # read and removed while the containers go (an interrupted run's end waits for both):
         # only this run's are read, so no other run's lease being removed is in the way; one the
         # engine fails to read now is the next run's start-up cleanup's to remove
-        with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
-            cleanup_dead_leases(client, run_id)
+        with ThreadPoolExecutor(1, thread_name_prefix="pytest-super-leases") as pool:
+            leases = pool.submit(cleanup_dead_leases, client, run_id)
+            try:
+                removed = cleanup_containers(client, run_id=run_id)
+            except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+                raise InfrastructureError(
+                    f"the engine failed to remove run {run_id}'s containers: {exc}"
+                ) from exc
+            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+                leases.result()
         return removed
 
     def cleanup_dead_runs(self, settings: KernelSettings) -> list[str]:
