@@ -1,6 +1,7 @@
 """One Ray test cluster (tests/support/ray_cluster.py) for every cluster test of a session (one
-xdist worker runs them all: the xdist group "ray"): the executor's tests (tests/test_ray_backend.py)
-and the fault tests (tests/test_ray_faults.py) share it, since starting one takes a minute of CI.
+xdist worker runs them all, one after the other: the xdist group "ray"): the executor's tests
+(tests/test_ray_backend.py) and the fault tests (tests/test_ray_faults.py) share it, since
+starting one takes a minute of CI; it stops after the last of them (`SessionCluster`).
 
 A test that breaks the cluster (a node cut off, an engine or the head killed) puts it back before
 it ends (`heal`, `restart_engine`, `revive_node`, `restart_head`); a test that could not (it failed
@@ -39,16 +40,60 @@ CLUSTER_TESTS = [
 ]
 
 
-@pytest.fixture(scope="session")
-def ray_cluster() -> Iterator[Any]:
-    """A head and two worker nodes of 4 CPUs and 8 GiB of Ray's logical resources each (two
-    tasks of --super-cpus 2 per node), each with its own engine holding the kernel image;
-    stopped at the session's end and checked to have left nothing."""
-    from pytest_super.kernels.docker.image import build_image
-    from tests.support.ray_cluster import GIB, start_ray_cluster
+class SessionCluster:
+    """The session's one cluster: started by the first test that asks for it and stopped once
+    the test after it does not ask (pytest's `nextitem`; under xdist the group "ray" runs its
+    tests one after the other on one worker), or at the session's end. Kept to the session's
+    end, an idle cluster (its head, two nodes and their two engines) took 14.5% of this 2-core
+    machine, measured over 60 s, for every test of the other worker after the last cluster
+    test (in `make test` about three quarters of the suite). Asked for again later (a run
+    without xdist, where a cluster test of another module comes first), it starts again."""
 
-    image = build_image(offline=True, log=lambda line: None)
-    yield from start_ray_cluster(image, nodes=2, num_cpus=4, memory=8 * GIB)
+    def __init__(self) -> None:
+        self._running: Iterator[Any] | None = None
+        self.cluster: Any = None
+
+    def get(self) -> Any:
+        """The running cluster, started first if it is not: a head and two worker nodes of 4
+        CPUs and 8 GiB of Ray's logical resources each (two tasks of --super-cpus 2 per node),
+        each with its own engine holding the kernel image."""
+        if self.cluster is None:
+            from pytest_super.kernels.docker.image import build_image
+            from tests.support.ray_cluster import GIB, start_ray_cluster
+
+            image = build_image(offline=True, log=lambda line: None)
+            running = start_ray_cluster(image, nodes=2, num_cpus=4, memory=8 * GIB)
+            self.cluster = next(running)
+            self._running = running
+        return self.cluster
+
+    def stop(self) -> None:
+        """Stop it, if it runs, and check that it left nothing (an AssertionError if it did)."""
+        running, self._running, self.cluster = self._running, None, None
+        if running is not None:
+            next(running, None)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[SessionCluster]:
+    """The session's cluster (`SessionCluster`), stopped at the session's end at the latest."""
+    session_cluster = SessionCluster()
+    yield session_cluster
+    session_cluster.stop()
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After the last of a row of cluster tests (marked "ray"; its own teardown done), the
+    session's cluster stops."""
+    yield
+    if nextitem is None or nextitem.get_closest_marker("ray") is None:
+        session_cluster = item.session.stash.get(_SESSION_CLUSTER, None)
+        if session_cluster is not None:
+            session_cluster.stop()
+
+
+_SESSION_CLUSTER = pytest.StashKey[SessionCluster]()
 
 
 #: why the session's cluster could not be made healthy, once it could not: every later cluster
@@ -62,14 +107,16 @@ def cluster(ray_cluster: Any, request: pytest.FixtureRequest) -> Any:
     back: `RayTestCluster.ensure_healthy`); what was repaired is printed."""
     if _broken:
         pytest.fail(f"the session's Ray test cluster is broken: {_broken[0]}", pytrace=False)
+    request.session.stash[_SESSION_CLUSTER] = ray_cluster
     try:
-        repaired = ray_cluster.ensure_healthy()
+        cluster = ray_cluster.get()
+        repaired = cluster.ensure_healthy()
     except Exception as exc:
-        _broken.append(f"it could not be repaired before {request.node.nodeid}: {exc}")
+        _broken.append(f"it could not be started or repaired before {request.node.nodeid}: {exc}")
         raise
     if repaired:
         print(f"the Ray test cluster was repaired before this test: {'; '.join(repaired)}")
-    return ray_cluster
+    return cluster
 
 
 class ClusterRun:
