@@ -21,7 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.projects import PytestRun, containers, make_project, sleep_then_answer, task_yaml
+from tests.support.projects import (
+    PytestRun,
+    containers,
+    make_project,
+    sleep_then_answer,
+    task_yaml,
+    wait_for_container,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -98,11 +105,7 @@ def test_ctrl_c_on_a_slow_engine_says_what_it_does_and_a_second_one_exits_at_onc
         "no:randomly",
     )
     try:
-        box = _wait_for(
-            lambda: [c for c in containers(engine, task="zlong") if c.status == "running"],
-            120,
-            "the task's container",
-        )[0]
+        box = wait_for_container(engine, project_dir, "zlong")  # this run's, not another test's
         run_id = box.labels["pytest-super.run"]
         proxy.armed = True
         os.kill(run.pid, signal.SIGINT)
@@ -159,11 +162,7 @@ def test_an_interrupted_run_prints_the_one_traceback_line_and_leaves_its_heap_un
     args = ["tasks", "--super-agent=gold", "-p", "no:randomly"]
     run = PytestRun(project_dir, *args, *(["--full-trace"] if full_trace else []))
     try:
-        _wait_for(
-            lambda: [c for c in containers(engine, task="zlong") if c.status == "running"],
-            120,
-            "the task's container",
-        )
+        wait_for_container(engine, project_dir, "zlong")  # this run's: the other worker's may run
         os.kill(run.pid, signal.SIGINT)
         code = run.proc.wait(timeout=60)
     finally:

@@ -49,8 +49,12 @@ def cleanup_containers(
         "label": [f"{LABEL}=1"] + ([f"{LABEL_RUN}={run_id}"] if run_id else [])
     }
     # containers first, leases second: a lease is taken before its first container is made, so
-    # every container listed here has its lease in the later listing unless it is released
-    found = client.containers.list(all=True, filters=filters, ignore_removed=True)
+    # every container listed here has its lease in the later listing unless it is released.
+    # Unless their labels are read, the engine's listing alone (sparse: no inspection of each,
+    # which an interrupted run's clean-up would wait for before its first removal)
+    found = client.containers.list(
+        all=True, filters=filters, ignore_removed=True, sparse=not dead_runs_only
+    )
     leases: list[docker.models.containers.Container] = []
     if dead_runs_only:
         alive, leases = live_leases(client)
@@ -65,7 +69,7 @@ def cleanup_containers(
         leases = client.containers.list(
             all=True, filters={"label": LABEL_HOLDER}, ignore_removed=True
         )
-    removed = [c.name or c.id or "" for c, ok in zip(found, _remove_all(found), strict=True) if ok]
+    removed = [_name(c) for c, ok in zip(found, _remove_all(found), strict=True) if ok]
     _remove_all(leases)
     cleanup_host_folders(client)
     return removed
@@ -235,6 +239,12 @@ def _crashed_start(path: str) -> bool:
         )
     except OSError:
         return False
+
+
+def _name(container: docker.models.containers.Container) -> str:
+    """A container's name, from its inspection or (sparse) from the engine's listing."""
+    names = container.attrs.get("Names") or [""]
+    return container.name or str(names[0]).lstrip("/") or container.id or ""
 
 
 #: containers one clean-up removes at once
