@@ -242,7 +242,7 @@ class _QuickInterruptEnd:
       the traceback is left whole.
     - The heap is frozen (`gc.freeze`): what the process holds at the interrupt is left out of
       every later garbage collection, pytest's own at its end (`unraisableexception`: 0.13-0.22
-      s) and the interpreter's last one after `atexit` (0.8-1 s with Ray's modules loaded:
+      s) and the interpreter's last one after `atexit` (about 1.1 s with Ray's modules loaded:
       `py-spy dump` showed `gc_collect_main` alone), since the process is about to end and
       freeing it to the system changes nothing. Objects still go when their last reference
       does (files are closed, containers removed as before); a cycle among them is no longer
