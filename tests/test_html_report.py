@@ -411,7 +411,6 @@ def test_a_run_compiles_its_reports_templates_in_the_background_once_a_process(t
     """`html.warm_up` (started by every run record): the run report's templates are compiled
     by the time a run ends, once a process, in the one environment every report uses."""
     script = (
-        "import sys\n"
         "from pytest_super import html\n"
         "env = html._environment()\n"
         "before = sorted(name for _, name in env.cache.keys())\n"

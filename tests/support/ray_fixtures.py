@@ -74,10 +74,13 @@ class SessionCluster:
             next(running, None)
 
 
+_SESSION_CLUSTER = pytest.StashKey[SessionCluster]()
+
+
 @pytest.fixture(scope="session")
-def ray_cluster() -> Iterator[SessionCluster]:
+def ray_cluster(request: pytest.FixtureRequest) -> Iterator[SessionCluster]:
     """The session's cluster (`SessionCluster`), stopped at the session's end at the latest."""
-    session_cluster = SessionCluster()
+    session_cluster = request.session.stash[_SESSION_CLUSTER] = SessionCluster()
     yield session_cluster
     session_cluster.stop()
 
@@ -93,9 +96,6 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
             session_cluster.stop()
 
 
-_SESSION_CLUSTER = pytest.StashKey[SessionCluster]()
-
-
 #: why the session's cluster could not be made healthy, once it could not: every later cluster
 #: test fails at once saying so, instead of each trying (and waiting) again
 _broken: list[str] = []
@@ -107,7 +107,6 @@ def cluster(ray_cluster: Any, request: pytest.FixtureRequest) -> Any:
     back: `RayTestCluster.ensure_healthy`); what was repaired is printed."""
     if _broken:
         pytest.fail(f"the session's Ray test cluster is broken: {_broken[0]}", pytrace=False)
-    request.session.stash[_SESSION_CLUSTER] = ray_cluster
     try:
         cluster = ray_cluster.get()
         repaired = cluster.ensure_healthy()

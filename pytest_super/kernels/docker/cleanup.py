@@ -50,8 +50,8 @@ def cleanup_containers(
     }
     # containers first, leases second: a lease is taken before its first container is made, so
     # every container listed here has its lease in the later listing unless it is released.
-    # Unless their labels are read, the engine's listing alone (sparse: no inspection of each,
-    # which an interrupted run's clean-up would wait for before its first removal)
+    # Sparse (the listing alone, no inspection of each container, which an interrupted run's
+    # clean-up would wait for before its first removal) unless the labels are needed.
     found = client.containers.list(
         all=True, filters=filters, ignore_removed=True, sparse=not dead_runs_only
     )
