@@ -6,11 +6,15 @@ The kernel image is the default one, built offline once (cached by its content h
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import re
+import socketserver
 import stat
 import subprocess
+import threading
+import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +25,7 @@ import pytest
 from pytest_super.errors import EngineUnavailable, ImageMissing
 from pytest_super.kernels import cleanup_containers, docker_client, provision_kernel
 from pytest_super.kernels.base import KernelSettings
+from pytest_super.kernels.docker import lease as lease_module
 from pytest_super.kernels.docker.backend import container_name
 from pytest_super.kernels.docker.image import build_image
 from pytest_super.kernels.docker.lease import LABEL_LEASE, TTL_S, Holder, Lease, engine_time
@@ -372,3 +377,68 @@ def test_pip_cache_is_a_named_volume(settings, client) -> None:
     finally:
         kernel.close()
         client.volumes.get(volume).remove(force=True)
+
+
+class _VanishingEngine(socketserver.ThreadingUnixStreamServer):
+    """An engine at the HTTP boundary (a unix socket) that answers `/_ping`, says "No such
+    container" to the lease's write, and is gone at once after it (its socket removed): what a
+    renewal meets when its engine stops between two calls."""
+
+    daemon_threads = True
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.seen: list[str] = []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:  # /_ping, with the engine's clock
+                server.seen.append(f"GET {self.path}")
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"OK")
+
+            def do_PUT(self) -> None:  # the lease file's archive: its container is gone
+                server.seen.append(f"PUT {self.path}")
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                body = json.dumps({"message": "No such container: the lease"}).encode()
+                self.send_response(404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                server.path.unlink()  # the engine goes: the next call finds no socket
+
+        super().__init__(str(path), Handler)
+
+
+def test_a_lease_whose_engine_goes_while_it_takes_its_container_back_goes_on_renewing(
+    image: str, client: docker.DockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its container gone (404), then the engine gone before the container is made again (a
+    ConnectionError): the renewing thread logs it and goes on. It ended with the ConnectionError
+    unhandled (PytestUnhandledThreadExceptionWarning in a fresh clone's make test, where a
+    test's own engine stopped under a live lease)."""
+    monkeypatch.setattr(lease_module, "RENEW_S", 0.1)
+    died: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: died.append(args.exc_value))
+    fake = _VanishingEngine(tmp_path / "engine.sock")
+    threading.Thread(target=fake.serve_forever, daemon=True).start()
+    lease = Lease(client, image)
+    try:
+        lease.client = docker.DockerClient(base_url=f"unix://{fake.path}", version="1.41")
+        deadline = time.monotonic() + 30
+        while not any(s.startswith("PUT") for s in fake.seen) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # ten renewals more, each to a socket that is no longer there
+        assert any(s.startswith("PUT") for s in fake.seen), fake.seen
+        assert not died, died
+        assert lease._thread.is_alive()
+    finally:
+        fake.shutdown()
+        lease.client = client
+        lease.release()

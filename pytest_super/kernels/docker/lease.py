@@ -212,7 +212,11 @@ class Lease:
             try:
                 self.renew()
             except docker.errors.NotFound:  # someone removed it: take it again
-                with contextlib.suppress(docker.errors.APIError):
+                # (the engine may go between the two calls: its socket removed, a
+                # ConnectionError, the next renewal's to report)
+                with contextlib.suppress(
+                    docker.errors.APIError, requests.exceptions.RequestException
+                ):
                     self._create()
                 continue
             except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
