@@ -1071,6 +1071,21 @@ class RayTestCluster:
             return log.read_text(errors="replace")[-1500:]
         return ""
 
+    def head_log_lines(self, *words: str, last: int = 40) -> str:
+        """The last `last` lines of the head's GCS and raylet logs (this session's) that hold
+        any of `words`: what a failed test shows of the head's view of its nodes."""
+        lines: list[str] = []
+        for name in ("gcs_server.out", "raylet.out", "raylet.err"):
+            with contextlib.suppress(OSError, ValueError):
+                (log,) = (self.root / "h").glob(f"session_latest/logs/{name}")
+                hits = [
+                    line
+                    for line in log.read_text(errors="replace").splitlines()
+                    if any(w in line for w in words)
+                ]
+                lines += [f"{name}: {line[:300]}" for line in hits[-last:]]
+        return "\n".join(lines)
+
     def _log_tail(self, folder: str) -> str:
         with contextlib.suppress(OSError):
             return (self.root / f"{folder}.log").read_text()[-1500:]
