@@ -354,36 +354,66 @@ def test_a_sigkilled_controller_leaves_nothing_on_the_nodes_within_2_minutes(clu
 
 
 # -- the head lost (last: it starts a new cluster) -----------------------------------------------
-def test_the_head_killed_mid_run_ends_the_run_cleanly_with_what_it_has(cluster, tmp_path):
-    """... and the command it prints runs the rest once the cluster is back: the three tasks
-    that did not finish (made quick first: a test cannot wait their 300 s), not the two that
-    did (carried over from the first run)."""
+def _slow_tasks_running(cluster: Any, root: Path) -> tuple[ClusterRun, Path, Path]:
+    """A run of two quick tasks (their results written) and three slow ones (running on the
+    nodes): its controller, project and run folder."""
     tasks = {f"expert/quick{i}": task_yaml(f"quick{i}", sleep_then_answer(0)) for i in range(2)}
     tasks.update(
         {f"expert/slow{i}": task_yaml(f"slow{i}", sleep_then_answer(300)) for i in range(3)}
     )
-    project = make_project(tmp_path, tasks)
-    files = _files(cluster)
+    project = make_project(root, tasks)
     run = ClusterRun(
         cluster,
         project,
         "--super-agent=gold",
         "--super-executor=ray",
         "-q",
-        f"--junitxml={tmp_path / 'junit.xml'}",
+        f"--junitxml={root / 'junit.xml'}",
     )
     wait_for(lambda: len(_records(project)) == 2, 300, "the two quick tasks' results")
     run_dir = _run_dir(project)
     assert run_dir is not None
-    run_id = run_dir.name
     wait_for(
-        lambda: sum(len(_engine_containers(cluster, i, run_id)) for i in range(2)) >= 3,
+        lambda: sum(len(_engine_containers(cluster, i, run_dir.name)) for i in range(2)) >= 3,
         240,
         "the three slow tasks running on the nodes",
     )
-    # how the head saw its nodes before it went (a node declared dead by mistake ends the run
-    # before the head's loss: its driver goes with its raylet)
-    before = cluster.head_log_lines("dead", "ealth", "ail", "SIG", "FATAL", "Check")
+    return run, project, run_dir
+
+
+#: what of the head's logs tells how it saw its nodes (health checks, deaths, failures)
+_HEAD_LOG_WORDS = ("dead", "ealth", "ail", "SIG", "FATAL", "Check")
+
+
+def test_the_head_killed_mid_run_ends_the_run_cleanly_with_what_it_has(cluster, tmp_path):
+    """... and the command it prints runs the rest once the cluster is back: the three tasks
+    that did not finish (made quick first: a test cannot wait their 300 s), not the two that
+    did (carried over from the first run).
+
+    The fault is the head's loss. In two fresh clones' make test of forty (2 of 6), the head's
+    raylet, the one the controller's Ray driver is attached to, was declared dead by the head's
+    own GCS 12-15 s into the run, before the test killed anything, and Ray ended the controller
+    with exit status 1 and no word of ours (docs/cluster.md: the controller's local raylet). The
+    fault under test was then never made: the test says so, shows the head's logs, and makes it
+    once more on a new head; a second loss of that kind fails the test."""
+    files = _files(cluster)
+    for attempt in (1, 2):
+        root = tmp_path / f"try{attempt}"
+        root.mkdir()
+        run, project, run_dir = _slow_tasks_running(cluster, root)
+        if run.proc.poll() is None:
+            break
+        early = (
+            f"{run.output()[-3000:]}\nthe head's logs:\n{cluster.head_log_lines(*_HEAD_LOG_WORDS)}"
+        )
+        status = run.proc.returncode
+        print(f"try {attempt}: the controller ended ({status}) before the head's kill:\n{early}")
+        assert attempt == 1, f"the controller ended before the head was killed, twice:\n{early}"
+        cluster.restart_head()
+        _nothing_left(cluster, run_dir.name, files)
+    run_id = run_dir.name
+    # how the head saw its nodes before it went
+    before = cluster.head_log_lines(*_HEAD_LOG_WORDS)
     cluster.kill_head()
     killed = time.monotonic()
     try:
@@ -399,7 +429,7 @@ def test_the_head_killed_mid_run_ends_the_run_cleanly_with_what_it_has(cluster, 
     assert "--super-resume" in out and "pytest-super cleanup --executor ray" in out
     assert sorted(r["task_id"] for r in _records(project)) == ["quick0", "quick1"]
     assert (run_dir / "summary.md").is_file()
-    assert "quick0" in (tmp_path / "junit.xml").read_text()
+    assert "quick0" in (root / "junit.xml").read_text()
     _clean_exit(out)
     left = _nothing_left(cluster, run_id, files)
     print(f"head killed: nothing of the run left {left:.1f} s after its end")

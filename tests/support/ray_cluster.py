@@ -1078,10 +1078,10 @@ class RayTestCluster:
         for name in ("gcs_server.out", "raylet.out", "raylet.err"):
             with contextlib.suppress(OSError, ValueError):
                 (log,) = (self.root / "h").glob(f"session_latest/logs/{name}")
-                hits = [
+                hits = [  # not the periodic dumps of event counts
                     line
                     for line in log.read_text(errors="replace").splitlines()
-                    if any(w in line for w in words)
+                    if any(w in line for w in words) and line.startswith("[20")
                 ]
                 lines += [f"{name}: {line[:300]}" for line in hits[-last:]]
         return "\n".join(lines)
