@@ -390,9 +390,9 @@ def test_the_head_killed_mid_run_ends_the_run_cleanly_with_what_it_has(cluster, 
     that did not finish (made quick first: a test cannot wait their 300 s), not the two that
     did (carried over from the first run).
 
-    The fault is the head's loss. In two fresh clones' make test of forty (2 of 6), the head's
-    raylet, the one the controller's Ray driver is attached to, was declared dead by the head's
-    own GCS 12-15 s into the run, before the test killed anything, and Ray ended the controller
+    The fault is the head's loss. In 2 of 6 fresh clones' make test, the head's raylet, the one
+    the controller's Ray driver is attached to, was declared dead by the head's own GCS 12-15 s
+    into the run, before the test killed anything, and Ray ended the controller
     with exit status 1 and no word of ours (docs/cluster.md: the controller's local raylet). The
     fault under test was then never made: the test says so, shows the head's logs, and makes it
     once more on a new head; a second loss of that kind fails the test."""
