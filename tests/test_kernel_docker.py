@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -379,16 +380,22 @@ def test_pip_cache_is_a_named_volume(settings, client) -> None:
         client.volumes.get(volume).remove(force=True)
 
 
-class _VanishingEngine(socketserver.ThreadingUnixStreamServer):
-    """An engine at the HTTP boundary (a unix socket) that answers `/_ping`, says "No such
-    container" to the lease's write, and is gone at once after it (its socket removed): what a
-    renewal meets when its engine stops between two calls."""
+class _LeaseEngine(socketserver.ThreadingUnixStreamServer):
+    """An engine at the HTTP boundary (a unix socket) as a lease's renewal meets it: it answers
+    `/_ping`, says "No such container" to the lease's write, and then (`vanish`) is gone at once
+    (its socket removed), as an engine that stops between two calls."""
 
     daemon_threads = True
 
-    def __init__(self, path: Path) -> None:
+    def __init__(
+        self, path: Path, *, on_write: Callable[[], None] | None = None, vanish: bool = True
+    ) -> None:
+        """`vanish=False`: the engine stays, and answers anything else with an error."""
         self.path = path
+        self.vanish = vanish
         self.seen: list[str] = []
+        #: called when the lease's write arrives, before the 404 is sent
+        self.on_write = on_write
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -405,13 +412,32 @@ class _VanishingEngine(socketserver.ThreadingUnixStreamServer):
             def do_PUT(self) -> None:  # the lease file's archive: its container is gone
                 server.seen.append(f"PUT {self.path}")
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if server.on_write is not None:
+                    server.on_write()
                 body = json.dumps({"message": "No such container: the lease"}).encode()
                 self.send_response(404)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
-                server.path.unlink()  # the engine goes: the next call finds no socket
+                if server.vanish:
+                    server.path.unlink()  # the engine goes: the next call finds no socket
+
+            def do_DELETE(self) -> None:
+                self.refuse()
+
+            def do_POST(self) -> None:
+                self.refuse()
+
+            def refuse(self) -> None:
+                server.seen.append(f"{self.command} {self.path}")
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                body = json.dumps({"message": "not in this fake"}).encode()
+                self.send_response(500)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
 
         super().__init__(str(path), Handler)
 
@@ -426,7 +452,7 @@ def test_a_lease_whose_engine_goes_while_it_takes_its_container_back_goes_on_ren
     monkeypatch.setattr(lease_module, "RENEW_S", 0.1)
     died: list[BaseException | None] = []
     monkeypatch.setattr(threading, "excepthook", lambda args: died.append(args.exc_value))
-    fake = _VanishingEngine(tmp_path / "engine.sock")
+    fake = _LeaseEngine(tmp_path / "engine.sock")
     threading.Thread(target=fake.serve_forever, daemon=True).start()
     lease = Lease(client, image)
     try:
@@ -438,6 +464,28 @@ def test_a_lease_whose_engine_goes_while_it_takes_its_container_back_goes_on_ren
         assert any(s.startswith("PUT") for s in fake.seen), fake.seen
         assert not died, died
         assert lease._thread.is_alive()
+    finally:
+        fake.shutdown()
+        lease.client = client
+        lease.release()
+
+
+def test_a_lease_released_while_a_renewal_is_under_way_is_not_taken_again(
+    image: str, client: docker.DockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The release comes while a renewal waits for its engine, which then says the lease's
+    container is gone (the release removed it): the renewal does not make it again (it did,
+    and the new lease container stayed as long as the process)."""
+    monkeypatch.setattr(lease_module, "RENEW_S", 0.1)
+    lease = Lease(client, image)
+    fake = _LeaseEngine(tmp_path / "engine.sock", on_write=lease.stop_renewing, vanish=False)
+    threading.Thread(target=fake.serve_forever, daemon=True).start()
+    try:
+        lease.client = docker.DockerClient(base_url=f"unix://{fake.path}", version="1.41")
+        lease._thread.join(30)
+        assert not lease._thread.is_alive()
+        puts = [s for s in fake.seen if s.startswith("PUT")]
+        assert len(puts) == 1 and fake.seen[-1] == puts[0], fake.seen  # nothing after the 404
     finally:
         fake.shutdown()
         lease.client = client

@@ -212,6 +212,8 @@ class Lease:
             try:
                 self.renew()
             except docker.errors.NotFound:  # someone removed it: take it again
+                if self._stop.is_set():
+                    return  # released while this renewal was under way: not taken again
                 # (the engine may go between the two calls: its socket removed, a
                 # ConnectionError, the next renewal's to report)
                 with contextlib.suppress(
