@@ -410,30 +410,24 @@ class _LeaseEngine(socketserver.ThreadingUnixStreamServer):
                 self.wfile.write(b"OK")
 
             def do_PUT(self) -> None:  # the lease file's archive: its container is gone
-                server.seen.append(f"PUT {self.path}")
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if server.on_write is not None:
-                    server.on_write()
-                body = json.dumps({"message": "No such container: the lease"}).encode()
-                self.send_response(404)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.answer(404, "No such container: the lease")
                 if server.vanish:
                     server.path.unlink()  # the engine goes: the next call finds no socket
 
             def do_DELETE(self) -> None:
-                self.refuse()
+                self.answer(500, "not in this fake")
 
             def do_POST(self) -> None:
-                self.refuse()
+                self.answer(500, "not in this fake")
 
-            def refuse(self) -> None:
+            def answer(self, status: int, message: str) -> None:
+                """Record the call, read its body, answer `status` with the engine's JSON."""
                 server.seen.append(f"{self.command} {self.path}")
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                body = json.dumps({"message": "not in this fake"}).encode()
-                self.send_response(500)
+                if self.command == "PUT" and server.on_write is not None:
+                    server.on_write()
+                body = json.dumps({"message": message}).encode()
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
