@@ -147,9 +147,9 @@ while True:
         break
     time.sleep(0.2)
 print("NODES", json.dumps([{k: n[k] for k in ("NodeID", "Alive", "Resources")} for n in nodes]))
-# What it saw is said: leave without Ray's shutdown, which can end the process with status 1 when
-# a node just died (a fresh clone's make test: test_kill_node's poll printed its NODES line with
-# the killed node dead, then exited 1)
+# What it saw is said: leave without Ray's shutdown, which can end the process with an error
+# status when a node just died (a fresh clone's make test: test_kill_node's poll printed its NODES
+# line and Ray's word of the killed node's death, then ended with a non-zero status)
 sys.stdout.flush()
 os._exit(0)
 """
