@@ -104,10 +104,19 @@ class Tally:
         at_once = max(self.slots, len(running), 1)
         return max(work / at_once, longest)
 
+    def running_count(self) -> int:
+        """Tasks running: another scheduler's count, plus the tasks it has finished whose
+        reports have not come yet (each task is running, queued or done: a fresh clone's cluster
+        run showed "3 running, 1 queued, 2/7 done" while a result waited for its report)."""
+        if self.external is None:
+            return len(self.running)
+        left = len(self.ids) - len(self.finished) - self.queued()
+        return max(len(self.running_now()), left, 0)
+
     def line(self, now: float, wall: float) -> str:
         done = len(self.finished)
         parts = [
-            f"{len(self.running_now())} running, {self.queued()} queued, {done}/{len(self.ids)} done, "
+            f"{self.running_count()} running, {self.queued()} queued, {done}/{len(self.ids)} done, "
             f"{self.failed} failed, {self.errors} error{'s' if self.errors != 1 else ''}"
         ]
         if self.nodes:

@@ -175,3 +175,15 @@ def test_the_eta_spreads_the_known_work_left_over_the_tasks_that_run_at_once():
     assert line.startswith("pytest-super: 1 running, 2 queued, 1/4 done, 0 failed, 0 errors; ETA ")
     tally.finish("c", "failed", 40.0, node="host-b/abc")
     assert "1 failed" in tally.line(40.0, 0.0) and "host-b/abc: 1 done" in tally.line(40.0, 0.0)
+
+
+def test_a_task_another_scheduler_finished_counts_as_running_until_its_report():
+    """Each task is running, queued or done: the dispatcher no longer runs a task whose result
+    it returned, and its report has not come yet (a fresh clone's cluster run printed "3 running,
+    1 queued, 2/7 done")."""
+    tally = Tally(ids={f"t{i}" for i in range(7)}, slots=4)
+    tally.external = lambda: ({"t3": 0.0, "t4": 0.0, "t5": 0.0}, 1)
+    tally.finish("t0", "passed", 1.0)
+    tally.finish("t1", "passed", 1.0)
+    running, queued, done = map(int, STATUS.search(tally.line(2.0, 0.0)).groups()[:3])
+    assert (running, queued, done) == (4, 1, 2)
