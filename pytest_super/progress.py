@@ -110,8 +110,8 @@ class Tally:
         run showed "3 running, 1 queued, 2/7 done" while a result waited for its report)."""
         if self.external is None:
             return len(self.running)
-        left = len(self.ids) - len(self.finished) - self.queued()
-        return max(len(self.running_now()), left, 0)
+        running, queued = self.external()  # one look at the scheduler, not two
+        return max(len(running), len(self.ids) - len(self.finished) - queued, 0)
 
     def line(self, now: float, wall: float) -> str:
         done = len(self.finished)
