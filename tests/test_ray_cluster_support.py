@@ -217,7 +217,8 @@ def test_a_second_cluster_beside_it_and_its_stop_leaves_nothing(
     cluster: RayTestCluster, image: str
 ) -> None:
     """Another cluster on the same fixed ports runs at once (each namespace has its own ports);
-    killing its node 0 leaves ours, on the same node manager port, alone; `image_on=[]` leaves
+    killing its node 0 leaves ours, on the same node manager port, alone, and so does a new head
+    of its own (`ray start --head` beside our GCS of the same address); `image_on=[]` leaves
     its engine without the image; and its `stop()` leaves nothing: no process, namespace,
     bridge, iptables chain, engine or folder."""
     other = RayTestCluster(image, nodes=1, image_on=[])
@@ -233,6 +234,12 @@ def test_a_second_cluster_beside_it_and_its_stop_leaves_nothing(
         finally:
             client.close()
         other.kill_node(0)
+        assert cluster.node_ids() == ours
+        # its head restarted while ours runs (whose GCS has the same address, in our namespace)
+        other.restart_head()
+        restarted = other.node_ids()
+        assert set(restarted) == {"head", other.node_resource(0)}
+        assert restarted["head"] != theirs["head"]
         assert cluster.node_ids() == ours
         started = time.monotonic()
     print(f"Ray test cluster stopped in {time.monotonic() - started:.1f} s")

@@ -958,6 +958,12 @@ class RayTestCluster:
             ]
             # a task placed on the head by mistake must fail, not use the main engine
             env.update(HEALTH_CHECK_ENV, DOCKER_HOST=self._no_engine)
+            # `ray start --head` refuses to start when the address its temp dir's last start
+            # wrote (127.0.0.1:6379, a head killed since) is that of a GCS running anywhere on
+            # the machine: its search reads every process's command line, another namespace's
+            # cluster's GCS included (a second `make test`; `restart_head` failed so in a fresh
+            # clone's run beside another cluster). Ours is a new head: forget the old address.
+            (temp_dir / "ray_current_cluster").unlink(missing_ok=True)
         else:
             i = int(node)
             cmd += [
