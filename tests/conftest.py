@@ -31,6 +31,12 @@ def pytest_configure(config: pytest.Config) -> None:
     only where SIGINT is not ignored."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # the local backend warns once a process: under xdist whichever test of a worker starts its
+    # first local kernel showed it, one more line in the warnings summary from run to run
+    # (test_kernel_runtime.py records it). Here only: a run of `tasks` in this checkout warns.
+    config.addinivalue_line(
+        "filterwarnings", "ignore:pytest-super. the local backend isolates nothing:UserWarning"
+    )
 
 
 @pytest.fixture
