@@ -19,6 +19,7 @@ import pytest
 
 from pytest_super import html
 from pytest_super.cli import main as cli_main
+from pytest_super.errors import SuperWarning
 
 EXPERT_PASS = """\
 id: adder
@@ -327,13 +328,15 @@ def test_runs_of_any_origin_render_with_what_they_have(tmp_path):
         '{"task_id": "broken", "outcome": "passed", "set": "expert", "accuracy": 1.0, '
         '"trajectory": "trajectories/broken.ipynb"}\n'
     )
-    index = html.write_run_report(run)
+    with pytest.warns(SuperWarning, match=r"broken\.json: trajectory not shown \(JSONDecodeError"):
+        index = html.write_run_report(run)
     colbert = (run / html.page_name("colbert")).read_text()
     assert "submitted: <code>{&#34;loss&#34;: 0.4}</code>" in colbert
     assert "!python train.py" in colbert and "loss: 0.4" in colbert
     assert "no readable trajectory" in (run / html.page_name("broken")).read_text()
     assert 'data-task="colbert"' in index.read_text()
-    compare = html.write_comparison([run, run], tmp_path / "cmp")
+    with pytest.warns(SuperWarning, match=r"broken\.json: trajectory not shown"):
+        compare = html.write_comparison([run, run], tmp_path / "cmp")
     assert "0 flipped" in compare.read_text()
 
 
