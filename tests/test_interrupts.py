@@ -25,6 +25,7 @@ from tests.support.projects import (
     PytestRun,
     containers,
     make_project,
+    run_pytest,
     sleep_then_answer,
     task_yaml,
     wait_for_container,
@@ -147,6 +148,45 @@ def pytest_unconfigure(config):
     import gc
     pathlib.Path(str(config.rootpath), "frozen.txt").write_text(str(gc.get_freeze_count()))
 """
+
+
+#: appended to a project's conftest: an interrupt in a frame at an instruction of no source line
+#: (`tb_lineno` None, Python 3.11+), made certain by a code object without a line table
+LINELESS_INTERRUPT = """
+
+import types
+
+import pytest
+
+
+def _interrupt():
+    raise KeyboardInterrupt
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    types.FunctionType(_interrupt.__code__.replace(co_linetable=b""), {})()
+"""
+
+
+@pytest.mark.parametrize("full_trace", [False, True], ids=["default", "full-trace"])
+def test_an_interrupt_where_python_knows_no_line_ends_the_run_as_interrupted(
+    project_dir: Path, engine, full_trace: bool
+) -> None:
+    """A signal may interrupt a frame where Python knows no source line (in a fresh clone's
+    `make test` SIGINT did so, in the --full-trace case below): pytest cannot format that
+    entry, and the run ended with pytest's own TypeError and exit status 1. The entry is left
+    out; the run ends as interrupted, exit status 2, the traceback shown as usual."""
+    make_project(project_dir, {"expert/zlong": task_yaml("zlong", sleep_then_answer(120))})
+    with (project_dir / "conftest.py").open("a") as conftest:
+        conftest.write(LINELESS_INTERRUPT)
+    args = ["tasks", "--super-agent=gold", "-p", "no:randomly"]
+    code, out = run_pytest(project_dir, *args, *(["--full-trace"] if full_trace else []))
+    assert code == 2, out
+    assert "unsupported operand" not in out and "Traceback (most recent call last)" not in out, out
+    assert re.search(r"^\S+:\d+: KeyboardInterrupt", out, re.MULTILINE), out
+    pytest_frames = re.findall(r"_pytest[/\\]\w+\.py:\d+", out)
+    assert (len(pytest_frames) > 3) if full_trace else (pytest_frames == []), out
 
 
 @pytest.mark.parametrize("full_trace", [False, True], ids=["default", "full-trace"])
