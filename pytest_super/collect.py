@@ -18,6 +18,7 @@ from pytest_super import options
 from pytest_super.errors import SuperError, SuperWarning, TaskFileError
 from pytest_super.report import repeat_suffix
 from pytest_super.runner import TaskResult
+from pytest_super.tracebacks import leave_out_lineless_entries
 
 if TYPE_CHECKING:  # pytest's own types of a failure's representation
     from _pytest._code.code import TerminalRepr, TracebackStyle
@@ -88,6 +89,7 @@ class SuperTaskItem(pytest.Function):
             return f"{type(excinfo.value).__name__}: {excinfo.value}"
         if isinstance(excinfo.value, RecursionError):
             return f"{self.task.source}: task {self.task.id}: {too_deep(excinfo.value)}"
+        leave_out_lineless_entries(excinfo)  # pytest-timeout's fail may come at any instruction
         return super().repr_failure(excinfo)  # pytest's Function.repr_failure takes no style
 
 

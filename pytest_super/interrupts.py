@@ -40,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from pytest_super import progress, thirdparty
+from pytest_super import progress, thirdparty, tracebacks
 
 _PREVIOUS = pytest.StashKey[Any]()
 _PREVIOUS_SIGINT = pytest.StashKey[Any]()
@@ -255,7 +255,7 @@ class _QuickInterruptEnd:
     @pytest.hookimpl(tryfirst=True)
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         with contextlib.suppress(Exception):  # the interrupt's path must never fail here
-            _leave_out_lineless_entries(excinfo)
+            tracebacks.leave_out_lineless_entries(excinfo)  # pytest could not format it
         if self.config.option.fulltrace:
             return
         gc.freeze()
@@ -264,26 +264,6 @@ class _QuickInterruptEnd:
             shown = [entry for entry in entries if not entry.ishidden(excinfo)][-1:]
             if shown and len(entries) > 1:
                 excinfo.traceback = type(entries)(shown)
-
-
-def _leave_out_lineless_entries(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-    """A signal can interrupt a frame at an instruction of no source line (Python 3.11+: the
-    entry's `tb_lineno` is None, e.g. in the clean-up code of a `with` or `finally`), which
-    pytest cannot format: `getrepr` raised TypeError in its `pytest_keyboard_interrupt` and the
-    interrupted run ended with pytest's own traceback and exit status 1 instead of 2 (a fresh
-    clone's `make test`, with --full-trace). Such entries are left out of the traceback shown."""
-    entries = excinfo.traceback
-    kept = [entry for entry in entries if _has_line(entry)]
-    if len(kept) < len(entries):
-        excinfo.traceback = type(entries)(kept)
-
-
-def _has_line(entry: Any) -> bool:
-    try:
-        entry.lineno  # noqa: B018 - computed from tb_lineno, which may be None
-    except TypeError:
-        return False
-    return True
 
 
 def restore_ctrl_c(config: pytest.Config) -> None:

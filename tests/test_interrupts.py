@@ -189,6 +189,40 @@ def test_an_interrupt_where_python_knows_no_line_ends_the_run_as_interrupted(
     assert (len(pytest_frames) > 3) if full_trace else (pytest_frames == []), out
 
 
+#: appended to a project's conftest: pytest-timeout's failure (its signal method raises it in
+#: whatever frame runs) raised in a frame of no source line
+LINELESS_TIMEOUT = """
+
+import types
+
+import pytest
+
+
+def _fail():
+    pytest.fail("Timeout (>1.0s from pytest-timeout).")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    types.FunctionType(_fail.__code__.replace(co_linetable=b""), {"pytest": pytest})()
+"""
+
+
+def test_a_tasks_failure_raised_where_python_knows_no_line_is_reported_not_an_internal_error(
+    project_dir: Path, engine
+) -> None:
+    """The same entry in a task's failure (pytest-timeout's signal method fails the task in
+    whatever frame runs): pytest's report of it raised TypeError, an INTERNALERROR that ended
+    the session. The task is reported as failed, with the failure's message."""
+    make_project(project_dir, {"expert/quick": task_yaml("quick", sleep_then_answer(0))})
+    with (project_dir / "conftest.py").open("a") as conftest:
+        conftest.write(LINELESS_TIMEOUT)
+    code, out = run_pytest(project_dir, "tasks", "--super-agent=gold", "-p", "no:randomly")
+    assert code == 1, out
+    assert "INTERNALERROR" not in out and "unsupported operand" not in out, out
+    assert "Timeout (>1.0s from pytest-timeout)." in out and "1 failed" in out, out
+
+
 @pytest.mark.parametrize("full_trace", [False, True], ids=["default", "full-trace"])
 def test_an_interrupted_run_prints_the_one_traceback_line_and_leaves_its_heap_uncollected(
     project_dir: Path, engine, full_trace: bool
