@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "progress",
             "timeouts",
             "thirdparty",
+            "tracebacks",
             "report",
             "html",
             "published_runs",
