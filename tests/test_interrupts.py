@@ -150,23 +150,27 @@ def pytest_unconfigure(config):
 """
 
 
-#: appended to a project's conftest: an interrupt in a frame at an instruction of no source line
-#: (`tb_lineno` None, Python 3.11+), made certain by a code object without a line table
-LINELESS_INTERRUPT = """
+#: appended to a project's conftest: `{statement}` run at the hook `{hook}` in a frame at an
+#: instruction of no source line (`tb_lineno` None, Python 3.11+), made certain by a code object
+#: without a line table
+LINELESS = """
 
 import types
 
 import pytest
 
 
-def _interrupt():
-    raise KeyboardInterrupt
+def _raise():
+    {statement}
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item):
-    types.FunctionType(_interrupt.__code__.replace(co_linetable=b""), {})()
+def {hook}(item):
+    types.FunctionType(_raise.__code__.replace(co_linetable=b""), {{"pytest": pytest}})()
 """
+LINELESS_INTERRUPT = LINELESS.format(
+    statement="raise KeyboardInterrupt", hook="pytest_runtest_setup"
+)
 
 
 @pytest.mark.parametrize("full_trace", [False, True], ids=["default", "full-trace"])
@@ -189,23 +193,10 @@ def test_an_interrupt_where_python_knows_no_line_ends_the_run_as_interrupted(
     assert (len(pytest_frames) > 3) if full_trace else (pytest_frames == []), out
 
 
-#: appended to a project's conftest: pytest-timeout's failure (its signal method raises it in
-#: whatever frame runs) raised in a frame of no source line
-LINELESS_TIMEOUT = """
-
-import types
-
-import pytest
-
-
-def _fail():
-    pytest.fail("Timeout (>1.0s from pytest-timeout).")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_call(item):
-    types.FunctionType(_fail.__code__.replace(co_linetable=b""), {"pytest": pytest})()
-"""
+#: pytest-timeout's failure (its signal method raises it in whatever frame runs), so raised
+LINELESS_TIMEOUT = LINELESS.format(
+    statement='pytest.fail("Timeout (>1.0s from pytest-timeout).")', hook="pytest_runtest_call"
+)
 
 
 def test_a_tasks_failure_raised_where_python_knows_no_line_is_reported_not_an_internal_error(
