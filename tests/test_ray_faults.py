@@ -150,6 +150,10 @@ def _clean_exit(out: str) -> None:
     assert "INTERNALERROR" not in out, out[-5000:]
 
 
+#: what the controller's guardian says when it ended without ending its run (guardian.py)
+GUARDIAN_SPOKE = "ended without ending the run"
+
+
 # -- a worker node lost ------------------------------------------------------------------------
 def test_a_worker_cut_off_the_network_has_its_tasks_run_again_on_the_other_node(cluster, tmp_path):
     project = _sleepers(tmp_path, 4, 25)
@@ -281,6 +285,7 @@ def test_ctrl_c_with_tasks_on_two_nodes_ends_the_run_within_2_s(cluster, tmp_pat
     assert [(r["task_id"], r["outcome"]) for r in _records(project)] == [("quick", "passed")]
     assert left_at_end == [], out[-3000:]
     _clean_exit(out)
+    assert GUARDIAN_SPOKE not in out and "guardian.py" not in out, out[-3000:]  # silent
     _nothing_left(cluster, run_id, files)
     # issue 32's bound is 2 s: met alone (1.36 s; 1.23-1.44 s in probes), missed at times with
     # other test runs beside the cluster on these 2 cores (1.27-2.26 s; 2.13 s once in a fresh
@@ -348,8 +353,16 @@ def test_a_sigkilled_controller_leaves_nothing_on_the_nodes_within_2_minutes(clu
     os.killpg(run.proc.pid, signal.SIGKILL)
     killed = time.monotonic()
     run.wait(60)
+    # its guardian (a session of its own: the group's SIGKILL is not its) says what goes on
+    said = _line_seen(run, "pytest-super: or remove what is left on the nodes now with:", 30)
+    out = run.output()
+    assert f"the controller of run {run_id} (pid {run.proc.pid}) {GUARDIAN_SPOKE}" in out, out
+    assert "run what did not finish with: pytest -p no:cacheprovider --super-agent=gold" in out
     took = _nothing_left(cluster, run_id, files)
-    print(f"controller SIGKILLed: nothing of its run left {time.monotonic() - killed:.1f} s later")
+    print(
+        f"controller SIGKILLed: its guardian spoke {said - killed:.1f} s after; nothing of its "
+        f"run left {time.monotonic() - killed:.1f} s later"
+    )
     assert took <= LEFT_WITHIN_S
 
 
@@ -379,6 +392,41 @@ def _slow_tasks_running(cluster: Any, root: Path) -> tuple[ClusterRun, Path, Pat
         "the three slow tasks running on the nodes",
     )
     return run, project, run_dir
+
+
+def test_the_controllers_own_node_declared_dead_ends_the_run_cleanly_charging_no_node(
+    cluster, tmp_path
+):
+    """The head's raylet, to which the controller's Ray driver is attached, stalls until the
+    head declares its node dead (an overloaded head machine: `ci8`), then runs again. Ray ends
+    the run's job, and with it the tasks on the two healthy worker nodes: the run ends with
+    pytest-super's message on its own node (not three infrastructure errors blaming the worker
+    nodes, nor Ray's exit), its results written, a resume command, nothing left."""
+    files = _files(cluster)
+    try:
+        run, project, run_dir = _slow_tasks_running(cluster, tmp_path)
+        declared = cluster.stall_head_raylet()
+        resumed = time.monotonic()
+        code = run.wait(120)
+        took = time.monotonic() - resumed
+        out = run.output()
+    finally:
+        cluster.restart_head()
+    print(
+        f"the controller's own node declared dead {declared:.1f} s after its raylet stalled: "
+        f"the run ended {took:.1f} s after the raylet ran again (exit status {code})"
+    )
+    assert code == 2, out[-5000:]  # interrupted, with pytest-super's own message
+    assert "the Ray node this controller is attached to" in out, out[-5000:]
+    assert "3 tasks of this run did not finish" in out and "--super-resume" in out, out[-5000:]
+    assert "InfrastructureError" not in out, out[-5000:]  # no worker node charged
+    assert GUARDIAN_SPOKE not in out, out[-5000:]  # the run was ended by the controller
+    assert sorted(r["task_id"] for r in _records(project)) == ["quick0", "quick1"]
+    assert (run_dir / "summary.md").is_file()
+    assert "quick0" in (tmp_path / "junit.xml").read_text()
+    _clean_exit(out)
+    left = _nothing_left(cluster, run_dir.name, files)
+    print(f"the controller's own node lost: nothing of the run left {left:.1f} s after its end")
 
 
 #: what of the head's logs tells how it saw its nodes (health checks, deaths, failures)

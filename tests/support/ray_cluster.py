@@ -506,6 +506,31 @@ class RayTestCluster:
         self.disturbed = True
         self._kill(self._node_pids(i), signal.SIGSTOP)
 
+    def stall_head_raylet(self, *, timeout: float = 120) -> float:
+        """SIGSTOP the head node's raylet (the one a controller's Ray driver on the head machine
+        is attached to) until the head's GCS declares that node dead for its missed health
+        checks, then SIGCONT it: what an overloaded head machine met in CI (`ci8`). The seconds
+        to the declaration; the head needs `restart_head` after."""
+        self.disturbed = True
+        head = self.node_ids()["head"]
+        raylets = {
+            pid
+            for pid in self._node_pids("head")
+            if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(b"/raylet")
+        }
+        if not raylets:
+            raise RuntimeError("the head's raylet was not found")
+        started = time.monotonic()
+        self._kill(raylets, signal.SIGSTOP)
+        try:
+            while f"failed. node_id={head}" not in self.head_log_lines("health check failed"):
+                if time.monotonic() - started > timeout:
+                    raise TimeoutError(f"the head's node was not declared dead in {timeout} s")
+                time.sleep(0.5)
+            return time.monotonic() - started
+        finally:
+            self._kill(raylets, signal.SIGCONT)
+
     def revive_node(self, i: int, *, timeout: float = 180) -> None:
         """Node i started again whatever happened to it (hung, cut off and healed, dead): what is
         left of its Ray processes is killed first. Its engine stays."""

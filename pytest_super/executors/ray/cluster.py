@@ -204,8 +204,13 @@ class RayDispatcher:
         self._no_node_since: float | None = None
         #: the nodes that took no more tasks of this run, and why (said at the end)
         self.excluded: dict[str, str] = {}
-        #: set when the head was lost: why (then nothing more is asked of Ray)
+        #: set when the head, or this controller's own Ray node, was lost: why (then nothing more
+        #: is asked of Ray), and what must run again before the rest of the run can
         self.lost: str = ""
+        self.back_when = "once the cluster is back"
+        #: the Ray node this controller's driver is attached to (its raylet: the head's, when
+        #: the controller runs on the head machine)
+        self._own_node = ""
         #: clean-ups sent at Ctrl-C, waited for by cleanup_on_nodes
         self._sweeps: dict[Any, str] = {}
         #: what happened to nodes since the controller last said it (`take_events`)
@@ -245,7 +250,9 @@ class RayDispatcher:
             from ray.util.queue import Queue
 
             self._steps = Queue(actor_options={"num_cpus": 0})
-        self._watch = _Watch(ray, ray.get_runtime_context().gcs_address)
+        context = ray.get_runtime_context()
+        self._own_node = context.get_node_id()
+        self._watch = _Watch(ray, context.gcs_address)
         self._watch.start()
         self.start_cleaners()
         self.cleanup_on_nodes(None)  # what runs whose controller died left on the nodes
@@ -387,8 +394,8 @@ class RayDispatcher:
         if ready and len(refs) > 1:  # all that are back, in one call (not one a call)
             ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0)
         for ref in ready:
+            outcome = self._collect(ref, self._in_flight[ref])
             pending = self._in_flight.pop(ref)
-            outcome = self._collect(ref, pending)
             if outcome is not None:
                 self._finish(pending.name, outcome)
                 finished.append(pending.name)
@@ -416,6 +423,7 @@ class RayDispatcher:
             raise ClusterLost(self.lost)
         finished: list[str] = []
         nodes, watch.nodes = watch.nodes, None
+        self._check_own_node(nodes)
         for node in self._see_nodes(nodes) if nodes is not None else []:
             finished += self._node_lost(node)
         if self._queue and not any(n.usable for n in self._nodes.values()):
@@ -425,6 +433,36 @@ class RayDispatcher:
         else:
             self._no_node_since = None
         return finished
+
+    def _check_own_node(self, nodes: list[dict[str, Any]] | None) -> None:
+        """`ClusterLost` when the cluster declared dead the Ray node this controller's driver is
+        attached to (its raylet missed the head's health checks: a stalled or overloaded
+        machine; or it died). Ray then ends the run's job, and with it every task of the run on
+        every node: their workers' deaths are not the nodes' fault, and no retry can run."""
+        own = next((n for n in nodes or [] if n.get("NodeID") == self._own_node), None)
+        if own is None or own.get("Alive"):
+            return
+        address = own.get("NodeManagerAddress") or "?"
+        self.lost = (
+            f"the Ray node this controller is attached to (node {self._own_node[:12]}, the "
+            f"raylet at {address}) was declared dead by the cluster's head (it missed the head's "
+            "health checks: a stalled or overloaded machine, or its raylet died), and Ray ends "
+            "the run's tasks with it"
+        )
+        self.back_when = (
+            "once this machine's Ray node runs again (`ray start` on it, docs/cluster.md)"
+        )
+        raise ClusterLost(self.lost)
+
+    def _nodes_now(self) -> list[dict[str, Any]] | None:
+        """`ray.nodes()` asked now (the head answers), None when it cannot be asked."""
+        if self._watch is None or self._watch.silent_s() > HEAD_PROBE_S * 3:
+            return None
+        try:
+            nodes: list[dict[str, Any]] = self.ray.nodes()
+        except Exception:  # noqa: BLE001 - the watch will tell
+            return None
+        return nodes
 
     def _node_lost(self, node: _Node) -> list[str]:
         """Node `node` died: each task placed there is run again elsewhere (retries left) or
@@ -512,6 +550,7 @@ class RayDispatcher:
         except (ray.exceptions.TaskCancelledError, KeyboardInterrupt):
             raise
         except ray.exceptions.RayError as exc:
+            self._check_own_node(self._nodes_now())  # then no node is at fault
             where = node.name if node is not None else "its node"
             why = f"the Ray worker running the task on {where} was lost ({type(exc).__name__}: {_first_line(exc)})"
             return self._failed(pending, node, "NodeLost", why)

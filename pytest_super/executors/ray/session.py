@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import shlex
 import shutil
 import time
@@ -24,7 +25,9 @@ import pytest
 
 from pytest_super import collect, options, progress
 from pytest_super.executors import read_cleanup_entries
+from pytest_super.executors.ray import guardian
 from pytest_super.executors.ray.cluster import ClusterLost, NodeOutcome, RayDispatcher, wait_for
+from pytest_super.executors.ray.guardian import Guardian
 from pytest_super.executors.ray.settings import ray_address
 from pytest_super.options import run_of
 from pytest_super.settings import SuperRun
@@ -44,6 +47,8 @@ class RaySession:
         self.dispatcher.start()
         self._printers: dict[str, Callable[[Step], None]] = {}
         self._lost_lines: list[str] = []
+        #: the process that speaks for this controller should it end without ending the run
+        self.guardian: Guardian | None = None
         #: seconds from each task's end on its node to its report here (benchmarks/bench_cluster.py)
         self.report_lags: list[float] = []
 
@@ -107,15 +112,28 @@ class RaySession:
             if ended:
                 self.report_lags.append(time.time() - ended)
 
+    def resume_command(self) -> str:
+        """The command that runs what this run did not finish."""
+        args = " ".join(shlex.quote(a) for a in self.config.invocation_params.args)
+        return f"pytest {args} --super-resume".replace("  ", " ")
+
+    def cleanup_command(self) -> str:
+        """The command that removes what is left of this run on the cluster's nodes."""
+        return (
+            f"pytest-super cleanup --executor ray --ray-address {ray_address(self.run)} "
+            f"--backend {self.run.kernel.backend} --run {self.run.run_id}"
+        )
+
     def _lost_message(self) -> str:
         """What was lost, what was not finished, and the command that runs the rest."""
         left = self.dispatcher.unfinished()
-        args = " ".join(shlex.quote(a) for a in self.config.invocation_params.args)
-        resume = f"pytest {args} --super-resume".replace("  ", " ")
+        resume = self.resume_command()
+        when = self.dispatcher.back_when
         return (
             f"pytest-super: {self.dispatcher.lost}: the run ends here. {left} task"
             f"{'s' if left != 1 else ''} of this run did not finish (not in its results; the "
-            f"results received are written). Once the cluster is back, run them with: {resume}"
+            f"results received are written). {when[:1].upper()}{when[1:]}, run "
+            f"them with: {resume}"
         )
 
     def _show_progress(self, remote: Mapping[str, pytest.Item]) -> None:
@@ -188,8 +206,7 @@ class RaySession:
         if missed:
             warnings.warn(
                 f"pytest-super: the Ray nodes could not all be cleaned up ({'; '.join(missed)}); "
-                f"run `pytest-super cleanup --executor ray --ray-address {ray_address(self.run)} "
-                f"--backend {self.run.kernel.backend} --run {self.run.run_id}`",
+                f"run `{self.cleanup_command()}`",
                 stacklevel=1,
             )
         left = [f"{node}: {name}" for node, names in cleaned.items() for name in names]
@@ -205,15 +222,13 @@ class RaySession:
         """The head is gone: no node can be asked to clean up. This machine's own share of the
         run (its start lock folder, when it is also a node) goes; the nodes' containers go at
         their next run's start, or with the cleanup command said here."""
-        from pytest_super.locks import private_dir
+        from pytest_super.executors.ray.nodefiles import run_lock_dir
 
-        shutil.rmtree(private_dir() / f"ray-{self.run.run_id}", ignore_errors=True)
+        shutil.rmtree(run_lock_dir(self.run.run_id), ignore_errors=True)
         self._lost_lines = [
             self._lost_message(),
             "pytest-super: the run's containers still on the nodes go when the next run starts "
-            "on each node, or now with `pytest-super cleanup --executor ray --ray-address "
-            f"{ray_address(self.run)} --backend {self.run.kernel.backend} --run "
-            f"{self.run.run_id}` once the cluster is back",
+            f"on each node, or now with `{self.cleanup_command()}` {self.dispatcher.back_when}",
         ]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -226,6 +241,8 @@ class RaySession:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.dispatcher.stop()
+        if self.guardian is not None:
+            self.guardian.release()  # the run ended as it should
 
 
 def _runs_remotely(item: pytest.Item) -> bool:
@@ -241,7 +258,30 @@ def start(config: pytest.Config) -> RaySession:
     session = config.stash[SESSION_KEY] = RaySession(config, run)
     config.pluginmanager.register(session, "pytest-super-ray")
     _find_this_module_at_once()
+    session.guardian = _guard(session)
     return session
+
+
+def _guard(session: RaySession) -> Guardian | None:
+    """The guardian of this controller (guardian.py); None, with a warning, when it cannot start
+    (the run goes on: only what a killed controller leaves would go unsaid)."""
+    from pytest_super.executors.ray.nodefiles import run_lock_dir
+
+    run = session.run
+    watched = guardian.Watched(
+        controller_pid=os.getpid(),
+        run_id=run.run_id,
+        agent=run.agent or "",
+        run_dir=str(run.run_dir),
+        private=str(run_lock_dir(run.run_id)),
+        resume=session.resume_command(),
+        cleanup=session.cleanup_command(),
+    )
+    try:
+        return guardian.start(watched)
+    except OSError as exc:
+        warnings.warn(f"pytest-super: the run's guardian did not start: {exc}", stacklevel=1)
+        return None
 
 
 def _find_this_module_at_once() -> None:
