@@ -441,9 +441,11 @@ def test_the_head_killed_mid_run_ends_the_run_cleanly_with_what_it_has(cluster, 
     The fault is the head's loss. In 2 of 6 fresh clones' make test, the head's raylet, the one
     the controller's Ray driver is attached to, was declared dead by the head's own GCS 12-15 s
     into the run, before the test killed anything, and Ray ended the controller
-    with exit status 1 and no word of ours (docs/cluster.md: the controller's local raylet). The
-    fault under test was then never made: the test says so, shows the head's logs, and makes it
-    once more on a new head; a second loss of that kind fails the test."""
+    with exit status 1 and no word of ours (docs/cluster.md: the controller's local raylet; the
+    controller now ends such a run itself when it sees its node dead first, and its guardian
+    speaks when Ray is first: the test above). The fault under test was then never made: the
+    test says so, shows the head's logs, and makes it once more on a new head; a second loss of
+    that kind fails the test."""
     files = _files(cluster)
     for attempt in (1, 2):
         root = tmp_path / f"try{attempt}"
