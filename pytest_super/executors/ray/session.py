@@ -240,9 +240,9 @@ class RaySession:
             terminalreporter.write_line(line)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.guardian is not None:  # the run ended as it should: its reports are written
+            self.guardian.release()
         self.dispatcher.stop()
-        if self.guardian is not None:
-            self.guardian.release()  # the run ended as it should
 
 
 def _runs_remotely(item: pytest.Item) -> bool:
