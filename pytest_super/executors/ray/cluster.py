@@ -145,6 +145,10 @@ class _Watch:
         """Seconds since the head's GCS port last took a connection."""
         return time.monotonic() - self.answered_at
 
+    def head_answers(self) -> bool:
+        """The head took a connection lately: `ray.nodes()` will not hang on it."""
+        return self.silent_s() <= HEAD_PROBE_S * 3
+
     def _probe(self) -> None:
         while not self._stop.is_set():
             with contextlib.suppress(OSError):
@@ -154,7 +158,7 @@ class _Watch:
 
     def _poll(self) -> None:
         while not self._stop.wait(NODE_POLL_S):
-            if self.silent_s() > HEAD_PROBE_S * 3:
+            if not self.head_answers():
                 continue  # the head does not answer: ray.nodes() would hang
             with contextlib.suppress(Exception):
                 self.nodes = self.ray.nodes()
@@ -456,7 +460,7 @@ class RayDispatcher:
 
     def _nodes_now(self) -> list[dict[str, Any]] | None:
         """`ray.nodes()` asked now (the head answers), None when it cannot be asked."""
-        if self._watch is None or self._watch.silent_s() > HEAD_PROBE_S * 3:
+        if self._watch is None or not self._watch.head_answers():
             return None
         try:
             nodes: list[dict[str, Any]] = self.ray.nodes()

@@ -19,7 +19,6 @@ Python process for the run's length.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -96,7 +95,9 @@ def _after_the_controller(watched: Watched) -> None:
     run_dir = Path(watched.run_dir)
     kept, summary = _summary(watched, run_dir)
     shutil.rmtree(watched.private, ignore_errors=True)
-    shown = os.path.relpath(run_dir) if not run_dir.is_absolute() else str(run_dir)
+    from pytest_super.paths import shown_path
+
+    shown = shown_path(run_dir)
     lines = [
         f"pytest-super: the controller of run {watched.run_id} (pid {watched.controller_pid}) "
         "ended without ending the run: it was killed, or Ray ended it (a Ray driver whose own "
