@@ -12,7 +12,7 @@ Both runs get the same project: `--tasks` gold tasks, each one cell that sleeps 
 
 Both share the same two cores here, so the ratio says what the cluster's dispatch costs, not what
 more machines would give (benchmarks/bench_cluster_sim.py plans that). Then the controller's peak
-memory (VmHWM of the pytest process) with 100 tasks queued, at K = 2 and K = 8: what one more task
+memory (VmHWM of the pytest process and of its Ray driver's) with 100 tasks queued, at K = 2 and K = 8: what one more task
 in flight costs the controller.
 """
 
@@ -35,20 +35,32 @@ from pytest_super.kernels.docker.image import build_image  # noqa: E402
 from tests.support.projects import make_project, sleep_then_answer, task_yaml  # noqa: E402
 from tests.support.ray_cluster import GIB, RayTestCluster  # noqa: E402
 
-#: written into the project: the controller's peak memory, read from /proc at its end
+#: written into the project: the peak memory of the controller (the pytest process) and of its
+#: Ray driver (a process of its own: executors/ray/driver.py), read from /proc at their end
 PEAK_PLUGIN = """
 import json, pathlib, os, resource
+
+def _peak_kb(pid):
+    status = pathlib.Path(f"/proc/{pid}/status").read_text()
+    return next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM"))
+
+def _ray_session(config):
+    from pytest_super.executors.ray import session as ray_session
+    return config.stash.get(ray_session.SESSION_KEY, None)
+
+def pytest_sessionfinish(session):
+    ray = _ray_session(session.config)
+    if ray is not None and ray.dispatcher.pid:  # the Ray driver's process, still running
+        path = pathlib.Path(str(session.config.rootpath), "driver-peak-kb")
+        path.write_text(_peak_kb(ray.dispatcher.pid))
 
 def pytest_unconfigure(config):
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    status = pathlib.Path("/proc/self/status").read_text()
-    peak = next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM"))
-    pathlib.Path(str(config.rootpath), "controller-peak-kb").write_text(peak)
+    pathlib.Path(str(config.rootpath), "controller-peak-kb").write_text(_peak_kb("self"))
     usage = resource.getrusage(resource.RUSAGE_SELF)
     figures = {"cpu_s": usage.ru_utime + usage.ru_stime}
-    from pytest_super import ray_session
-    session = config.stash.get(ray_session.SESSION_KEY, None)
+    session = _ray_session(config)
     if session is not None:
         figures["lags"] = session.report_lags
         figures["peak_in_flight"] = session.dispatcher.peak_in_flight
@@ -122,7 +134,7 @@ def run_in_flight(args: argparse.Namespace, image: str, pytest: list[str], tmp: 
         ]
         took = timed(ray, made, cluster)
         assert passed(made / "reports") == args.tasks
-    kb = int((made / "controller-peak-kb").read_text())
+    kb = peak_kb(made)
     figures = json.loads((made / "controller-figures.json").read_text())
     lags = figures["lags"]
     print(
@@ -132,10 +144,18 @@ def run_in_flight(args: argparse.Namespace, image: str, pytest: list[str], tmp: 
     print(f"wall time:                                  {took:7.1f} s")
     print(f"most tasks in flight at the controller:     {figures['peak_in_flight']:7d}")
     print(f"most tasks running on the nodes at once:    {most_at_once(figures['spans']):7d}")
-    print(f"controller peak memory (VmHWM):             {kb / 1024:7.1f} MB (target < 1024)")
+    print(f"controller peak memory (VmHWM, pytest + driver): {kb / 1024:7.1f} MB (target < 1024)")
     print(f"controller CPU time per task:               {figures['cpu_s'] / args.tasks:7.3f} s")
     print(f"task end on node -> report, p50:            {percentile(lags, 50):7.3f} s")
     print(f"task end on node -> report, p99:            {percentile(lags, 99):7.3f} s")
+
+
+def peak_kb(made: Path) -> int:
+    """The controller's peak memory: its pytest process's and its Ray driver's (kB)."""
+    driver = made / "driver-peak-kb"
+    return int((made / "controller-peak-kb").read_text()) + (
+        int(driver.read_text()) if driver.exists() else 0
+    )
 
 
 def memory_bytes(size: str) -> int:
@@ -185,7 +205,7 @@ def main() -> None:
                     cluster,
                 )
                 assert passed(queued / "reports") == args.queued
-                peaks[in_flight] = int((queued / "controller-peak-kb").read_text())
+                peaks[in_flight] = peak_kb(queued)
     ratio = cluster_s / local_s
     per_task = (peaks[k] - peaks[2]) / (k - 2) if k > 2 else 0.0
     print(f"{args.tasks} tasks of one {args.sleep:g} s cell, {k} in flight, {os.cpu_count()} cores")

@@ -49,6 +49,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "execute",
             "executors",
             "executors.ray.cluster",
+            "executors.ray.driver",
             "executors.ray.node",
             "executors.ray.nodefiles",
             "executors.ray.watchdog",

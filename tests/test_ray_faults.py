@@ -366,6 +366,58 @@ def test_a_sigkilled_controller_leaves_nothing_on_the_nodes_within_2_minutes(clu
     assert took <= LEFT_WITHIN_S
 
 
+def _ended_with_what_it_had(out: str, project: Path, run_dir: Path, junit: Path) -> None:
+    """A run of `_slow_tasks_running` ended by the controller itself: its message on the three
+    unfinished tasks and the resume command, no node charged, the two results, summary and JUnit
+    written, no INTERNALERROR."""
+    assert "3 tasks of this run did not finish" in out and "--super-resume" in out, out[-5000:]
+    assert "InfrastructureError" not in out, out[-5000:]  # no worker node charged
+    assert GUARDIAN_SPOKE not in out, out[-5000:]  # the run was ended by the controller
+    assert sorted(r["task_id"] for r in _records(project)) == ["quick0", "quick1"]
+    assert (run_dir / "summary.md").is_file()
+    assert "quick0" in junit.read_text()
+    _clean_exit(out)
+
+
+def _driver_of(controller_pid: int) -> int:
+    """The pid of a controller's Ray driver process (executors/ray/driver.py)."""
+    from tests.support.ray_cluster import _processes
+
+    def parent(pid: int) -> int:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        return 0
+
+    found = [
+        pid
+        for pid, cmdline, _ in _processes()
+        if "pytest_super.executors.ray.driver" in cmdline and parent(pid) == controller_pid
+    ]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_the_ray_driver_ended_at_once_ends_the_run_cleanly_with_what_it_has(cluster, tmp_path):
+    """Ray's C++ core may end its driver's process at once (`QuickExit`, `ci8`: exit status 1,
+    no Python code runs); SIGKILL does the same. The driver runs in a process of its own: the
+    controller ends the run with pytest-super's message, its results, summary and JUnit written,
+    a resume command; the run's tasks, whose job Ray ends with its driver, leave nothing (each
+    task's dead man's switch on its node)."""
+    files = _files(cluster)
+    run, project, run_dir = _slow_tasks_running(cluster, tmp_path)
+    os.kill(_driver_of(run.proc.pid), signal.SIGKILL)
+    killed = time.monotonic()
+    code = run.wait(120)
+    took = time.monotonic() - killed
+    out = run.output()
+    print(f"the Ray driver SIGKILLed: the run ended {took:.2f} s after (exit status {code})")
+    assert code == 2, out[-5000:]
+    assert "the run's Ray driver (process" in out and "ended unasked" in out, out[-5000:]
+    _ended_with_what_it_had(out, project, run_dir, tmp_path / "junit.xml")
+    left = _nothing_left(cluster, run_dir.name, files)
+    print(f"the Ray driver SIGKILLed: nothing of the run left {left:.1f} s after the run's end")
+
+
 # -- the head lost (last: it starts a new cluster) -----------------------------------------------
 def _slow_tasks_running(cluster: Any, root: Path) -> tuple[ClusterRun, Path, Path]:
     """A run of two quick tasks (their results written) and three slow ones (running on the
@@ -418,13 +470,7 @@ def test_the_controllers_own_node_declared_dead_ends_the_run_cleanly_charging_no
     )
     assert code == 2, out[-5000:]  # interrupted, with pytest-super's own message
     assert "the Ray node this controller is attached to" in out, out[-5000:]
-    assert "3 tasks of this run did not finish" in out and "--super-resume" in out, out[-5000:]
-    assert "InfrastructureError" not in out, out[-5000:]  # no worker node charged
-    assert GUARDIAN_SPOKE not in out, out[-5000:]  # the run was ended by the controller
-    assert sorted(r["task_id"] for r in _records(project)) == ["quick0", "quick1"]
-    assert (run_dir / "summary.md").is_file()
-    assert "quick0" in (tmp_path / "junit.xml").read_text()
-    _clean_exit(out)
+    _ended_with_what_it_had(out, project, run_dir, tmp_path / "junit.xml")
     left = _nothing_left(cluster, run_dir.name, files)
     print(f"the controller's own node lost: nothing of the run left {left:.1f} s after its end")
 

@@ -28,7 +28,6 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -853,29 +852,3 @@ def _bytes(size: str) -> int | None:
         return int(parse_bytes(size))
     except DockerException:
         return None
-
-
-def wait_for(
-    dispatcher: RayDispatcher,
-    names: set[str],
-    *,
-    on_steps: Callable[[list[tuple[str, dict[str, Any]]]], None],
-    should_stop: Callable[[], bool],
-    on_events: Callable[[list[str]], None] = lambda events: None,
-) -> Iterator[str]:
-    """Yield each of `names` as its task finishes, showing live steps and what happened to
-    nodes in between."""
-    left = set(names)
-    while left and not should_stop():
-        finished = dispatcher.wait(0.2)
-        steps = dispatcher.drain_steps()
-        if steps:
-            on_steps(steps)
-        events = dispatcher.take_events()
-        if events:
-            on_events(events)
-        for name in finished:
-            left.discard(name)
-            yield name
-        if not dispatcher.busy and left:  # nothing runs that could still finish them
-            return

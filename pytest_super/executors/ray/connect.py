@@ -25,6 +25,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -70,10 +71,25 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise RayUnavailable(
-            f"--super-executor=ray needs Ray on this machine and on every node: {INSTALL_HINT}"
-        ) from None
+        raise _not_installed() from None
     return ray
+
+
+def check_ray_installed() -> None:
+    """`RayUnavailable` saying how to install Ray when it cannot be imported here, found without
+    importing it (the controller leaves Ray to its driver process: executors/ray/driver.py)."""
+    try:
+        found = importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise _not_installed()
+
+
+def _not_installed() -> RayUnavailable:
+    return RayUnavailable(
+        f"--super-executor=ray needs Ray on this machine and on every node: {INSTALL_HINT}"
+    )
 
 
 def _bootstrap_address(address: str) -> str | None:

@@ -1,16 +1,18 @@
 """The controller's guardian: a small process that says what a `--super-executor=ray` run left when
 its controller ended without ending the run.
 
-Ray ends a driver's process at once, with exit status 1 and no word to it, when the driver's own
-Ray node is lost (its core worker exits with its raylet): no Python code of the controller runs
-then, no `finally`, no pytest hook. A SIGKILL (the OOM killer's) is the same. The guardian is
+A controller killed (SIGKILL: the OOM killer's, a CI runner's) runs no Python code, no `finally`,
+no pytest hook. (Ray's own way of ending a driver's process at once, with exit status 1, when the
+driver's Ray node is lost, ends only the run's driver process, executors/ray/driver.py: the
+controller itself says that.) The guardian is
 started with the run, in a session of its own (a Ctrl-C at the terminal is the controller's), and
 waits on a pipe whose only writer is the controller: when the run ends as it should, the controller
 writes `ended` and the guardian exits; when the pipe closes without it, the controller is gone, and
 the guardian writes the summary of the results received (results.jsonl), removes the controller's
 own folder, and says on the run's standard error what was kept and the command that runs the
-rest. The tasks on the nodes end with their driver; their containers go by their leases
-(docs/security.md, "Nothing outlives its owner").
+rest. The run's Ray driver, its controller gone, cancels the run's tasks and has the nodes remove
+their containers; should it be gone too, the tasks end with it and their containers go by their
+leases (docs/security.md, "Nothing outlives its owner").
 
 Only the standard library is imported until the controller is gone: the guardian costs one small
 Python process for the run's length.

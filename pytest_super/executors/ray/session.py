@@ -26,7 +26,8 @@ import pytest
 from pytest_super import collect, options, progress
 from pytest_super.executors import read_cleanup_entries
 from pytest_super.executors.ray import guardian
-from pytest_super.executors.ray.cluster import ClusterLost, NodeOutcome, RayDispatcher, wait_for
+from pytest_super.executors.ray.cluster import ClusterLost, NodeOutcome
+from pytest_super.executors.ray.driver import DriverProcess, wait_for
 from pytest_super.executors.ray.guardian import Guardian
 from pytest_super.executors.ray.settings import ray_address
 from pytest_super.options import run_of
@@ -43,7 +44,7 @@ class RaySession:
     def __init__(self, config: pytest.Config, run: SuperRun) -> None:
         self.config = config
         self.run = run
-        self.dispatcher = RayDispatcher(run, live=run.live)
+        self.dispatcher = DriverProcess(run, live=run.live)
         self.dispatcher.start()
         self._printers: dict[str, Callable[[Step], None]] = {}
         self._lost_lines: list[str] = []
