@@ -1,6 +1,7 @@
 """Faults of a Ray cluster under a `--super-executor=ray` run (issue 32): a worker node cut off the
 network, a worker whose raylet hangs, a worker's Docker engine killed, Ctrl-C with tasks on two
-nodes, a SIGKILLed controller and Ray worker, and the head killed. Each on the session's one
+nodes, a SIGKILLed controller and Ray worker, the run's Ray driver ended at once (its own process,
+executors/ray/driver.py), and the head killed. Each on the session's one
 cluster (tests/support/ray_fixtures.py: a head and two worker nodes, each with its own engine, in
 a loopback-only network namespace), each put back as it was before the test ends; the head's
 death comes last in the module (`restart_head` starts a whole new cluster on the same engines).
@@ -154,6 +155,32 @@ def _clean_exit(out: str) -> None:
 GUARDIAN_SPOKE = "ended without ending the run"
 
 
+def _driver_of(controller_pid: int) -> int:
+    """The pid of a controller's Ray driver process (executors/ray/driver.py)."""
+    from tests.support.ray_cluster import _processes
+
+    def parent(pid: int) -> int:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        return 0
+
+    found = [
+        pid
+        for pid, cmdline, _ in _processes()
+        if "pytest_super.executors.ray.driver" in cmdline and parent(pid) == controller_pid
+    ]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _process_ended(pid: int) -> bool:
+    """Process `pid` ended (gone, or a zombie its new parent has not reaped yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
 # -- a worker node lost ------------------------------------------------------------------------
 def test_a_worker_cut_off_the_network_has_its_tasks_run_again_on_the_other_node(cluster, tmp_path):
     project = _sleepers(tmp_path, 4, 25)
@@ -274,11 +301,13 @@ def test_ctrl_c_with_tasks_on_two_nodes_ends_the_run_within_2_s(cluster, tmp_pat
     wait_for(lambda: _records(project), 240, "the quick task's result")
     run_id = _on_node(cluster, 0, 2)
     _on_node(cluster, 1, 2)
+    driver = _driver_of(run.proc.pid)
     started = time.monotonic()
     os.kill(run.proc.pid, signal.SIGINT)
     code = run.wait(180)
     took = time.monotonic() - started
     out = run.output()
+    wait_for(lambda: _process_ended(driver), 30, "the run's Ray driver to end after the run")
     left_at_end = [n for i in range(cluster.nodes) for n in _engine_containers(cluster, i, run_id)]
     print(f"Ctrl-C with tasks on two nodes: the run ended {took:.2f} s after it")
     assert code == 2, out[-4000:]
@@ -350,6 +379,7 @@ def test_a_sigkilled_controller_leaves_nothing_on_the_nodes_within_2_minutes(clu
     run = ClusterRun(cluster, project, "--super-agent=gold", "--super-executor=ray", "-q")
     run_id = _on_node(cluster, 0, 2)
     _on_node(cluster, 1, 2)
+    driver = _driver_of(run.proc.pid)
     os.killpg(run.proc.pid, signal.SIGKILL)
     killed = time.monotonic()
     run.wait(60)
@@ -364,6 +394,9 @@ def test_a_sigkilled_controller_leaves_nothing_on_the_nodes_within_2_minutes(clu
         f"run left {time.monotonic() - killed:.1f} s later"
     )
     assert took <= LEFT_WITHIN_S
+    # its driver (a session of its own too) cleaned the nodes up and left: it does not stay
+    wait_for(lambda: _process_ended(driver), 90, "the Ray driver of the killed controller to end")
+    print(f"controller SIGKILLed: its Ray driver ended {time.monotonic() - killed:.1f} s after")
 
 
 def _ended_with_what_it_had(out: str, project: Path, run_dir: Path, junit: Path) -> None:
@@ -377,24 +410,6 @@ def _ended_with_what_it_had(out: str, project: Path, run_dir: Path, junit: Path)
     assert (run_dir / "summary.md").is_file()
     assert "quick0" in junit.read_text()
     _clean_exit(out)
-
-
-def _driver_of(controller_pid: int) -> int:
-    """The pid of a controller's Ray driver process (executors/ray/driver.py)."""
-    from tests.support.ray_cluster import _processes
-
-    def parent(pid: int) -> int:
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        return 0
-
-    found = [
-        pid
-        for pid, cmdline, _ in _processes()
-        if "pytest_super.executors.ray.driver" in cmdline and parent(pid) == controller_pid
-    ]
-    assert len(found) == 1, found
-    return found[0]
 
 
 def test_the_ray_driver_ended_at_once_ends_the_run_cleanly_with_what_it_has(cluster, tmp_path):
@@ -486,12 +501,12 @@ def test_the_head_killed_mid_run_ends_the_run_cleanly_with_what_it_has(cluster, 
 
     The fault is the head's loss. In 2 of 6 fresh clones' make test, the head's raylet, the one
     the controller's Ray driver is attached to, was declared dead by the head's own GCS 12-15 s
-    into the run, before the test killed anything, and Ray ended the controller
-    with exit status 1 and no word of ours (docs/cluster.md: the controller's local raylet; the
-    controller now ends such a run itself when it sees its node dead first, and its guardian
-    speaks when Ray is first: the test above). The fault under test was then never made: the
-    test says so, shows the head's logs, and makes it once more on a new head; a second loss of
-    that kind fails the test."""
+    into the run, before the test killed anything, and Ray ended the controller (then the
+    driver's process too) with exit status 1 and no word of ours (docs/cluster.md: the
+    controller's local raylet; the controller now ends such a run itself, when it sees its node
+    dead first or when Ray ends its driver's process: the tests above). The fault under test was
+    then never made: the test says so, shows the head's logs, and makes it once more on a new
+    head; a second loss of that kind fails the test."""
     files = _files(cluster)
     for attempt in (1, 2):
         root = tmp_path / f"try{attempt}"

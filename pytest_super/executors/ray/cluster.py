@@ -8,8 +8,9 @@ the kernel are all on the node and the kernel never talks across machines. What 
 its notebook, and the node that ran it. The controller (the one pytest process) writes them into
 the run's folder, and the reports are made from them exactly as for a local run.
 
-`RayDispatcher` keeps at most K tasks in flight (`--super-ray-concurrency`, default what the
-cluster can place) and hands each outcome to the item that waits for it. A task whose node died
+`RayDispatcher`, the run's Ray driver (in a process of its own, which the controller asks:
+driver.py), keeps at most K tasks in flight (`--super-ray-concurrency`, default what the cluster
+can place) and hands each outcome to the item that waits for it. A task whose node died
 is an infrastructure error, run again (on a node that is alive) while `--super-retries` allows.
 At the end of a run, and after Ctrl-C or SIGTERM, in-flight tasks are cancelled and each live node
 removes the run's containers from its engine (`cleanup_on_nodes`); a node that was away runs

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -32,6 +33,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -51,6 +53,8 @@ WAIT_SLICE_S = 0.05
 #: the driver process's program: this module imported by its name (what it sends is unpickled
 #: by that name; run as `__main__` it would not be)
 _MAIN = "import sys; from pytest_super.executors.ray.driver import serve; serve(int(sys.argv[1]))"
+#: seconds the controller waits for the driver to take its `stop` (it then leaves by itself)
+STOP_ANSWER_S = 5.0
 #: seconds a driver whose controller is gone gives its nodes to remove the run's containers
 ORPHAN_CLEANUP_S = 60.0
 
@@ -211,6 +215,74 @@ def serve(fd: int) -> None:
 
 
 # -- in the controller's process ---------------------------------------------------------------
+class _Channel:
+    """Requests to the driver sent in order by one thread, answers read in order by another and
+    matched to their requests: the caller's thread only waits (a Ctrl-C there stops its wait,
+    never a message half written or read), and a request is on its way while the one before it
+    is still being answered (the driver then cuts a `wait` short)."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        on_state: Callable[[DriverState], None],
+        on_gone: Callable[[], str],
+    ) -> None:
+        self._conn = conn
+        self._on_state = on_state
+        self._on_gone = on_gone
+        self._outbox: queue.SimpleQueue[tuple[str, tuple[Any, ...], Future[Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._pending: deque[Future[Any]] = deque()
+        self._lock = threading.Lock()
+        #: why no request can be answered any more (the driver gone, or stopped)
+        self.dead = ""
+        #: the controller asked the driver to stop: its end is no loss
+        self.stopping = False
+        for loop, name in ((self._send, "send"), (self._read, "read")):
+            threading.Thread(target=loop, name=f"pytest-super-driver-{name}", daemon=True).start()
+
+    def ask(self, method: str, args: tuple[Any, ...]) -> Future[Any]:
+        answer: Future[Any] = Future()
+        self._outbox.put((method, args, answer))
+        return answer
+
+    def finish(self) -> None:
+        """No more requests (the sending thread ends; the reading one at the driver's end)."""
+        self._outbox.put(None)
+
+    def _send(self) -> None:
+        while (request := self._outbox.get()) is not None:
+            method, args, answer = request
+            with self._lock:
+                if self.dead:
+                    answer.set_exception(ClusterLost(self.dead))
+                    continue
+                self._pending.append(answer)
+            with contextlib.suppress(OSError, ValueError):  # the reading thread says why
+                self._conn.send((method, args))
+
+    def _read(self) -> None:
+        while True:
+            try:
+                status, value, state = self._conn.recv()
+            except (EOFError, OSError):
+                break
+            self._on_state(state)
+            with self._lock:
+                answer = self._pending.popleft()
+            if status == "ok":
+                answer.set_result(value)
+            else:
+                answer.set_exception(_raised(*value))
+        why = "the run's Ray driver was stopped" if self.stopping else self._on_gone()
+        with self._lock:
+            self.dead = why
+            pending, self._pending = list(self._pending), deque()
+        for answer in pending:
+            answer.set_exception(ClusterLost(why))
+
+
 class DriverProcess:
     """`RayDispatcher`'s methods as the controller calls them, each run in the driver's process."""
 
@@ -227,9 +299,7 @@ class DriverProcess:
         self._events: list[str] = []
         self._lines: tuple[list[str], list[str]] = ([], [])
         self._proc: subprocess.Popen[bytes] | None = None
-        self._conn: Connection | None = None
-        self._lock = threading.Lock()  # one request on the wire at a time, in order
-        self._gone = ""
+        self._channel: _Channel | None = None
 
     # -- the process ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -244,7 +314,8 @@ class DriverProcess:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-            self._conn = Connection(os.dup(ours.fileno()))
+            conn = Connection(os.dup(ours.fileno()))
+        self._channel = _Channel(conn, self._take_state, self._driver_gone)
         try:
             self._call("start", self.run, self._live)
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM while it joins
@@ -258,17 +329,17 @@ class DriverProcess:
 
     def stop(self) -> None:
         """The driver leaves the cluster by itself; the controller does not wait for it."""
-        if self._conn is not None and not self._gone:
+        channel = self._channel
+        if channel is not None and not channel.dead:
+            channel.stopping = True
             with contextlib.suppress(Exception):
-                self._call("stop")
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+                channel.ask("stop", ()).result(STOP_ANSWER_S)
+            channel.finish()
 
     def _end_process(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        if self._channel is not None:
+            self._channel.stopping = True
+            self._channel.finish()
         if self._proc is not None and self._proc.poll() is None:
             with contextlib.suppress(OSError):
                 self._proc.kill()
@@ -281,38 +352,15 @@ class DriverProcess:
 
     # -- requests ---------------------------------------------------------------------------------
     def _call(self, method: str, *args: Any) -> Any:
-        """Ask the driver; its answer read on a thread of its own (a Ctrl-C here stops the wait
-        only). The driver gone: `ClusterLost`, saying so."""
-        if self._gone:
-            raise ClusterLost(self._gone)
-        answer: Future[Any] = Future()
-        threading.Thread(
-            target=self._ask,
-            args=(method, args, answer),
-            name="pytest-super-ray-driver",
-            daemon=True,
-        ).start()
-        return answer.result()
+        """Ask the driver and wait for its answer; the driver gone: `ClusterLost`, saying so."""
+        if self._channel is None:
+            raise ClusterLost("the run's Ray driver was never started")
+        if self._channel.dead:
+            raise ClusterLost(self._channel.dead)
+        return self._channel.ask(method, args).result()
 
-    def _ask(self, method: str, args: tuple[Any, ...], answer: Future[Any]) -> None:
-        with self._lock:
-            try:
-                conn = self._conn
-                if conn is None or self._gone:
-                    raise ClusterLost(self._gone or "the run's Ray driver was stopped")
-                conn.send((method, args))
-                status, value, state = conn.recv()
-            except (EOFError, OSError):
-                answer.set_exception(ClusterLost(self._driver_gone()))
-                return
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                answer.set_exception(exc)
-                return
-            self.state = state
-            if status == "ok":
-                answer.set_result(value)
-            else:
-                answer.set_exception(_raised(*value))
+    def _take_state(self, state: DriverState) -> None:
+        self.state = state
 
     def _driver_gone(self) -> str:
         """The message, and the state, of a driver process that ended unasked."""
@@ -320,13 +368,13 @@ class DriverProcess:
         if self._proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 code = self._proc.wait(2)
-        self._gone = (
+        gone = (
             f"the run's Ray driver (process {self.pid}) ended unasked"
             f"{f' with exit status {code}' if code is not None else ''} (Ray ends its "
             "driver's process at once when it judges its raylet or the head gone)"
         )
-        self.state = dataclasses.replace(self.state, lost=self._gone, busy=False)
-        return self._gone
+        self.state = dataclasses.replace(self.state, lost=gone, busy=False)
+        return gone
 
     # -- RayDispatcher's face ---------------------------------------------------------------------
     @property
@@ -394,9 +442,8 @@ class DriverProcess:
         return entries
 
     def _read_lines(self) -> tuple[list[str], list[str]]:
-        if not self._gone:
-            with contextlib.suppress(ClusterLost):
-                self._lines = self._call("lines")
+        with contextlib.suppress(ClusterLost):
+            self._lines = self._call("lines")
         return self._lines
 
     def image_lines(self) -> list[str]:
