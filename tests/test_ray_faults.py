@@ -39,6 +39,7 @@ from pytest_super.executors.ray.nodefiles import NODE_FOLDER_PREFIX, OWNER_FILE
 from pytest_super.kernels import LABEL_RUN
 from pytest_super.kernels.docker.lease import Holder
 from tests.support.projects import make_project, sleep_then_answer, task_yaml, wait_for
+from tests.support.ray_cluster import _processes, stat_fields
 from tests.support.ray_fixtures import CLUSTER_TESTS, ClusterRun
 
 pytestmark = CLUSTER_TESTS
@@ -157,28 +158,19 @@ GUARDIAN_SPOKE = "ended without ending the run"
 
 def _driver_of(controller_pid: int) -> int:
     """The pid of a controller's Ray driver process (executors/ray/driver.py)."""
-    from tests.support.ray_cluster import _processes
-
-    def parent(pid: int) -> int:
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        return 0
-
     found = [
         pid
         for pid, cmdline, _ in _processes()
-        if "pytest_super.executors.ray.driver" in cmdline and parent(pid) == controller_pid
+        if "pytest_super.executors.ray.driver" in cmdline
+        and stat_fields(pid)[1:2] == [str(controller_pid)]
     ]
     assert len(found) == 1, found
     return found[0]
 
 
 def _process_ended(pid: int) -> bool:
-    """Process `pid` ended (gone, or a zombie its new parent has not reaped yet)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return True
+    """Process `pid` ended (gone, or dead and not yet reaped by its new parent)."""
+    return stat_fields(pid)[:1] in ([], ["Z"], ["X"])
 
 
 # -- a worker node lost ------------------------------------------------------------------------
@@ -336,8 +328,6 @@ def _ray_worker_of(cluster: Any, i: int, run_id: str) -> tuple[int, str]:
     name alone ("pytest-super t00"), the process could be one of an earlier run's tasks of the
     same names, or the worker's fork that becomes its watchdog: the probable cause of a miss in a
     fresh-clone run (the SIGKILL reached no task)."""
-    from tests.support.ray_cluster import _processes
-
     pids = set()
     for folder in cluster.node_tmp(i).glob(f"{NODE_FOLDER_PREFIX}{run_id}-*"):
         with contextlib.suppress(OSError, ValueError):

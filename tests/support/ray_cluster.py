@@ -251,6 +251,15 @@ def _processes() -> Iterator[tuple[int, str, str]]:
         yield int(entry.name), cmdline.decode(errors="replace"), environ.decode(errors="replace")
 
 
+def stat_fields(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command's name (state first, parent pid
+    second); empty when the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
 class RayTestCluster:
     """A head and `nodes` worker nodes, each with its own Docker engine, in a namespace of its own.
 
@@ -617,11 +626,7 @@ class RayTestCluster:
     @staticmethod
     def _stopped(pids: set[int]) -> bool:
         """Is any of `pids` stopped (SIGSTOP: state T in /proc/<pid>/stat)?"""
-        for pid in pids:
-            with contextlib.suppress(OSError, IndexError), open(f"/proc/{pid}/stat") as stat:
-                if stat.read().rsplit(")", 1)[1].split()[0] == "T":
-                    return True
-        return False
+        return any(stat_fields(pid)[:1] == ["T"] for pid in pids)
 
     def pids(self) -> set[int]:
         """Every process of the cluster: those in its namespace, and those naming its folder or

@@ -66,6 +66,8 @@ HEAD_LOST_S = 15.0
 NO_NODE_GRACE_S = 60.0
 #: a node whose Docker engine failed this many times takes no more tasks of the run
 ENGINE_FAILURES_TO_EXCLUDE = 2
+#: when the rest of a run whose cluster was lost can run (said with its resume command)
+BACK_WHEN = "once the cluster is back"
 #: seconds `ray.shutdown()` may take at the end (with the head gone it waits for the GCS)
 SHUTDOWN_TIMEOUT_S = 3.0
 
@@ -211,7 +213,7 @@ class RayDispatcher:
         #: set when the head, or this controller's own Ray node, was lost: why (then nothing more
         #: is asked of Ray), and what must run again before the rest of the run can
         self.lost: str = ""
-        self.back_when = "once the cluster is back"
+        self.back_when = BACK_WHEN
         #: the Ray node this controller's driver is attached to (its raylet: the head's, when
         #: the controller runs on the head machine)
         self._own_node = ""

@@ -3,8 +3,8 @@
 The controller (the one pytest process of a `--super-executor=ray` run) never imports Ray: its
 `DriverProcess` starts this module's `serve` in a child process, in a session of its own (a
 terminal's Ctrl-C reaches the controller only), and asks it over a socket pair for what
-`RayDispatcher` (cluster.py) does: one request at a time, each answered with its result and the
-dispatcher's state (`DriverState`), which the controller reads between requests.
+`RayDispatcher` (cluster.py) does: the driver answers requests in their order, each with its
+result and the dispatcher's state (`DriverState`), which the controller reads between requests.
 
 Why a process: whatever Ray does to the process it runs in cannot end the pytest process. Ray's
 C++ core ends its driver's process at once on some faults (`QuickExit` when its raylet is judged
@@ -15,16 +15,16 @@ does not wait for Ray to shut down. A driver whose controller is gone (the socke
 `stop`: the controller killed) cancels the run's tasks, has every live node remove the run's
 containers and leaves the cluster.
 
-The controller's waits for an answer run on a thread of its own: a Ctrl-C (KeyboardInterrupt in
-the main thread) stops only the wait, never a message half read; the driver cuts a `wait`
-short when the next request comes, so a cancel is not held up by it.
+On the controller one thread sends the requests and another reads the answers (`_Channel`): a
+Ctrl-C (KeyboardInterrupt in the main thread) stops only the wait for an answer, never a message
+half written or read; the driver cuts a `wait` short when the next request comes, so a cancel is
+not held up by it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import queue
 import signal
 import socket
@@ -41,7 +41,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from pytest_super.errors import InfrastructureError
-from pytest_super.executors.ray.cluster import ClusterLost, NodeOutcome, RayDispatcher
+from pytest_super.executors.ray.cluster import BACK_WHEN, ClusterLost, NodeOutcome, RayDispatcher
 from pytest_super.executors.ray.connect import RayUnavailable, check_ray_installed
 from pytest_super.executors.ray.settings import ray_address
 from pytest_super.settings import SuperRun
@@ -64,7 +64,7 @@ class DriverState:
     """What the controller reads of the dispatcher between requests (sent with each answer)."""
 
     lost: str = ""
-    back_when: str = "once the cluster is back"
+    back_when: str = BACK_WHEN
     busy: bool = False
     concurrency: int = 1
     peak_in_flight: int = 0
@@ -173,9 +173,9 @@ class _Server:
     def do_cleanup_on_nodes(self, run_id: str | None) -> list[str]:
         return self._ours().cleanup_on_nodes(run_id)
 
-    def do_lines(self) -> tuple[list[str], list[str]]:
+    def do_end_lines(self) -> list[str]:
         d = self._ours()
-        return d.image_lines(), d.node_lines()
+        return d.image_lines() + d.node_lines()
 
     def do_stop(self) -> None:
         self._stopped = True  # answered first: the controller does not wait for Ray's shutdown
@@ -199,13 +199,22 @@ class _Server:
         d.stop()
 
 
+#: the errors the driver passes on as what they are (the first that fits); any other is a bug
+_PASSED_ON: tuple[type[BaseException], ...] = (
+    ClusterLost,
+    RayUnavailable,
+    InfrastructureError,
+    KeyboardInterrupt,
+)
+
+
 def _described(exc: BaseException) -> tuple[str, str]:
-    """An error sent to the controller: its kind (the classes it raises again) and its text."""
-    if isinstance(exc, ClusterLost | RayUnavailable | InfrastructureError):
-        return type(exc).__name__, str(exc)
-    if isinstance(exc, KeyboardInterrupt):
-        return "KeyboardInterrupt", str(exc)
-    return "bug", "".join(traceback.format_exception(exc)).rstrip()
+    """An error sent to the controller: its kind (the class in `_PASSED_ON` it is raised again
+    as) and its text."""
+    kind = next((cls for cls in _PASSED_ON if isinstance(exc, cls)), None)
+    if kind is None:
+        return "bug", "".join(traceback.format_exception(exc)).rstrip()
+    return kind.__name__, str(exc)
 
 
 def serve(fd: int) -> None:
@@ -297,7 +306,6 @@ class DriverProcess:
         self._done: dict[str, NodeOutcome] = {}
         self._steps: list[tuple[str, dict[str, Any]]] = []
         self._events: list[str] = []
-        self._lines: tuple[list[str], list[str]] = ([], [])
         self._proc: subprocess.Popen[bytes] | None = None
         self._channel: _Channel | None = None
 
@@ -314,7 +322,7 @@ class DriverProcess:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-            conn = Connection(os.dup(ours.fileno()))
+            conn = Connection(ours.detach())
         self._channel = _Channel(conn, self._take_state, self._driver_gone)
         try:
             self._call("start", self.run, self._live)
@@ -441,16 +449,13 @@ class DriverProcess:
         entries: list[str] = self._call("cleanup_on_nodes", run_id)
         return entries
 
-    def _read_lines(self) -> tuple[list[str], list[str]]:
+    def end_lines(self) -> list[str]:
+        """The dispatcher's end-of-run lines (`image_lines`, then `node_lines`), in one request;
+        none once the driver is gone."""
         with contextlib.suppress(ClusterLost):
-            self._lines = self._call("lines")
-        return self._lines
-
-    def image_lines(self) -> list[str]:
-        return self._read_lines()[0]
-
-    def node_lines(self) -> list[str]:
-        return self._read_lines()[1]
+            lines: list[str] = self._call("end_lines")
+            return lines
+        return []
 
 
 def wait_for(
@@ -481,12 +486,7 @@ def wait_for(
 
 def _raised(kind: str, text: str) -> BaseException:
     """The driver's error raised again here."""
-    if kind == "ClusterLost":
-        return ClusterLost(text)
-    if kind == "RayUnavailable":
-        return RayUnavailable(text)
-    if kind == "InfrastructureError":
-        return InfrastructureError(text)
-    if kind == "KeyboardInterrupt":
-        return KeyboardInterrupt(text)
+    for cls in _PASSED_ON:
+        if cls.__name__ == kind:
+            return cls(text)
     return RuntimeError(f"the run's Ray driver failed:\n{text}")

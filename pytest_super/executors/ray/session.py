@@ -233,9 +233,8 @@ class RaySession:
         ]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        for line in self.dispatcher.image_lines():  # builds, pulls, failed pulls (once each)
-            terminalreporter.write_line(f"pytest-super: {line}")
-        for line in self.dispatcher.node_lines():  # nodes lost or left out (engine failures)
+        # builds, pulls, failed pulls (once each); nodes lost or left out (engine failures)
+        for line in self.dispatcher.end_lines():
             terminalreporter.write_line(f"pytest-super: {line}")
         for line in self._lost_lines:
             terminalreporter.write_line(line)
