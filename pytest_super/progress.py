@@ -78,9 +78,7 @@ class Tally:
             self.nodes[node] = self.nodes.get(node, 0) + 1
 
     def queued(self) -> int:
-        if self.external is not None:
-            return self.external()[1]
-        return max(len(self.ids) - len(self.finished) - len(self.running), 0)
+        return self.counts()[1]
 
     def _seconds(self, item_id: str) -> float | None:
         known = self.estimate(item_id)
@@ -104,19 +102,26 @@ class Tally:
         at_once = max(self.slots, len(running), 1)
         return max(work / at_once, longest)
 
-    def running_count(self) -> int:
-        """Tasks running: another scheduler's count, plus the tasks it has finished whose
-        reports have not come yet (each task is running, queued or done: a fresh clone's cluster
-        run showed "3 running, 1 queued, 2/7 done" while a result waited for its report)."""
+    def counts(self) -> tuple[int, int]:
+        """Tasks running and queued, from one look at the scheduler: each task not done is
+        running or queued, whichever of the scheduler's word and the reports came last. A task the
+        scheduler has finished and whose report has not come yet is running (a fresh clone's
+        cluster run printed "3 running, 1 queued, 2/7 done"); a task whose report came before the
+        scheduler's next word is done, not running too (CI's cluster run of 2026-11-28 printed a
+        line whose counts did not add up to its 7 tasks)."""
+        left = len(self.ids) - len(self.finished)
         if self.external is None:
-            return len(self.running)
-        running, queued = self.external()  # one look at the scheduler, not two
-        return max(len(running), len(self.ids) - len(self.finished) - queued, 0)
+            return len(self.running), max(left - len(self.running), 0)
+        running, queued = self.external()
+        still = sum(item_id not in self.finished for item_id in running)
+        queued = max(min(queued, left - still), 0)
+        return left - queued, queued
 
     def line(self, now: float, wall: float) -> str:
         done = len(self.finished)
+        running, queued = self.counts()
         parts = [
-            f"{self.running_count()} running, {self.queued()} queued, {done}/{len(self.ids)} done, "
+            f"{running} running, {queued} queued, {done}/{len(self.ids)} done, "
             f"{self.failed} failed, {self.errors} error{'s' if self.errors != 1 else ''}"
         ]
         if self.nodes:

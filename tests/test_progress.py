@@ -187,3 +187,17 @@ def test_a_task_another_scheduler_finished_counts_as_running_until_its_report():
     tally.finish("t1", "passed", 1.0)
     running, queued, done = map(int, STATUS.search(tally.line(2.0, 0.0)).groups()[:3])
     assert (running, queued, done) == (4, 1, 2)
+
+
+def test_a_task_reported_before_the_schedulers_next_word_is_done_not_running_too():
+    """The other way round (a CI run printed a line whose counts did not add up to its 7
+    tasks; the code before gave 4 running, 3 queued, 1 done here): the dispatcher's last word
+    still has a task running whose report has come; it is counted done."""
+    tally = Tally(ids={f"t{i}" for i in range(7)}, slots=4)
+    tally.external = lambda: ({"t0": 0.0, "t1": 0.0, "t2": 0.0, "t3": 0.0}, 3)
+    tally.finish("t0", "passed", 1.0)
+    running, queued, done = map(int, STATUS.search(tally.line(2.0, 0.0)).groups()[:3])
+    assert (running, queued, done) == (3, 3, 1)
+    tally.finish("t4", "failed", 1.0)  # a queued task reported (no node left for it, say)
+    running, queued, done = map(int, STATUS.search(tally.line(2.0, 0.0)).groups()[:3])
+    assert (running, queued, done) == (3, 2, 2)
