@@ -19,6 +19,7 @@ itself.
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -132,9 +133,19 @@ class HistoryEntry:
     observation: str
 
 
-def history_entries(env: Environment, steps: Sequence[Step]) -> list[HistoryEntry]:
-    """The pre-executed steps of this attempt, then the agent's `steps`; a malformed reply shows
-    as an empty thought and action with the correction as its observation."""
+#: each environment's pre-executed steps and their history entries, cleaned once, not at every
+#: turn (cleaning them at each turn was a third of a replay's CPU time on SUPER's Masked set)
+_PREFIX: weakref.WeakKeyDictionary[Environment, tuple[list[Step], list[HistoryEntry]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _prefix_entries(env: Environment) -> list[HistoryEntry]:
+    steps = env.prefix_steps
+    known = _PREFIX.get(env)
+    same = known is not None and len(known[0]) == len(steps)  # the same steps, not equal ones
+    if known is not None and same and all(a is b for a, b in zip(known[0], steps, strict=True)):
+        return known[1]
     entries = [
         HistoryEntry(
             s.thought or PRE_EXECUTED_THOUGHT,
@@ -142,8 +153,16 @@ def history_entries(env: Environment, steps: Sequence[Step]) -> list[HistoryEntr
             s.content,
             clean_observation(s.observation or s.output),
         )
-        for s in env.prefix_steps
+        for s in steps
     ]
+    _PREFIX[env] = (steps, entries)
+    return entries
+
+
+def history_entries(env: Environment, steps: Sequence[Step]) -> list[HistoryEntry]:
+    """The pre-executed steps of this attempt, then the agent's `steps`; a malformed reply shows
+    as an empty thought and action with the correction as its observation."""
+    entries = list(_prefix_entries(env))
     entries += [
         HistoryEntry("", "", "", s.observation)
         if s.action == Action.FORMAT_ERROR
