@@ -143,8 +143,11 @@ _PREFIX: weakref.WeakKeyDictionary[Environment, tuple[list[Step], list[HistoryEn
 def _prefix_entries(env: Environment) -> list[HistoryEntry]:
     steps = env.prefix_steps
     known = _PREFIX.get(env)
-    same = known is not None and len(known[0]) == len(steps)  # the same steps, not equal ones
-    if known is not None and same and all(a is b for a, b in zip(known[0], steps, strict=True)):
+    if (  # the very same steps, not equal ones
+        known is not None
+        and len(known[0]) == len(steps)
+        and all(a is b for a, b in zip(known[0], steps, strict=True))
+    ):
         return known[1]
     entries = [
         HistoryEntry(
