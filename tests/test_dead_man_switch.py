@@ -86,7 +86,7 @@ def test_the_reaper_leaves_once_nothing_of_ours_is_left(second_engine, image) ->
     stays while a task container is there, and leaves (auto-removed) once there is none."""
     box = second_engine.containers.create(image, ["true"], labels={"pytest-super": "1"})
     try:
-        name = ensure_reaper(second_engine, SECOND_HOST, image, idle_s=3)
+        name = ensure_reaper(second_engine, SECOND_HOST, idle_s=3)
         assert name == reaper_name()
         assert second_engine.containers.get(name).status == "running"
         time.sleep(3 * (3 + inside.SWEEP_S))
@@ -134,7 +134,7 @@ def test_a_lease_of_another_namespace_goes_by_the_clock_within_ttl_and_a_sweep(
     one renewed TTL_S + 5 s ago goes at the next sweep, one renewed TTL_S - 20 s ago goes about
     20 s later (not before), one renewed now stays."""
     engine = second_engine
-    assert ensure_reaper(engine, SECOND_HOST, image) == reaper_name()
+    assert ensure_reaper(engine, SECOND_HOST) == reaper_name()
     elsewhere = Holder(pid=1, boot_id="another-boot", pid_ns=1, start_ticks=1)
     ages = {"expired": TTL_S + 5, "due": TTL_S - 20, "fresh": 0.0}
     leases = {name: Lease(engine, image, switch=True) for name in ages}

@@ -38,6 +38,7 @@ import docker
 import docker.errors
 
 from pytest_super.errors import InfrastructureError
+from pytest_super.kernels.docker import trust
 from pytest_super.kernels.docker.engine import docker_client_for
 from pytest_super.locks import held_lock, private_dir
 
@@ -48,6 +49,9 @@ DEBOOTSTRAP_SUITE = "bookworm"
 DEBOOTSTRAP_PACKAGES = "python3,python3-venv,python3-pip,ca-certificates,git"
 PROFILES = ("default", "colab")
 BUILD_COMMAND = "pytest-super image build"
+#: the label naming the hash of the build inputs (the tag's last part); informative only: anyone
+#: can set a label, so trust goes by image id (kernels/docker/trust.py)
+INPUTS_LABEL = "pytest-super.inputs"
 MAKE_TARGETS = {"default": "make image", "colab": "make image-colab"}
 # The colab profile's files (pytest_super/kernels/docker/image_context/): the reference's top-level set, what the
 # harness adds, the lock resolved from both, and the build check.
@@ -231,6 +235,7 @@ def build_image(
             return tag
         chosen_base = parent or _resolve_base(client, base, offline=offline, log=log)
         _build(client, inputs, tag=tag, base=chosen_base, profile=profile, log=log)
+        trust.record_present(client.api, tag)  # built here: a pull of it is accepted
     return tag
 
 
@@ -279,7 +284,7 @@ def _build(
             labels={
                 "pytest-super.image": "1",
                 "pytest-super.profile": profile,
-                "pytest-super.inputs": inputs.digest(),
+                INPUTS_LABEL: inputs.digest(),
                 "pytest-super.base": base,
             },
             log=log,

@@ -6,7 +6,8 @@ sharing the engine) would have its live containers deleted. So liveness lives on
 itself, where every client sees it:
 
 - A process holds one lease per engine: a container that never runs (`pytest-super-lease-<id>`,
-  labelled `pytest-super.lease-holder=<id>`, from the kernel image, no process, no network),
+  labelled `pytest-super.lease-holder=<id>`, from the kernel image, never started: nothing of
+  that image runs; no network),
   holding one file, `/lease.json`: when it was last renewed, in the *engine's* clock (the `Date`
   of its API answers, so hosts with skewed clocks agree), and who holds it.
 - A daemon thread renews it every `RENEW_S` (one `put_archive`); each task container carries the
@@ -183,13 +184,19 @@ class Lease:
         import docker.errors
         import requests.exceptions
 
+        from pytest_super.errors import InfrastructureError
         from pytest_super.kernels.docker.reaper import ensure_reaper
 
         if not self.switch or self.address is None:
             return
         try:
-            ensure_reaper(self.client, self.address, self.image)
-        except (docker.errors.APIError, requests.exceptions.RequestException, OSError) as exc:
+            ensure_reaper(self.client, self.address)  # its own image, never self.image
+        except (
+            docker.errors.APIError,
+            requests.exceptions.RequestException,
+            OSError,
+            InfrastructureError,
+        ) as exc:
             log.warning(
                 "pytest-super: the reaper of %s could not be started: %s", self.address, exc
             )

@@ -25,14 +25,18 @@ import docker
 import docker.errors
 
 from pytest_super.errors import InfrastructureError
+from pytest_super.kernels.docker import trust
 from pytest_super.kernels.docker.engine import docker_client_for
 from pytest_super.kernels.docker.image import (
     BUILD_COMMAND,
+    IMAGE_REPOSITORY,
+    INPUTS_LABEL,
     build_image,
     build_inputs,
     build_lock,
     image_exists,
 )
+from pytest_super.kernels.docker.reaper import REAPER_REPOSITORY
 
 #: HOST:PORT, the host a name, an IPv4 address or a bracketed IPv6 address
 _ADDRESS = re.compile(
@@ -86,6 +90,7 @@ def push_image(
         raise InfrastructureError(f"pushing {remote} failed: {exc.explanation or exc}") from exc
     finally:
         _untag(client, remote)
+    trust.record_present(client.api, tag)  # what this engine holds under it: pulls may match it
     log(f"pushed {remote}")
     return remote
 
@@ -93,7 +98,9 @@ def push_image(
 def pull_image(
     client: docker.DockerClient, tag: str, registry: str, *, log: Callable[[str], None] = print
 ) -> str | None:
-    """Pull `HOST:PORT/<tag>` and retag it `tag`; None when done, else why it failed."""
+    """Pull `HOST:PORT/<tag>` and tag it `tag`; None when done, else why it failed. An image under
+    one of our repositories is tagged only when its image id is one this machine built or pushed
+    (`trust`); any other is refused, its registry name removed, and never tagged or run."""
     remote = remote_name(registry, tag)
     repository, version = _split(remote)
     log(f"pulling {remote}")
@@ -101,7 +108,13 @@ def pull_image(
         for chunk in client.api.pull(repository, tag=version, stream=True, decode=True):
             if "error" in chunk:
                 return str(chunk["error"]).strip()
-        client.api.tag(remote, *_split(tag))
+        pulled = trust.image_id(client.api, remote)
+        if pulled is None:
+            return f"the engine did not hold {remote} after the pull"
+        refused = _refusal(client, tag, remote, pulled, registry)
+        if refused:
+            return refused
+        client.api.tag(pulled, *_split(tag))  # by id: what was checked is what is tagged
     except docker.errors.DockerException as exc:
         explanation = getattr(exc, "explanation", None)
         return str(explanation or exc).strip()
@@ -110,6 +123,35 @@ def pull_image(
     if not image_exists(client, tag):
         return f"the engine did not hold {tag} after the pull"
     return None
+
+
+def ours(tag: str) -> bool:
+    """Is `tag` under one of the repositories we build (the kernel's, the reaper's)?"""
+    return _split(tag)[0] in (IMAGE_REPOSITORY, REAPER_REPOSITORY)
+
+
+def _refusal(client: docker.DockerClient, tag: str, remote: str, pulled: str, registry: str) -> str:
+    """Why the pulled image may not stand under `tag` ("" when it may): under our repositories
+    only an image id recorded by a build or push of this machine is accepted; the refused image
+    is removed unless something else names it."""
+    if not ours(tag) or trust.trusted(tag, pulled):
+        return ""
+    labels = (client.api.inspect_image(pulled).get("Config") or {}).get("Labels") or {}  # type: ignore[no-untyped-call]
+    said = labels.get(INPUTS_LABEL)
+    expected = tag.rpartition("-")[2]
+    label = (
+        f"its {INPUTS_LABEL} label is {said!r}, not {expected!r}"
+        if said != expected
+        else f"its {INPUTS_LABEL} label matches, but a label proves nothing"
+    )
+    with contextlib.suppress(docker.errors.DockerException):
+        client.api.remove_image(remote)  # the name, and the image when nothing else names it
+    return (
+        f"refused the registry's image {remote} (image id {pulled[:19]}): it is not an image "
+        f"this machine built or pushed ({label}). Push the image from a machine that built it "
+        f"(`pytest-super image push --registry {registry}`) and pull from there, or build it "
+        "here; see docs/security.md"
+    )
 
 
 def _untag(client: docker.DockerClient, name: str) -> None:
