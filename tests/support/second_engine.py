@@ -17,6 +17,7 @@ import docker.errors
 import pytest
 
 from pytest_super.kernels.docker.backend import TASK_NETWORK
+from pytest_super.kernels.docker.image import DEFAULT_BASE, OFFLINE_BASE
 
 # One second engine per xdist worker: test_scale and test_isolation both start one, and on two
 # workers at once they must not share a socket, data root, bridge or subnet (CI once saw one
@@ -101,14 +102,16 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
                     tail = Path(f"{SECOND_ROOT}.log").read_text()[-1500:]
                     _cannot_start_second_engine(f"a second dockerd did not start: {tail}")
                 time.sleep(0.5)
-        try:
-            client.images.get(image)
-        except docker.errors.ImageNotFound:
-            saved = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
-            subprocess.run(
-                ["docker", "-H", SECOND_HOST, "load", "-q"], stdin=saved.stdout, check=True
-            )
-            saved.wait()
+        # the kernel image, and the base the engine's reaper image is built FROM (reaper.py)
+        for wanted in (image, *_present(DEFAULT_BASE, OFFLINE_BASE)):
+            try:
+                client.images.get(wanted)
+            except docker.errors.ImageNotFound:
+                saved = subprocess.Popen(["docker", "save", wanted], stdout=subprocess.PIPE)
+                subprocess.run(
+                    ["docker", "-H", SECOND_HOST, "load", "-q"], stdin=saved.stdout, check=True
+                )
+                saved.wait()
         yield client
         for container in client.containers.list(all=True):  # live restore: they would outlive it
             with contextlib.suppress(docker.errors.APIError):
@@ -128,6 +131,11 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
         if made_bridge:
             _sh("ip", "link", "delete", SECOND_BRIDGE)
         _clear(data_root, Path(f"{SECOND_ROOT}-exec"))
+
+
+def _present(*names: str) -> list[str]:
+    """Those of `names` the main engine holds."""
+    return [name for name in names if _sh("docker", "image", "inspect", name).returncode == 0]
 
 
 def _clear(*roots: Path) -> None:

@@ -180,6 +180,9 @@ class DockerBox:
         self.description = f"docker container {name} ({container_id[:12]})"
         #: set (to a sentence) when the box was stopped for writing more than its disk limit
         self.disk_exceeded = ""
+        #: set (to a sentence) when the disk watch could not measure the box for a limit of
+        #: this host (open files, memory): an environment error, not the task's
+        self.disk_unmeasured = ""
         #: measures the box's disk now, stopping it if over its limit (when the disk is watched)
         self.measure_disk: Callable[[], object] | None = None
         self._on_remove: list[Callable[[], None]] = []
@@ -190,9 +193,14 @@ class DockerBox:
             self._refresh_connection()
         return dict(self._info)
 
-    def is_alive(self) -> bool:
+    def _raise_disk_end(self) -> None:
+        if self.disk_unmeasured:
+            raise InfrastructureError(self.disk_unmeasured)
         if self.disk_exceeded:
             raise DiskLimitExceeded(self.disk_exceeded)
+
+    def is_alive(self) -> bool:
+        self._raise_disk_end()
         try:
             state = self.api.inspect_container(self.container_id)["State"]
         except docker.errors.NotFound:
@@ -206,8 +214,7 @@ class DockerBox:
     def check_limits(self) -> None:
         if self.measure_disk is not None and not self._removed:
             self.measure_disk()
-        if self.disk_exceeded:
-            raise DiskLimitExceeded(self.disk_exceeded)
+        self._raise_disk_end()
 
     def restart(self) -> dict[str, Any]:
         try:
@@ -283,7 +290,19 @@ class DockerBox:
     def stop_for_disk(self, use: DiskUse, limits: DiskLimits) -> None:
         """Stop the box: it takes `use` of the disk, over its `limits` (called by the disk
         watch)."""
-        if use.bytes == UNKNOWN:
+        if use.bytes == UNKNOWN and use.environment:
+            self.disk_unmeasured = (
+                f"the disk watch could not measure {self.description} ({use.why}): a limit of "
+                "this host, not the task's doing; the task was stopped (raise the open-file "
+                "limit, `ulimit -n`, or free memory, and run it again)"
+            )
+        elif use.bytes == UNKNOWN and use.why:
+            self.disk_exceeded = (
+                f"the disk use of {self.description} could not be measured ({use.why}); under "
+                f"the limit of {_size(limits.bytes)} (--super-disk) it cannot be shown to be, so "
+                "the task was stopped"
+            )
+        elif use.bytes == UNKNOWN:
             self.disk_exceeded = (
                 f"the disk use of {self.description} could not be measured (its layer is not on "
                 f"this host and the engine reports none, as for paths past PATH_MAX); under the "

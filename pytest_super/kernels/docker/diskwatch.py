@@ -37,7 +37,7 @@ sized by the engine (which reports -1 when its own walk fails, e.g. past PATH_MA
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import os
 import stat
 import threading
@@ -78,10 +78,15 @@ class DiskUse:
 
     bytes: int
     inodes: int | None = 0
+    #: why the size is UNKNOWN (what the walk could not read), and whether that was this host's
+    #: limit (open files, memory: an environment error) rather than the layer's doing (disk_limit)
+    why: str = ""
+    environment: bool = False
 
     def __add__(self, other: DiskUse) -> DiskUse:
         if UNKNOWN in (self.bytes, other.bytes):
-            return DiskUse(UNKNOWN, None)
+            unknown = self if self.bytes == UNKNOWN else other
+            return DiskUse(UNKNOWN, None, unknown.why, unknown.environment)
         if self.inodes is None or other.inodes is None:
             return DiskUse(self.bytes + other.bytes, None)
         return DiskUse(self.bytes + other.bytes, self.inodes + other.inodes)
@@ -252,45 +257,178 @@ class DiskWatch:
             self._wake.wait(self.interval_s)
 
 
+#: folders a walk holds open at once, however wide or deep the tree: the deepest ones of the
+#: path being walked; an ancestor closed for this is opened again (by its name, checked to be
+#: the same folder) when the walk comes back to it
+MAX_OPEN_DIRS = 32
+_CWD = getattr(os, "AT_FDCWD", -100)  # an absolute path ignores it
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: an entry gone or replaced (by a file or a symlink) between its listing and its opening: the
+#: layer changed under the walk, which counts it as it finds it
+_GONE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
+#: failures that are this host's limits (open files, memory), not the layer's doing
+_HOST_LIMITS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+
+
+class Unmeasurable(Exception):
+    """A walk that could not count everything: never taken as a small size."""
+
+    def __init__(self, path: str, exc: OSError) -> None:
+        self.environment = exc.errno in _HOST_LIMITS
+        super().__init__(f"{os.strerror(exc.errno or 0) or exc} (errno {exc.errno}) under {path}")
+
+
+@dataclass
+class _Frame:
+    """A folder on the walk's path: its name in its parent, its identity, its descriptor (None
+    when closed to bound the open files) and its sub-folders not walked yet."""
+
+    name: str
+    key: tuple[int, int]
+    fd: int | None
+    pending: list[tuple[str, tuple[int, int]]] = field(default_factory=list)
+
+
+@dataclass
+class _Tally:
+    blocks: int = 0
+    inodes: int = 0
+    linked: set[tuple[int, int]] = field(default_factory=set)  # files of several names
+
+    def add(self, info: os.stat_result) -> None:
+        if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
+            key = (info.st_dev, info.st_ino)
+            if key in self.linked:
+                return  # another name of a file counted already
+            self.linked.add(key)
+        self.blocks += info.st_blocks * 512
+        self.inodes += 1
+
+
 def folder_use(path: str) -> DiskUse | None:
     """The blocks and inodes used under `path`, the folder itself included (symlinks not
-    followed, each inode once, vanished entries skipped); None when `path` is not a folder that
-    can be opened. Walked through directory descriptors, one level at a time, so a path of any
-    depth is counted."""
+    followed, each inode once, entries gone meanwhile skipped); None when `path` is not there.
+    Walked depth first through directory descriptors, so a path of any depth is counted, with at
+    most MAX_OPEN_DIRS (+2: a listing, a parent opened by `..`) descriptors open. What cannot be read (a permission, a
+    host limit) is `UNKNOWN`, saying why: a size is never small because it could not be read."""
     try:
-        top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return None
+        top = os.open(path, _DIR_FLAGS)
+    except OSError as exc:
+        if exc.errno in _GONE:
+            return None
+        return _unknown(Unmeasurable(path, exc))
+    try:
+        return _walk(top, path)
+    except Unmeasurable as exc:
+        return _unknown(exc)
+
+
+def _unknown(exc: Unmeasurable) -> DiskUse:
+    return DiskUse(UNKNOWN, None, why=str(exc), environment=exc.environment)
+
+
+def _walk(top: int, path: str) -> DiskUse:
+    tally = _Tally()
     info = os.fstat(top)
-    seen = {(info.st_dev, info.st_ino)}
-    total = info.st_blocks * 512
-    stack = [top]
-    while stack:
-        fd = stack.pop()
-        try:
-            with os.scandir(fd) as entries:
-                for entry in entries:
-                    try:
-                        info = entry.stat(follow_symlinks=False)
-                    except OSError:
+    tally.add(info)
+    frames = [_Frame(path, (info.st_dev, info.st_ino), top)]
+    try:
+        frames[0].pending = _scan(top, path, tally)
+        while frames:
+            frame = frames[-1]
+            if not frame.pending:
+                frames.pop()
+                if frame.fd is not None:
+                    if frames and frames[-1].fd is None:  # its parent, closed: by `..`
+                        frames[-1].fd = _open_child(frame.fd, "..", frames[-1].key, path)
+                    os.close(frame.fd)
+                continue
+            name, key = frame.pending.pop()
+            fd = _open_child(_reopened(frames, path), name, key, path)
+            if fd is None:
+                continue
+            frames.append(_Frame(name, key, fd))
+            _close_ancestors(frames)
+            frames[-1].pending = _scan(fd, path, tally)
+    finally:
+        for frame in frames:
+            if frame.fd is not None:
+                os.close(frame.fd)
+    return DiskUse(tally.blocks, tally.inodes)
+
+
+def _scan(fd: int, path: str, tally: _Tally) -> list[tuple[str, tuple[int, int]]]:
+    """Count one folder's entries; its sub-folders, to walk next."""
+    folders = []
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError as exc:
+                    if exc.errno in _GONE:
                         continue
-                    if (info.st_dev, info.st_ino) not in seen:
-                        seen.add((info.st_dev, info.st_ino))
-                        total += info.st_blocks * 512
-                    if stat.S_ISDIR(info.st_mode):
-                        with contextlib.suppress(OSError):
-                            stack.append(
-                                os.open(
-                                    entry.name,
-                                    os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
-                                    dir_fd=fd,
-                                )
-                            )
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-    return DiskUse(total, len(seen))
+                    raise
+                tally.add(info)
+                if stat.S_ISDIR(info.st_mode):
+                    folders.append((entry.name, (info.st_dev, info.st_ino)))
+    except OSError as exc:
+        if exc.errno in _GONE:
+            return []
+        raise Unmeasurable(path, exc) from exc
+    return folders
+
+
+def _open_child(parent: int | None, name: str, key: tuple[int, int], path: str) -> int | None:
+    """The sub-folder `name` of `parent`, if it is still the folder listed (`key`)."""
+    if parent is None:
+        return None
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno in _GONE:
+            return None
+        raise Unmeasurable(path, exc) from exc
+    info = os.fstat(fd)
+    if (info.st_dev, info.st_ino) != key:  # replaced by another folder since it was listed
+        os.close(fd)
+        return None
+    return fd
+
+
+def _close_ancestors(frames: list[_Frame]) -> None:
+    """Keep only the MAX_OPEN_DIRS deepest folders of the path open."""
+    if len(frames) > MAX_OPEN_DIRS:
+        frame = frames[-MAX_OPEN_DIRS - 1]
+        if frame.fd is not None:
+            os.close(frame.fd)
+            frame.fd = None
+
+
+def _reopened(frames: list[_Frame], path: str) -> int | None:
+    """The descriptor of the deepest frame, opened again (with the closed ones above it, down
+    from the deepest one still open) when it was closed; None when one of them is gone."""
+    if frames[-1].fd is not None:
+        return frames[-1].fd
+    if frames[0].fd is None:  # the top itself was closed: opened again by its path
+        frames[0].fd = _open_child(_CWD, path, frames[0].key, path)
+        if frames[0].fd is None:
+            for frame in frames:
+                frame.pending.clear()
+            return None
+    first = max(i for i, frame in enumerate(frames) if frame.fd is not None) + 1
+    for i in range(first, len(frames)):
+        fd = _open_child(frames[i - 1].fd, frames[i].name, frames[i].key, path)
+        if fd is None:
+            frames[i].pending.clear()  # gone: nothing more to walk in it (or below)
+            for later in frames[i + 1 :]:
+                later.pending.clear()
+            return None
+        frames[i].fd = fd
+        if i - MAX_OPEN_DIRS >= 0 and frames[i - MAX_OPEN_DIRS].fd is not None:
+            os.close(frames[i - MAX_OPEN_DIRS].fd)  # type: ignore[arg-type]
+            frames[i - MAX_OPEN_DIRS].fd = None
+    return frames[-1].fd
 
 
 _watches: dict[str, DiskWatch] = {}
