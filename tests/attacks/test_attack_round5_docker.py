@@ -69,13 +69,17 @@ def _gone(client: docker.DockerClient, *names: str) -> None:
 
 @pytest.mark.docker
 def test_a_registrys_image_under_our_tag_is_refused_and_never_tagged(
-    engine: docker.DockerClient, registry: str
+    engine: docker.DockerClient, image: str, registry: str
 ) -> None:
     """Red on 20480cf: the forged image (its inputs label even right) was pulled and tagged
-    `pytest-super-kernel:default-<hex>`, and every later run on the engine ran in it."""
+    `pytest-super-kernel:default-<hex>`, and every later run on the engine ran in it. The rule
+    keeps the registry's use: an image this machine pushed is still pulled and tagged."""
+    from pytest_super.kernels.docker.registry import push_image
+
     inputs = uuid.uuid4().hex[:12]
     tag = f"{IMAGE_REPOSITORY}:default-{inputs}"
     remote = remote_name(registry, tag)
+    pushed = f"{IMAGE_REPOSITORY}:default-{uuid.uuid4().hex[:12]}"
     try:
         _forged_image(engine, remote, inputs)
         provided = provide_image(tag, registry=registry, profile=None)
@@ -87,8 +91,15 @@ def test_a_registrys_image_under_our_tag_is_refused_and_never_tagged(
             engine.images.get(tag)
         with pytest.raises(docker.errors.ImageNotFound):
             engine.images.get(remote)  # the registry's name removed too
+        engine.api.tag(image, *pushed.rsplit(":", 1))
+        push_image(engine, pushed, registry, log=lambda line: None)
+        engine.api.remove_image(pushed, noprune=True)
+        assert pull_image(engine, pushed, registry, log=lambda line: None) is None
+        assert engine.images.get(pushed).id == engine.images.get(image).id
     finally:
-        _gone(engine, tag, remote)
+        _gone(engine, tag, remote, remote_name(registry, pushed))
+        with contextlib.suppress(docker.errors.DockerException):
+            engine.api.remove_image(pushed, noprune=True)  # the kernel image itself stays
 
 
 @pytest.mark.docker
@@ -113,24 +124,6 @@ def test_the_reaper_tag_and_a_wrong_label_are_refused_too(
                 engine.images.get(name)
     finally:
         _gone(engine, *names)
-
-
-@pytest.mark.docker
-def test_an_image_pushed_from_here_is_still_pulled(
-    engine: docker.DockerClient, image: str, registry: str
-) -> None:
-    """The rule keeps the registry's use: an image this machine pushed is pulled and tagged."""
-    from pytest_super.kernels.docker.registry import push_image
-
-    tag = f"{IMAGE_REPOSITORY}:default-{uuid.uuid4().hex[:12]}"
-    engine.api.tag(image, *tag.rsplit(":", 1))
-    try:
-        push_image(engine, tag, registry, log=lambda line: None)
-        engine.api.remove_image(tag, noprune=True)
-        assert pull_image(engine, tag, registry, log=lambda line: None) is None
-        assert engine.images.get(tag).id == engine.images.get(image).id
-    finally:
-        _gone(engine, tag, remote_name(registry, tag))
 
 
 # -- cause 1: the reaper never runs a task image's code ---------------------------------------------

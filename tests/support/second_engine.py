@@ -103,15 +103,7 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
                     _cannot_start_second_engine(f"a second dockerd did not start: {tail}")
                 time.sleep(0.5)
         # the kernel image, and the base the engine's reaper image is built FROM (reaper.py)
-        for wanted in (image, *_present(DEFAULT_BASE, OFFLINE_BASE)):
-            try:
-                client.images.get(wanted)
-            except docker.errors.ImageNotFound:
-                saved = subprocess.Popen(["docker", "save", wanted], stdout=subprocess.PIPE)
-                subprocess.run(
-                    ["docker", "-H", SECOND_HOST, "load", "-q"], stdin=saved.stdout, check=True
-                )
-                saved.wait()
+        _load(client, image, *_present(DEFAULT_BASE, OFFLINE_BASE))
         yield client
         for container in client.containers.list(all=True):  # live restore: they would outlive it
             with contextlib.suppress(docker.errors.APIError):
@@ -131,6 +123,19 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
         if made_bridge:
             _sh("ip", "link", "delete", SECOND_BRIDGE)
         _clear(data_root, Path(f"{SECOND_ROOT}-exec"))
+
+
+def _load(client: docker.DockerClient, *images: str) -> None:
+    """Copy each of `images` from the main engine to the second one unless it holds it."""
+    for wanted in images:
+        try:
+            client.images.get(wanted)
+        except docker.errors.ImageNotFound:
+            saved = subprocess.Popen(["docker", "save", wanted], stdout=subprocess.PIPE)
+            subprocess.run(
+                ["docker", "-H", SECOND_HOST, "load", "-q"], stdin=saved.stdout, check=True
+            )
+            saved.wait()
 
 
 def _present(*names: str) -> list[str]:
