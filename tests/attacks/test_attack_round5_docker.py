@@ -300,3 +300,37 @@ def test_sibling_folders_past_the_open_file_limit_end_a_task_as_disk_limit(
     (result,) = [json.loads(line) for line in lines]
     assert result["exit_status"] == "disk_limit", out
     assert done.returncode == 1, out
+
+
+@pytest.mark.docker
+def test_a_fill_between_two_walks_is_seen_by_the_cheap_check(
+    engine: docker.DockerClient, image: str
+) -> None:
+    """The watch's interval may stretch to POLL_MAX_S for a layer that is slow to walk (600,000
+    files: its cost within budget); a filler must not get that long. A box's layer grows by more
+    than it had left under its limit after a walk: the statvfs check says so at once (red on
+    20480cf: there was no such check, the interval alone)."""
+    from pytest_super.kernels.docker.diskwatch import DiskWatch
+
+    box = engine.containers.create(image, ["true"], name=f"pytest-super-fill-{uuid.uuid4().hex}")
+    try:
+        upper = engine.api.inspect_container(box.id)["GraphDriver"]["Data"]["UpperDir"]
+        stopped: list[object] = []
+        watch = DiskWatch(engine.api)
+        end = watch.watch(box.id, 8 << 20, lambda use, limits: stopped.append(use))
+        try:
+            uses = watch.poll(box.id)
+            assert uses[box.id].bytes < 8 << 20 and not stopped, uses
+            assert not watch.filling()
+            with open(os.path.join(upper, "fill"), "wb") as f:  # the box's own layer, 16 MiB
+                for _ in range(16):
+                    f.write(os.urandom(1 << 20))
+                f.flush()
+                os.fsync(f.fileno())
+            assert watch.filling()
+            watch.poll(box.id)
+            assert stopped, "the walk after the check stops the box"
+        finally:
+            end()
+    finally:
+        box.remove(force=True)

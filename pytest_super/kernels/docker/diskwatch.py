@@ -26,9 +26,15 @@ those two faults.
 Cost: a walk grows with the number of entries in the layer, so the interval adapts: after a poll
 that took `t` seconds the next comes `t / WATCH_BUDGET` later, within [POLL_MIN_S, POLL_MAX_S], so
 watching takes about WATCH_BUDGET of one core unless a poll takes longer than
-POLL_MAX_S * WATCH_BUDGET. `benchmarks/bench_disk_watch.py` measures the overhead on a task's own
-work. A filler is stopped within about one interval: it may overshoot by what it writes in that
-time (at 430 MB/s, the rate seen here, about 0.5 GB at 1 s, 2 GB at POLL_MAX_S).
+POLL_MAX_S * WATCH_BUDGET (3 s). A long interval does not let a filler run: every POLL_MIN_S a
+statvfs of each file system under a box (`filling`) compares how much it grew since the box's
+last walk with what the box had left under its limits, and walks at once (not sooner than
+max(POLL_MIN_S, t) after the last walk) when the box could be over them. So a filler overshoots
+by what it writes in about a second (at 430 MB/s, the rate seen here, about 0.5 GB), unless as
+much is deleted elsewhere on the same file system meanwhile: then by what it writes within
+POLL_MAX_S. `benchmarks/bench_disk_watch.py` measures the overhead on a task's own work and the
+watch's share of a core against WATCH_BUDGET, with 30,000 files, 40,000 folders and 600,000
+empty files in the layer.
 
 A size is never taken as small because it could not be read: a layer neither walked here nor
 sized by the engine (which reports -1 when its own walk fails, e.g. past PATH_MAX) stops the task
@@ -54,10 +60,11 @@ from pytest_super.errors import SuperWarning
 
 #: Shortest time between two polls (s): bounds the overshoot of a fast writer (see above).
 POLL_MIN_S = 1.0
-#: Longest time between two polls (s), however slow a poll: bounds the overshoot on a busy host
-#: (the engine's own walk took 0.38-0.64 s here with 30,000 files in a layer at load average 15;
-#: this watch's walk of such a layer took 0.10-0.23 s, `benchmarks/bench_disk_watch.py`).
-POLL_MAX_S = 5.0
+#: Longest time between two walks (s) while no file system under a watched box fills: what a fill
+#: hidden from the fill check (others deleting as much on the same file system meanwhile) can
+#: overshoot by. A walk that takes longer than POLL_MAX_S * WATCH_BUDGET (3 s; 600,000 entries
+#: took about 1.5 s here) is the only case the watch takes more than its budget while idle.
+POLL_MAX_S = 60.0
 #: Share of one core the watch aims to take.
 WATCH_BUDGET = 0.05
 #: Bytes of the disk limit per inode a box may use (its inode limit is disk limit / this).
@@ -134,6 +141,11 @@ class DiskWatch:
         #: seconds the last poll took and the interval chosen after it (for the benchmark)
         self.last_poll_s = 0.0
         self.interval_s = POLL_MIN_S
+        #: per box: its use at its last walk, and its file systems' use (bytes, inodes) then
+        self._last_use: dict[str, DiskUse] = {}
+        self._marks: dict[str, tuple[int, int]] = {}
+        #: walks started early because a file system filled toward a box's limit (benchmark)
+        self.early_polls = 0
 
     def watch(
         self, container_id: str, limit: int, stop: StopBox, *, host_dirs: Iterable[str] = ()
@@ -173,6 +185,32 @@ class DiskWatch:
         with self._lock:
             self._watched.pop(container_id, None)
             self._upper.pop(container_id, None)
+            self._last_use.pop(container_id, None)
+            self._marks.pop(container_id, None)
+
+    def _paths(self, container_id: str, entry: _Watched) -> list[str]:
+        upper = self._upper.get(container_id)
+        return [upper, *entry.host_dirs] if upper else []
+
+    def filling(self) -> bool:
+        """The cheap check between walks (one statvfs per file system of a box): has a file
+        system under a box grown, since the box's last walk, by more than the box had left under
+        its limits (bytes or inodes)? Then the box could be over them: walk now. A box the walk
+        could not measure, or of a remote engine, is left to the interval."""
+        with self._lock:
+            watched = dict(self._watched)
+        for container_id, entry in watched.items():
+            last, mark = self._last_use.get(container_id), self._marks.get(container_id)
+            if last is None or mark is None or last.bytes == UNKNOWN:
+                continue
+            now = _fs_used(self._paths(container_id, entry))
+            if now is None:
+                continue
+            if now[0] - mark[0] > entry.limits.bytes - last.bytes:
+                return True
+            if last.inodes is not None and now[1] - mark[1] > entry.limits.inodes - last.inodes:
+                return True
+        return False
 
     def poll(self, only: str | None = None) -> dict[str, DiskUse]:
         """Measure every watched container once (or only the one with id `only`), stop those over
@@ -184,6 +222,10 @@ class DiskWatch:
         if not watched:
             return {}
         started = time.perf_counter()
+        for container_id, entry in watched.items():  # before the walk: what it misses counts
+            mark = _fs_used(self._paths(container_id, entry))
+            if mark is not None:
+                self._marks[container_id] = mark
         uses = self._layer_uses(list(watched))
         for container_id, entry in watched.items():
             if container_id not in uses:
@@ -193,6 +235,7 @@ class DiskWatch:
         if only is None:
             self.last_poll_s = time.perf_counter() - started
             self.interval_s = min(max(POLL_MIN_S, self.last_poll_s / WATCH_BUDGET), POLL_MAX_S)
+        self._last_use.update(uses)
         for container_id, use in uses.items():
             entry = watched[container_id]
             if entry.limits.exceeded_by(use):
@@ -254,7 +297,40 @@ class DiskWatch:
                     self._thread = None
                     return
             self.poll()
-            self._wake.wait(self.interval_s)
+            self._wait()
+
+    def _wait(self) -> None:
+        """Until the interval is over, or sooner (not before max(POLL_MIN_S, the last walk's
+        time): at most half a core) when a file system under a box fills toward its limits."""
+        now = time.monotonic()
+        due, soonest = now + self.interval_s, now + max(POLL_MIN_S, self.last_poll_s)
+        while time.monotonic() < due:
+            self._wake.wait(min(POLL_MIN_S, max(due - time.monotonic(), 0.0)))
+            with self._lock:
+                if not self._watched:
+                    return
+            if time.monotonic() >= soonest and self.filling():
+                self.early_polls += 1
+                return
+
+
+def _fs_used(paths: list[str]) -> tuple[int, int] | None:
+    """(bytes, inodes) in use on the file systems holding `paths`, each file system once; None
+    when one cannot be asked (gone with its box)."""
+    seen: set[int] = set()
+    used_bytes = used_inodes = 0
+    try:
+        for path in paths:
+            device = os.stat(path).st_dev
+            if device in seen:
+                continue
+            seen.add(device)
+            fs = os.statvfs(path)
+            used_bytes += (fs.f_blocks - fs.f_bfree) * fs.f_frsize
+            used_inodes += fs.f_files - fs.f_ffree
+    except OSError:
+        return None
+    return (used_bytes, used_inodes) if seen else None
 
 
 #: folders a walk holds open at once, however wide or deep the tree: the deepest ones of the
