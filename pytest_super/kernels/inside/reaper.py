@@ -1,9 +1,10 @@
 """Runs inside the reaper container: the engine side of the dead man's switch.
 
-`python -I -c SOURCE`, started by `kernels/docker/reaper.py` on a local engine with the folder of
-the engine's unix socket mounted read-only (`SOCKET` names the socket in it) and the host's PID
-namespace. Standard library only: it runs with
-the image's Python, not the harness's, and imports nothing of the package.
+`python3 -I -S /opt/pytest-super-reaper/reaper.py` in the reaper's own image (built by
+`kernels/docker/reaper.py` from this file on the kernel image's base, never a task's image),
+started on a local engine with the folder of the engine's unix socket mounted read-only (`SOCKET`
+names the socket in it) and the host's PID namespace. Standard library only: it runs with the
+base's Python, not the harness's, and imports nothing of the package.
 
 Every `SWEEP_S` it reads the leases on the engine (`kernels/docker/lease.py` says what they are)
 that hold the switch (label `LABEL_SWITCH=on`), and judges each as lease.py does: a holder of
