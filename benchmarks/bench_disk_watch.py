@@ -21,11 +21,14 @@ Always exits 0: it reports, it does not judge.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
 import tracemalloc
 import uuid
+
+import requests.exceptions
 
 from pytest_super.kernels import cleanup_containers, docker_client, provision_kernel
 from pytest_super.kernels.base import KernelSettings
@@ -107,12 +110,18 @@ def main(argv: list[str] | None = None) -> int:
         idle = _idle(client.api, container_id, args.idle_s)
         walk = _one_walk(client.api, container_id)
         layer = client.api.containers(all=True, size=True, filters={"id": [container_id]})
-        kernel.close()
+        _report(args, count, layer[0]["SizeRw"], work, idle, walk)
+        with contextlib.suppress(requests.exceptions.RequestException):
+            kernel.close()  # a big layer may take the engine longer than the client waits
     finally:
         cleanup_containers(client, run_id=run_id)
+    return 0
+
+
+def _report(args, count: int, size_rw: int, work, idle, walk) -> None:  # type: ignore[no-untyped-def]
     print(
         f"disk watch benchmark: case {args.case}, {count:,} entries, n={args.n}, writable layer "
-        f"{layer[0]['SizeRw'] / 2**20:.0f} MiB (apparent), idle window {args.idle_s:.0f} s"
+        f"{size_rw / 2**20:.0f} MiB (apparent), idle window {args.idle_s:.0f} s"
     )
     base, watched = work
     print(f"{'workload without watch':<34}{base * 1000:>10.1f} ms")
@@ -132,7 +141,6 @@ def main(argv: list[str] | None = None) -> int:
     steady = cpu / (seconds + interval)  # a walk, then the interval, over and over
     print(f"steady share (walk CPU / cycle)  {steady:6.1%}")
     print(f"steady share / budget            {steady / WATCH_BUDGET:6.2f}x")
-    return 0
 
 
 def _workload(kernel, api, container_id: str, n: int) -> tuple[float, float]:
