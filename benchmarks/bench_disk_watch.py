@@ -14,7 +14,9 @@ Then it measures, each against a baseline taken in the same run:
   and with `DiskWatch` polling it: the ratio with/without;
 - the harness's CPU while the task sleeps for `--idle-s`, without the watch and then with the
   watch's own thread running: the watch's share of one core, and its ratio to WATCH_BUDGET;
-- one walk's time and its peak of Python memory (tracemalloc), and the interval chosen.
+- one walk's time (wall and CPU) and its peak of Python memory (tracemalloc), the interval the
+  watch chooses after it (from its CPU), and the steady share of a core: walk CPU / (walk +
+  interval), against WATCH_BUDGET.
 Always exits 0: it reports, it does not judge.
 """
 
@@ -191,7 +193,7 @@ def _one_walk(api, container_id: str) -> tuple[float, float, int, float]:
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert use is not None and use.bytes >= 0, use
-    return seconds, cpu, peak, min(max(POLL_MIN_S, seconds / WATCH_BUDGET), POLL_MAX_S)
+    return seconds, cpu, peak, min(max(POLL_MIN_S, cpu / WATCH_BUDGET), POLL_MAX_S)
 
 
 def _timed(kernel) -> float:
