@@ -126,9 +126,9 @@ def download_tasks(
 
 def _hub_download(filename: str, revision: str) -> str:
     """`hf_hub_download` of one task file under the HTTP policy: the Hub's client (httpx2) on the
-    policy's deadline backend, refusing a retry past the deadline or a wait past it, the whole
-    call within TASK_FILE_DEADLINE_S and TASK_FILE_MAX_BYTES, at most
-    `http_policy.MAX_REDIRECTS` redirects; the Hub's retry warnings (which name the URL as given,
+    policy's deadline backend and event hooks (no retry past the deadline, no wait past it, at
+    most `http_policy.MAX_REDIRECTS` redirects in a row, the Hub's own following included), the
+    whole call within TASK_FILE_DEADLINE_S and TASK_FILE_MAX_BYTES; the Hub's retry warnings (which name the URL as given,
     credentials and all) silenced. The Hub's own client and verbosity come back after."""
     import httpcore2
     from huggingface_hub import hf_hub_download, set_client_factory
@@ -142,8 +142,7 @@ def _hub_download(filename: str, revision: str) -> str:
         made.max_redirects = http_policy.MAX_REDIRECTS
         hooks = made.event_hooks
         made.event_hooks = {
-            "request": [*hooks.get("request", []), http_policy.refuse_past_deadline],
-            "response": [*hooks.get("response", []), http_policy.refuse_long_waits],
+            name: [*hooks.get(name, []), *ours] for name, ours in http_policy.EVENT_HOOKS.items()
         }
         http_policy.install(made, httpcore2)
         return made
@@ -160,11 +159,16 @@ def _hub_download(filename: str, revision: str) -> str:
 
 
 def _out_of_bounds_errors() -> tuple[type[Exception], ...]:
-    """What a download past the policy's bounds raises through the Hub's client: the size cap's
-    TooLarge, and httpx2's errors that the Hub does not wrap (a timeout of the total deadline)."""
+    """What a download past the policy's bounds raises through the Hub's client: the policy's
+    own errors, and httpx2's that the Hub does not wrap (a timeout of the total deadline)."""
     import httpx2
 
-    return (http_policy.TooLarge, http_policy.DeadlinePassed, httpx2.TransportError)
+    return (
+        http_policy.TooLarge,
+        http_policy.DeadlinePassed,
+        http_policy.TooManyRedirects,
+        httpx2.TransportError,
+    )
 
 
 def _shown_error(exc: Exception, url: str) -> str:

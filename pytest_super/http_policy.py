@@ -18,7 +18,7 @@ import contextlib
 import contextvars
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,10 @@ MAX_REDIRECTS = 5
 
 class TooLarge(Exception):
     """An answer past its size cap, cut while it was read."""
+
+
+class TooManyRedirects(Exception):
+    """More than MAX_REDIRECTS redirects in a row, followed by a library on its own."""
 
 
 class DeadlinePassed(TimeoutError):
@@ -47,6 +51,8 @@ class _Bounds:
     limit: float
     max_bytes: int | None = None
     read: int = 0
+    #: redirects answered in a row (a library that follows them itself)
+    redirects: int = 0
 
 
 #: the bounds of the current block of requests (None: no deadline)
@@ -109,16 +115,33 @@ def refuse_past_deadline(request: Any) -> None:
         )
 
 
-def refuse_long_waits(response: Any) -> None:
+def check_answer(response: Any) -> None:
     """A client's response event hook: an answer asking to wait (`Retry-After`, in seconds) past
-    the total deadline ends the block now rather than after the wait."""
+    the total deadline ends the block now rather than after the wait; more than MAX_REDIRECTS
+    redirects in a row (a library following them itself, past the client's own bound) end it."""
     bounds = _BOUNDS.get()
+    if bounds is None:
+        return
     wait = str(response.headers.get("retry-after") or "").strip()
-    if bounds is not None and wait.isdigit() and time.monotonic() + int(wait) >= bounds.ends:
+    if wait.isdigit() and time.monotonic() + int(wait) >= bounds.ends:
         raise DeadlinePassed(
             f"HTTP {response.status_code} asks to wait {int(wait)} s, past the total deadline "
             f"of {bounds.limit:g} s"
         )
+    bounds.redirects = bounds.redirects + 1 if 300 <= response.status_code < 400 else 0
+    if bounds.redirects > MAX_REDIRECTS:
+        raise TooManyRedirects(
+            f"more than {MAX_REDIRECTS} redirects in a row, the last to "
+            f"{response.headers.get('location', '?')!r}"
+        )
+
+
+#: the event hooks of a library's own client under the policy (the Hub's, which retries and
+#: follows redirects itself)
+EVENT_HOOKS: dict[str, list[Callable[[Any], None]]] = {
+    "request": [refuse_past_deadline],
+    "response": [check_answer],
+}
 
 
 def _is_timeout(exc: Exception) -> bool:

@@ -211,6 +211,34 @@ def test_download_of_tasks_is_cut_at_its_size_cap(tmp_path) -> None:
 
 
 @pytest.mark.timeout(120)
+def test_download_of_tasks_does_not_wait_past_its_deadline_when_asked_to(tmp_path) -> None:
+    """Red before: the Hub's client slept as long as a 503's `Retry-After` said (a day here;
+    still sleeping after 45 s)."""
+
+    def busy(handler: BaseHTTPRequestHandler) -> None:
+        _send(handler, 503, Retry_After="86400")
+
+    with serving(busy) as server:
+        done = _download_tasks(server, tmp_path, {"TASK_FILE_DEADLINE_S": 3.0})
+    line = _one_line_error(done)
+    assert "HTTP 503 asks to wait 86400 s, past the total deadline of 3 s" in line, line
+    assert len(server.requests) == 1, server.requests
+
+
+@pytest.mark.timeout(120)
+def test_download_of_tasks_follows_few_redirects(tmp_path) -> None:
+    """Red before: a redirect loop was followed 20 times (the Hub client's own bound)."""
+
+    def loop(handler: BaseHTTPRequestHandler) -> None:
+        _send(handler, 302, Location=f"/datasets/{REPO_ID}/resolve/main/hop{len(server.requests)}")
+
+    with serving(loop) as server:
+        done = _download_tasks(server, tmp_path, {"TASK_FILE_DEADLINE_S": 20.0})
+    _one_line_error(done)
+    assert len(server.requests) <= MAX_REDIRECTS + 1, server.requests
+
+
+@pytest.mark.timeout(120)
 def test_download_prompts_follows_few_redirects(tmp_path) -> None:
     """Red before: httpx's default, 20 redirects of a loop were followed (21 requests)."""
 
