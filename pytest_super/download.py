@@ -129,9 +129,11 @@ def _hub_download(filename: str, revision: str) -> str:
     policy's deadline backend and event hooks (no retry past the deadline, no wait past it, at
     most `http_policy.MAX_REDIRECTS` redirects in a row, the Hub's own following included), the
     whole call within TASK_FILE_DEADLINE_S and TASK_FILE_MAX_BYTES; the Hub's retry warnings (which name the URL as given,
-    credentials and all) silenced. The Hub's own client and verbosity come back after."""
+    credentials and all) silenced. Xet storage (hf_xet, whose Rust client no policy of ours
+    reaches) is off for the call: the Hub then serves the file over HTTP, as it does without
+    hf_xet installed. The Hub's own client, verbosity and Xet setting come back after."""
     import httpcore2
-    from huggingface_hub import hf_hub_download, set_client_factory
+    from huggingface_hub import constants, hf_hub_download, set_client_factory
     from huggingface_hub.utils import logging as hub_logging
 
     # the Hub's own factory (offline mode, request ids), not exported by huggingface_hub.utils
@@ -147,14 +149,16 @@ def _hub_download(filename: str, revision: str) -> str:
         http_policy.install(made, httpcore2)
         return made
 
-    verbosity = hub_logging.get_verbosity()
+    verbosity, xet_disabled = hub_logging.get_verbosity(), constants.HF_HUB_DISABLE_XET
     hub_logging.set_verbosity(logging.ERROR)
+    constants.HF_HUB_DISABLE_XET = True
     set_client_factory(bounded_client)
     try:
         with http_policy.bounded(TASK_FILE_DEADLINE_S, max_bytes=TASK_FILE_MAX_BYTES):
             return str(hf_hub_download(REPO_ID, filename, repo_type="dataset", revision=revision))
     finally:
         set_client_factory(default_client_factory)
+        constants.HF_HUB_DISABLE_XET = xet_disabled
         hub_logging.set_verbosity(verbosity)
 
 
