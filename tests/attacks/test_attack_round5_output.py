@@ -327,6 +327,30 @@ def test_a_password_in_hf_endpoint_is_never_printed(status, tmp_path) -> None:
     assert not any(secret in _printed(done) for secret in SECRETS), _printed(done)
 
 
+@pytest.mark.timeout(300)
+def test_a_password_in_the_docker_host_is_never_printed_nor_written(tmp_path) -> None:
+    """Red before: the report header and the engine's error (twice: ours and docker's own
+    "Invalid bind address format") showed `tcp://user:password@...`."""
+    (tmp_path / "tasks" / "expert").mkdir(parents=True)
+    (tmp_path / "pytest.ini").write_text("[pytest]\nsuper_tasks = tasks\n")
+    (tmp_path / "tasks" / "expert" / "adder.yaml").write_text(TASK.format(id="adder"))
+    done = _pytest(
+        tmp_path,
+        "tasks",
+        "--super-agent=gold",
+        f"--super-docker-host=tcp://{USER}:{PASSWORD}@127.0.0.1:9",
+        f"--junitxml={tmp_path / 'junit.xml'}",
+    )
+    out = (done.stdout + done.stderr).decode("utf-8", "replace")
+    assert "no Docker engine answers at tcp://***@127.0.0.1:9" in out, out
+    assert "backend docker at tcp://***@127.0.0.1:9" in out, out
+    assert not any(secret in out for secret in SECRETS), out
+    written = [
+        p for p in tmp_path.rglob("*") if p.is_file() and PASSWORD.encode() in p.read_bytes()
+    ]
+    assert written == [], written  # results.jsonl, JUnit, the reports
+
+
 # == cause 8: every sink gets text it can show ==================================================
 TASK = """\
 id: {id}
