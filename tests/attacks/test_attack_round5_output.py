@@ -389,7 +389,7 @@ def _prompts_folder(parent: Path, name: str) -> Path:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize(
     "option",
-    ["prompts folder", "model", "image"],
+    ["prompts folder", "model", "image", "report folder"],
 )
 def test_user_named_things_reach_the_report_header_escaped(option, tmp_path) -> None:
     """Red before: the header printed the name raw; the OSC and CSI sequences reached the
@@ -402,6 +402,8 @@ def test_user_named_things_reach_the_report_header_escaped(option, tmp_path) -> 
         args.append(f"--super-prompts={_prompts_folder(tmp_path, hostile)}")
     elif option == "model":
         args.append(f"--super-model={hostile}")
+    elif option == "report folder":
+        args.append(f"--super-report-dir={tmp_path / hostile}")
     else:
         args.append(f"--super-image={hostile}")
     done = _pytest(tmp_path, *args)
