@@ -16,7 +16,9 @@ most `http_policy.MAX_REDIRECTS` redirects. A URL is shown with its credentials 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
 import json
 import logging
 import os
@@ -124,15 +126,20 @@ def download_tasks(
     return written
 
 
+#: the httpcore each httpx the Hub's client may be built on runs on (huggingface_hub 1.x: httpx;
+#: 2.x: httpx2)
+_CORE_OF = {"httpx": "httpcore", "httpx2": "httpcore2"}
+
+
 def _hub_download(filename: str, revision: str) -> str:
-    """`hf_hub_download` of one task file under the HTTP policy: the Hub's client (httpx2) on the
-    policy's deadline backend and event hooks (no retry past the deadline, no wait past it, at
-    most `http_policy.MAX_REDIRECTS` redirects in a row, the Hub's own following included), the
-    whole call within TASK_FILE_DEADLINE_S and TASK_FILE_MAX_BYTES; the Hub's retry warnings (which name the URL as given,
-    credentials and all) silenced. Xet storage (hf_xet, whose Rust client no policy of ours
-    reaches) is off for the call: the Hub then serves the file over HTTP, as it does without
-    hf_xet installed. The Hub's own client, verbosity and Xet setting come back after."""
-    import httpcore2
+    """`hf_hub_download` of one task file under the HTTP policy: the Hub's client on the policy's
+    deadline backend and event hooks (no retry past the deadline, no wait past it, at most
+    `http_policy.MAX_REDIRECTS` redirects in a row, the Hub's own following included), the whole
+    call within TASK_FILE_DEADLINE_S and TASK_FILE_MAX_BYTES; the Hub's retry warnings (which
+    name the URL as given, credentials and all) silenced. Xet storage (hf_xet, whose Rust client
+    no policy of ours reaches) is off for the call: the Hub then serves the file over HTTP, as it
+    does without hf_xet installed. The Hub's own client, verbosity and Xet setting come back
+    after. Checked with huggingface_hub 2.4 (httpx2)."""
     from huggingface_hub import constants, hf_hub_download, set_client_factory
     from huggingface_hub.utils import logging as hub_logging
 
@@ -146,7 +153,8 @@ def _hub_download(filename: str, revision: str) -> str:
         made.event_hooks = {
             name: [*hooks.get(name, []), *ours] for name, ours in http_policy.EVENT_HOOKS.items()
         }
-        http_policy.install(made, httpcore2)
+        core = _CORE_OF[type(made).__module__.partition(".")[0]]
+        http_policy.install(made, importlib.import_module(core))
         return made
 
     verbosity, xet_disabled = hub_logging.get_verbosity(), constants.HF_HUB_DISABLE_XET
@@ -164,15 +172,20 @@ def _hub_download(filename: str, revision: str) -> str:
 
 def _out_of_bounds_errors() -> tuple[type[Exception], ...]:
     """What a download past the policy's bounds raises through the Hub's client: the policy's
-    own errors, and httpx2's that the Hub does not wrap (a timeout of the total deadline)."""
-    import httpx2
+    own errors, and its httpx's that the Hub does not wrap (a timeout of the total deadline)."""
+    import httpx
 
-    return (
+    errors: list[type[Exception]] = [
         http_policy.TooLarge,
         http_policy.DeadlinePassed,
         http_policy.TooManyRedirects,
-        httpx2.TransportError,
-    )
+        httpx.TransportError,
+    ]
+    with contextlib.suppress(ModuleNotFoundError):
+        import httpx2
+
+        errors.append(httpx2.TransportError)
+    return tuple(errors)
 
 
 def _shown_error(exc: Exception, url: str) -> str:
