@@ -7,19 +7,30 @@ The dataset `allenai/super` keeps its three sets as JSON lines (`tasks/expert.js
 them into a task folder, where pytest collects them as they are (the file names tell the sets).
 `HF_ENDPOINT`, `HF_HOME`/`HF_HUB_CACHE` and `HF_TOKEN` work as for any Hub download, and a file
 already in the Hub's cache at that revision is not fetched again.
+
+Both downloads are under the harness's one HTTP policy (`http_policy`): a total deadline per file
+from connect to last byte (a mirror trickling a byte every 20 s is cut there), a size cap and at
+most `http_policy.MAX_REDIRECTS` redirects. A URL is shown with its credentials masked
+(`redaction.masked_url`): `SUPER_PROMPTS_BASE_URL` or `HF_ENDPOINT` may hold a password.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
 import json
+import logging
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from pytest_super import http_policy
 from pytest_super.atomic import write_atomically
 from pytest_super.errors import SuperError
+from pytest_super.redaction import masked_url, scrub_url
 
 REPO_ID = "allenai/super"
 #: The dataset revision downloads use unless told otherwise. The Hub cannot be reached from where
@@ -32,6 +43,10 @@ SET_FILES = {
     "masked": "tasks/masked.jsonl",
     "auto": "tasks/auto_gen.jsonl",
 }
+#: the total deadline of one task file's download (its metadata request and its body), and the
+#: most bytes it may take from the network: the three files are a few MB
+TASK_FILE_DEADLINE_S = 600.0
+TASK_FILE_MAX_BYTES = 256 * 2**20
 
 
 class DownloadError(SuperError):
@@ -52,7 +67,7 @@ def download_tasks(
 ) -> list[Downloaded]:
     """Download the task files of `sets` (default: all three) into `out_dir`."""
     try:
-        from huggingface_hub import constants, hf_hub_download
+        from huggingface_hub import constants
         from huggingface_hub.errors import (
             EntryNotFoundError,
             HfHubHTTPError,
@@ -70,13 +85,15 @@ def download_tasks(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
+    out_of_bounds = _out_of_bounds_errors()
     for set_name in sets or list(SET_FILES):
         filename = SET_FILES[set_name]
-        where = f"{constants.ENDPOINT}/datasets/{REPO_ID} ({filename} at revision {revision!r})"
+        where = (
+            f"{masked_url(constants.ENDPOINT)}/datasets/{REPO_ID} ({filename} at revision "
+            f"{revision!r})"
+        )
         try:
-            cached = Path(
-                hf_hub_download(REPO_ID, filename, repo_type="dataset", revision=revision)
-            )
+            cached = Path(_hub_download(filename, revision))
         except RevisionNotFoundError:
             raise DownloadError(
                 f"{where}: no such revision; pass --revision with a commit id of the dataset"
@@ -89,7 +106,14 @@ def download_tasks(
         except (RepositoryNotFoundError, EntryNotFoundError) as exc:  # after its subclass above
             raise DownloadError(f"{where}: not found ({type(exc).__name__})") from None
         except HfHubHTTPError as exc:
-            raise DownloadError(f"{where}: {exc}".splitlines()[0]) from None
+            shown = _shown_error(exc, constants.ENDPOINT)
+            raise DownloadError(f"{where}: {shown}".splitlines()[0]) from None
+        except out_of_bounds as exc:
+            raise DownloadError(
+                f"{where}: cannot be fetched within the download's bounds ("
+                f"{_shown_error(exc, constants.ENDPOINT)}); check the network, or set "
+                "HF_ENDPOINT to a mirror"
+            ) from None
         target = out_dir / Path(filename).name
         shutil.copyfile(cached, target)
         written.append(Downloaded(set_name, target, _commit_of(cached)))
@@ -100,6 +124,73 @@ def download_tasks(
     }
     (out_dir / "download.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return written
+
+
+#: the httpcore each httpx the Hub's client may be built on runs on (huggingface_hub 1.x: httpx;
+#: 2.x: httpx2)
+_CORE_OF = {"httpx": "httpcore", "httpx2": "httpcore2"}
+
+
+def _hub_download(filename: str, revision: str) -> str:
+    """`hf_hub_download` of one task file under the HTTP policy: the Hub's client on the policy's
+    deadline backend and event hooks (no retry past the deadline, no wait past it, at most
+    `http_policy.MAX_REDIRECTS` redirects in a row, the Hub's own following included), the whole
+    call within TASK_FILE_DEADLINE_S and TASK_FILE_MAX_BYTES; the Hub's retry warnings (which
+    name the URL as given, credentials and all) silenced. Xet storage (hf_xet, whose Rust client
+    no policy of ours reaches) is off for the call: the Hub then serves the file over HTTP, as it
+    does without hf_xet installed. The Hub's own client, verbosity and Xet setting come back
+    after. Checked with huggingface_hub 2.4 (httpx2)."""
+    from huggingface_hub import constants, hf_hub_download, set_client_factory
+    from huggingface_hub.utils import logging as hub_logging
+
+    # the Hub's own factory (offline mode, request ids), not exported by huggingface_hub.utils
+    from huggingface_hub.utils._http import default_client_factory
+
+    def bounded_client() -> Any:
+        made = default_client_factory()
+        made.max_redirects = http_policy.MAX_REDIRECTS
+        hooks = made.event_hooks
+        made.event_hooks = {
+            name: [*hooks.get(name, []), *ours] for name, ours in http_policy.EVENT_HOOKS.items()
+        }
+        core = _CORE_OF[type(made).__module__.partition(".")[0]]
+        http_policy.install(made, importlib.import_module(core))
+        return made
+
+    verbosity, xet_disabled = hub_logging.get_verbosity(), constants.HF_HUB_DISABLE_XET
+    hub_logging.set_verbosity(logging.ERROR)
+    constants.HF_HUB_DISABLE_XET = True
+    set_client_factory(bounded_client)
+    try:
+        with http_policy.bounded(TASK_FILE_DEADLINE_S, max_bytes=TASK_FILE_MAX_BYTES):
+            return str(hf_hub_download(REPO_ID, filename, repo_type="dataset", revision=revision))
+    finally:
+        set_client_factory(default_client_factory)
+        constants.HF_HUB_DISABLE_XET = xet_disabled
+        hub_logging.set_verbosity(verbosity)
+
+
+def _out_of_bounds_errors() -> tuple[type[Exception], ...]:
+    """What a download past the policy's bounds raises through the Hub's client: the policy's
+    own errors, and its httpx's that the Hub does not wrap (a timeout of the total deadline)."""
+    import httpx
+
+    errors: list[type[Exception]] = [
+        http_policy.TooLarge,
+        http_policy.DeadlinePassed,
+        http_policy.TooManyRedirects,
+        httpx.TransportError,
+    ]
+    with contextlib.suppress(ModuleNotFoundError):
+        import httpx2
+
+        errors.append(httpx2.TransportError)
+    return tuple(errors)
+
+
+def _shown_error(exc: Exception, url: str) -> str:
+    """`Type: message` of `exc`, with `url`'s credentials masked wherever they appear."""
+    return scrub_url(f"{type(exc).__name__}: {exc}", url)
 
 
 def _commit_of(cached: Path) -> str | None:
@@ -124,6 +215,8 @@ RAW_BASE_URL = "https://raw.githubusercontent.com"
 #: a stand-in for RAW_BASE_URL (a mirror; the tests' local server), as HF_ENDPOINT is for the Hub
 BASE_URL_ENV = "SUPER_PROMPTS_BASE_URL"
 MAX_FILE_BYTES = 2**20  # both files are a few KiB
+#: the total deadline of fetching one of them, from connect to last byte, redirects included
+PROMPT_FILE_DEADLINE_S = 60.0
 
 
 def prompts_cache() -> Path:
@@ -150,9 +243,10 @@ def download_prompts(out_dir: Path | None = None) -> Path:
     digest = _sha256(prompt)
     if digest != PROMPT_SHA256:
         raise DownloadError(
-            f"{base}/{PROMPTS_REPO}/{PROMPTS_COMMIT}/{PROMPT_FILE}: sha256 {digest}, not the pinned "
-            f"{PROMPT_SHA256} of the reference's file at that commit; nothing was saved. Check "
-            f"{BASE_URL_ENV} (or the network's proxy), or use a checkout of {PROMPTS_REPO}"
+            f"{masked_url(f'{base}/{PROMPTS_REPO}/{PROMPTS_COMMIT}/{PROMPT_FILE}')}: sha256 "
+            f"{digest}, not the pinned {PROMPT_SHA256} of the reference's file at that commit; "
+            f"nothing was saved. Check {BASE_URL_ENV} (or the network's proxy), or use a checkout "
+            f"of {PROMPTS_REPO}"
         )
     license_text = _fetch(f"{base}/{PROMPTS_REPO}/{PROMPTS_COMMIT}/{LICENSE_FILE}")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -166,21 +260,20 @@ def _sha256(data: bytes) -> str:
 
 
 def _fetch(url: str) -> bytes:
-    """The body of `url` (a 200 answer of at most MAX_FILE_BYTES), or DownloadError."""
+    """The body of `url` (a 200 answer of at most MAX_FILE_BYTES, within PROMPT_FILE_DEADLINE_S
+    from connect to last byte), or DownloadError naming the URL with its credentials masked."""
     import httpx
 
+    shown = masked_url(url)
     try:
-        with httpx.stream("GET", url, timeout=60, follow_redirects=True) as answer:
-            if answer.status_code != 200:
-                raise DownloadError(f"{url}: HTTP {answer.status_code}; check {BASE_URL_ENV}")
-            body = b""
-            for chunk in answer.iter_bytes():
-                body += chunk
-                if len(body) > MAX_FILE_BYTES:
-                    raise DownloadError(f"{url}: more than {MAX_FILE_BYTES} bytes; not the file")
-    except httpx.HTTPError as exc:
+        answer = http_policy.get(url, limit=PROMPT_FILE_DEADLINE_S, max_bytes=MAX_FILE_BYTES)
+    except http_policy.TooLarge:
+        raise DownloadError(f"{shown}: more than {MAX_FILE_BYTES} bytes; not the file") from None
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise DownloadError(
-            f"{url}: cannot be fetched ({type(exc).__name__}: {exc}); check the network, or set "
+            f"{shown}: cannot be fetched ({_shown_error(exc, url)}); check the network, or set "
             f"{BASE_URL_ENV} to a mirror of raw.githubusercontent.com"
         ) from None
-    return body
+    if answer.status_code != 200:
+        raise DownloadError(f"{shown}: HTTP {answer.status_code}; check {BASE_URL_ENV}")
+    return answer.content

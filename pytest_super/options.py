@@ -14,6 +14,7 @@ import pytest
 
 from pytest_super import executors, timeouts
 from pytest_super.paths import shown_path
+from pytest_super.redaction import masked_url
 from pytest_super.settings import (
     DEFAULT_DISK,
     FLAGS,
@@ -164,7 +165,7 @@ def report_header(run: SuperRun) -> list[str]:
         described = executors.description(run)
         backend += f", executor {run.executor}" + (f" {described}" if described else "")
     elif run.kernel.docker_host:
-        backend += f" at {run.kernel.docker_host}"
+        backend += f" at {masked_url(run.kernel.docker_host)}"
     return [
         f"pytest-super: agent {run.agent}, model {run.settings.model or '-'}, backend {backend}, "
         f"image {run.kernel.image or '(the default kernel image)'}",

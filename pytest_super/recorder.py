@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_super import collect, interrupts
+from pytest_super import collect, interrupts, sinks
 from pytest_super import report as reports
 from pytest_super.errors import ExitStatus, SuperError
 from pytest_super.kernels.jupyter.output import console_text
@@ -159,15 +159,18 @@ class RunRecorder:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.records:
             return
-        terminalreporter.section(f"SUPER summary (run {self.run.run_id}, agent {self.run.agent})")
+        terminalreporter.section(
+            sinks.terminal(f"SUPER summary (run {self.run.run_id}, agent {self.run.agent})")
+        )
         table = self.record.table()
         terminalreporter.write_line(console_text(table))  # names read back from earlier runs
         images = self.record.images()
         if images:
             terminalreporter.write_line(console_text(images))
-        terminalreporter.write_line(f"reports: {shown_path(self.run.run_dir)}")
+        # the report folder's name is the user's (--super-report-dir): shown escaped
+        terminalreporter.write_line(sinks.terminal(f"reports: {shown_path(self.run.run_dir)}"))
         if self.html is not None:
-            terminalreporter.write_line(f"HTML report: {shown_path(self.html)}")
+            terminalreporter.write_line(sinks.terminal(f"HTML report: {shown_path(self.html)}"))
 
 
 def _rerun(report: pytest.TestReport) -> bool:

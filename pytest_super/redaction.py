@@ -80,6 +80,23 @@ def masked_url(url: str) -> str:
     return f"{scheme}{sep}{netloc}{path}"
 
 
+def scrub_url(text: str, url: str) -> str:
+    """`text` (an error message that may quote `url`, whole or in part) with the secrets of `url`
+    masked as `masked_url` masks them: its userinfo, its password alone, and its query values (but
+    those of PUBLIC_QUERY_NAMES), as written and percent-decoded. Short ones too: unlike
+    `register`, this touches only the message at hand."""
+    userinfo, query = _userinfo_and_query(url)
+    secrets: set[str] = set()
+    for form in {userinfo, unquote(userinfo)} if userinfo else ():
+        secrets.update((form, form.partition(":")[2]))
+    for name, value in _query_items(query):
+        if name.lower() not in PUBLIC_QUERY_NAMES:
+            secrets.update((value, unquote(value.replace("+", " "))))
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
 def _userinfo_and_query(url: str) -> tuple[str, str]:
     rest = url.partition("://")[2] or url
     end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))

@@ -72,6 +72,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "safe_read",
             "deadlines",
             "redaction",
+            "http_policy",
+            "sinks",
             "names",
             "stats",
             "registry",

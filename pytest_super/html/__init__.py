@@ -25,7 +25,7 @@ import jinja2
 import markupsafe
 
 from pytest_super import report as reports
-from pytest_super import strictjson
+from pytest_super import sinks, strictjson
 from pytest_super.edit import EditFormatError, parse_edit
 from pytest_super.errors import SuperError, SuperWarning
 from pytest_super.kernels.jupyter.output import clean_for_model
@@ -419,19 +419,24 @@ def write_run_report(run_dir: Path) -> Path:
     env = _environment()
     (run_dir / "tasks").mkdir(exist_ok=True)
     for task in run.tasks:  # one trajectory in memory at a time
-        (run_dir / task.page).write_text(_task_page(env, run, task), encoding="utf-8")
+        _write_page(run_dir / task.page, _task_page(env, run, task))
     index = run_dir / "index.html"
     sets = sorted({str(t.prop("set") or "?") for t in run.tasks})
     categories = sorted({c for t in run.tasks for c in t.categories})
     outcomes = [o for o in reports.OUTCOMES if any(t.outcome == o for t in run.tasks)]
     chart = category_chart([(run.label, run.rows), *published_masked_beside(run_dir)])
-    index.write_text(
+    _write_page(
+        index,
         env.get_template("index.html.j2").render(
             run=run, sets=sets, categories=categories, outcomes=outcomes, root="", chart=chart
         ),
-        encoding="utf-8",
     )
     return index
+
+
+def _write_page(path: Path, text: str) -> None:
+    """A page, as UTF-8 can encode it (`sinks.html`: a lone surrogate of a reply is U+FFFD)."""
+    path.write_text(sinks.html(text), encoding="utf-8")
 
 
 #: what rendering a trajectory of an unexpected shape raises (a score that is text, a step number
@@ -522,7 +527,8 @@ def write_comparison(run_dirs: list[Path], out_dir: Path) -> Path:
     links = [os.path.relpath(run.run_dir, out_dir) for run in runs]
     compared = compare_runs(runs)
     index = out_dir / "index.html"
-    index.write_text(
+    _write_page(
+        index,
         _environment()
         .get_template("compare.html.j2")
         .render(
@@ -533,6 +539,5 @@ def write_comparison(run_dirs: list[Path], out_dir: Path) -> Path:
             root="",
             chart=category_chart([(run.label, run.rows) for run in runs]),
         ),
-        encoding="utf-8",
     )
     return index

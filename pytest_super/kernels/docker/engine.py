@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_super.errors import EngineUnavailable
 from pytest_super.kernels.base import KernelSettings
+from pytest_super.redaction import masked_url, scrub_url
 
 if TYPE_CHECKING:
     import docker
@@ -90,7 +91,8 @@ def _connect(docker_host: str | None, address: str) -> docker.DockerClient:
         client.ping()
     except Exception as exc:  # docker wraps requests/urllib3/socket errors inconsistently
         reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-        raise EngineUnavailable(
-            f"no Docker engine answers at {address} ({reason}). {_START_ENGINE_HINT}"
+        raise EngineUnavailable(  # a password in the address is never shown (docker refuses it)
+            f"no Docker engine answers at {masked_url(address)} ({scrub_url(reason, address)}). "
+            f"{_START_ENGINE_HINT}"
         ) from exc
     return client
