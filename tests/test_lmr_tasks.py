@@ -200,3 +200,44 @@ def test_markers_k_and_super_tasks_select_lmr_items(pytester, bench):
     result.stdout.fnmatch_lines(["4/* tests collected (* deselected)*"])
     result = pytester.runpytest_subprocess("--collect-only", "-q", "-k", "KnowProb and 3")
     result.stdout.fnmatch_lines(["*::16-KnowProb/3", "1/* tests collected*"])
+
+
+DEMO = Path(__file__).resolve().parents[1] / "tasks" / "lmr"
+
+
+def _function(source: str, name: str, class_name: str | None):
+    import ast
+
+    scope: list = ast.parse(source).body
+    if class_name:
+        scope = next(n for n in scope if isinstance(n, ast.ClassDef) and n.name == class_name).body
+    return next(n for n in scope if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+def test_the_demo_set_is_masked_lmr_format_pure_python():
+    """tasks/lmr/: two papers, three implementations, one a method of a class; each goal
+    function masked as upstream masks (docstring and `return` kept, the body gone), its golden
+    file beside the repository, never inside it."""
+    import ast
+
+    tasks = load_tasks(DEMO)
+    assert [t.id for t in tasks] == [
+        "01-NgramMetrics/1",
+        "01-NgramMetrics/2",
+        "02-LabelSmoothing/1",
+    ]
+    assert [t.class_name for t in tasks] == [None, None, "LabelSmoothingLoss"]
+    for task in tasks:
+        assert isinstance(task, LmrTask) and task.dockerfile is None
+        assert (task.repo_path / "paper.json").is_file()
+        masked = _function(
+            (task.repo_path / task.goal_file).read_text(), task.goal_function, task.class_name
+        )
+        golden = _function(
+            (Path(task.folder) / task.golden_file).read_text(), task.goal_function, task.class_name
+        )
+        assert [type(n) for n in masked.body] == [ast.Expr, ast.Return], (
+            task.id
+        )  # docstring, return
+        assert len(golden.body) > 2 and ast.get_docstring(golden) == ast.get_docstring(masked)
+        assert not list(task.repo_path.rglob("*golden*")), task.id
