@@ -4,7 +4,7 @@ The data is a compact copy of LMR-Bench's real `info.json` set at commit da757c9
 lmr-bench: the 29 files verbatim, MIT, see its LICENSE.md) with `files.txt`, the list of the files
 the loader looks for that the real tree has (Dockerfiles, goal files, unit tests, golden files,
 paper.json). The tree is rebuilt from the two in a temporary folder, the listed files empty: the
-loader reads only info.json and checks that the files it names exist. The real tree's broken
+loader reads info.json (and paper.json, for the prompt) and checks that the files it names exist. The real tree's broken
 parts are kept: three folders without their repository (10, 19, 21), two unit-test files that do
 not exist (13, 18), four null categories (24, 26, 27, 29).
 """
@@ -48,12 +48,13 @@ BROKEN = {
 
 @pytest.fixture
 def bench(tmp_path: Path) -> Path:
-    """The real tree's layout, rebuilt: info.json verbatim, the files it names empty."""
+    """The real tree's layout, rebuilt: info.json verbatim, the files it names empty (paper.json
+    an empty object)."""
     root = tmp_path / "benchmark"
     shutil.copytree(DATA / "benchmark", root)
     for rel in (DATA / "files.txt").read_text().split():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).touch()
+        (root / rel).write_text("{}" if rel.endswith("paper.json") else "")
     return root
 
 
@@ -241,3 +242,41 @@ def test_the_demo_set_is_masked_lmr_format_pure_python():
         )  # docstring, return
         assert len(golden.body) > 2 and ast.get_docstring(golden) == ast.get_docstring(masked)
         assert not list(task.repo_path.rglob("*golden*")), task.id
+
+
+# -- the unit test's verdicts, from what the runner cell recorded (lmr/unit_tests.py) -------------
+def _demo_task() -> LmrTask:
+    (task, *_) = load_tasks(DEMO / "01-NgramMetrics")
+    assert isinstance(task, LmrTask)
+    return task
+
+
+@pytest.mark.parametrize(
+    ("done", "passed", "why", "upstream"),
+    [
+        ({"exit_code": 0, "result": {"run": 2}, "log": "INFO Test Passed"}, True, "", "PASS"),
+        # upstream's tests catch their AssertionError and log it: unittest says passed
+        ({"exit_code": 0, "result": {"run": 1}, "log": "Test Failed: 3 != 4"}, True, "",
+         "FAIL (found 1 failure lines)"),
+        ({"exit_code": 0, "result": {"run": 0}, "log": None}, False, "ran no test", "FAIL (no log)"),
+        ({"exit_code": 1, "result": {"run": 1, "errored": 1, "problems": ["NameError: ppl"]},
+          "log": ""}, False, "0 failed and 1 errored of 1 tests (exit code 1)",
+         "FAIL (found 0 failure lines)"),
+        ({"exit_code": 1, "result": {"run": 1}, "log": "Test Passed"}, False, "(exit code 1)", "PASS"),
+        ({"exit_code": -9, "result": None, "log": None}, False, "wrote no result", "FAIL (no log)"),
+        ({"exit_code": None, "timed_out": True, "result": None}, False, "did not finish within",
+         "FAIL (no log)"),
+        ({"exit_code": 1, "result": {"load_error": "ImportError: lm"}}, False, "could not be loaded",
+         "FAIL (no log)"),
+    ],
+)  # fmt: skip
+def test_our_verdict_reads_unittests_result_and_upstreams_reads_the_log(
+    done, passed, why, upstream
+):
+    from pytest_super.lmr.unit_tests import differs, outcome
+
+    found = outcome(done, _demo_task())
+    assert found.passed is passed and why in found.why and found.upstream_verdict == upstream
+    assert found.properties()["super.unit_tests"] == float(passed)
+    if found.passed != found.upstream_passed:  # the run warns with both verdicts
+        assert f"differs from upstream's log verdict {upstream}" in differs(_demo_task(), found)

@@ -73,6 +73,66 @@ class LmrTask(Task):
 LmrEntry = tuple[str, "LmrTask | TaskFileError"]
 
 
+#: the paper's text shown in the task prompt, at most (the rest: paper.json in the repository)
+PAPER_CHARS = 60_000
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What an implementation asks for: a function (a method of `class_name`) in a file."""
+
+    file: str
+    function: str
+    class_name: str | None
+    unit_test: str
+
+    @property
+    def text(self) -> str:
+        owner = f"the method `{self.function}` of class `{self.class_name}`"
+        return owner if self.class_name else f"the function `{self.function}`"
+
+
+def task_prompt(instruction: str, goal: Goal, data: dict[str, Any], paper: str | None) -> str:
+    """The task's query: the instruction, the goal file and function, and the paper's text."""
+    parts = [
+        instruction.strip(),
+        f"The repository is your working folder. The goal is {goal.text} in `{goal.file}`: its "
+        "body was removed (its signature, docstring and return statement are kept). Implement "
+        f"it; the unit test `{goal.unit_test}` decides whether it is right.",
+    ]
+    title = f"{data.get('paper_name') or 'the paper'} ({data.get('paper_url') or 'no URL'})"
+    if paper is None:
+        parts.append(f"The paper: {title}. Its text is not in the repository.")
+    else:
+        cut = paper[:PAPER_CHARS]
+        more = (
+            ""
+            if cut == paper
+            else f"\n[... cut at {PAPER_CHARS} characters: paper.json has the rest]"
+        )
+        parts.append(f"The paper: {title}. Its text (paper.json):\n{cut}{more}")
+    return "\n\n".join(parts)
+
+
+def paper_text(info: Path, repo: Path) -> str | None:
+    """The text of the repository's paper.json (pages joined in order), None without one."""
+    path = repo / "paper.json"
+    if not path.is_file():
+        return None
+    try:
+        pages = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise TaskFileError(
+            shown_path(path), f"is not readable JSON ({exc})", hint="fix or remove paper.json"
+        ) from None
+    if not isinstance(pages, dict) or not all(isinstance(v, str) for v in pages.values()):
+        raise TaskFileError(
+            shown_path(path), "must map page numbers to their text", value=type(pages).__name__
+        )
+    order = sorted(pages, key=lambda k: (not k.isdigit(), int(k) if k.isdigit() else 0, k))
+    return "\n\n".join(pages[k] for k in order)
+
+
 def category_marker(label: str) -> str:
     """A category as a marker name: "Training Objectives & Optimization Techniques" ->
     "training_objectives_optimization_techniques"; "" -> "uncategorized"."""
@@ -246,10 +306,11 @@ def _implementation(info: Path, data: dict[str, Any], entry: Any, where: str) ->
     category = _category(info, entry, where)
     goal_file = text.path("goal_file", repo)
     unit_test = text.path("unit_test_file", repo, hint=_unit_tests_hint(repo))
+    goal = Goal(goal_file, text.required("goal_function"), text.optional("class_name"), unit_test)
     return LmrTask(
         id=f"{folder.name}/{index}",
         set=LMR_SET,
-        query=text.required("instruction"),
+        query=task_prompt(text.required("instruction"), goal, data, paper_text(info, repo)),
         categories=(category_marker(category),),
         raw_category=category or UNCATEGORIZED,
         source=str(info),
@@ -257,8 +318,8 @@ def _implementation(info: Path, data: dict[str, Any], entry: Any, where: str) ->
         repo_folder=data["repo_folder_name"],
         index=index,
         goal_file=goal_file,
-        goal_function=text.required("goal_function"),
-        class_name=text.optional("class_name"),
+        goal_function=goal.function,
+        class_name=goal.class_name,
         golden_file=text.path("golden_file", folder),
         unit_test_file=unit_test,
         paper_name=str(data.get("paper_name") or ""),
