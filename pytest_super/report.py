@@ -184,7 +184,7 @@ def summarize(records: Iterable[TaskRecord]) -> list[SummaryRow]:
 
 #: the scores a set has by design (SUPER's Auto tasks have no answer to submit and no landmarks:
 #: only script-executed); a set not named has them all
-SCORES_OF_SET = {"auto": ("script_executed",)}
+SCORES_OF_SET: dict[str, tuple[str, ...]] = {"auto": ("script_executed",), "lmr": ()}
 
 
 def applies(record: TaskRecord, name: str) -> bool:

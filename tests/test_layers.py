@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "published_runs",
             "prompt_check",
             "replay",
+            "lmr_report",
         )
         + ("download", "durations"),
     ),

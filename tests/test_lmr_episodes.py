@@ -85,6 +85,13 @@ def _run(project: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[s
 def test_gold_puts_each_golden_function_in_place_and_the_unit_tests_pass(project):
     result, records = _run(project, "lmr", "--super-agent=gold")
     result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(  # the summary in LMR-Bench's shape, upstream's runs beside
+        [
+            "LMR-Bench*tasks*pass*err*pass%*OpenHands/gpt4o%*",
+            "all * 3 * 3 * 0 * 100.0 * - *",
+            "Evaluation Metrics * 2 * 2 * 0 * 100.0 *",
+        ]
+    )
     assert sorted(records) == ["01-NgramMetrics/1", "01-NgramMetrics/2", "02-LabelSmoothing/1"]
     for record in records.values():
         assert record["outcome"] == "passed"
