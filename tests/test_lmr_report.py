@@ -62,3 +62,20 @@ def test_the_markdown_table_for_summary_md():
     table = lmr_table([_record("07-bertscore/1", "passed", EVAL)], markdown=True)
     assert table.splitlines()[0].startswith("| LMR-Bench | tasks | pass | err | pass% |")
     assert table.splitlines()[1].startswith("|---|")
+
+
+def test_a_mixed_run_keeps_supers_scores_to_super_tasks():
+    """SUPER's table of a mixed run: the LMR tasks under `lmr`, with no SUPER score of their own
+    (before: `sub%` 0.0, as if each had failed to submit), the `all` row's scores SUPER's."""
+    from pytest_super.report import summarize
+
+    records = [
+        TaskRecord("tabular-mlp", "passed", {"set": "expert", "accuracy": 1.0, "submitted": True}),
+        TaskRecord(
+            "07-bertscore/1", "passed", {"set": "lmr", "category": EVAL, "submitted": False}
+        ),
+    ]
+    rows = {row.group: row for row in summarize(records)}
+    assert set(rows) == {"expert", "lmr", "all"}
+    assert (rows["lmr"].tasks, rows["lmr"].passed, rows["lmr"].submitted) == (1, 1, None)
+    assert (rows["all"].tasks, rows["all"].submitted, rows["all"].accuracy) == (2, 1.0, 1.0)
