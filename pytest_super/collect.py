@@ -25,10 +25,13 @@ if TYPE_CHECKING:  # pytest's own types of a failure's representation
 from pytest_super.tasks import (
     Task,
     infer_set,
+    is_lmr_info,
     iter_jsonl_tasks,
+    load_lmr_folder,
     load_yaml_task,
     register_task_id,
 )
+from pytest_super.tasks.lmr import inside_lmr_folder
 
 TASK_SUFFIXES = (".yaml", ".yml", ".jsonl")
 #: each task id collected, and where it was first found (`file` or `file:line`)
@@ -176,8 +179,35 @@ class JsonlTaskFile(_TaskFileCollector):
                 yield from task_items(self, entry)
 
 
+class LmrTaskFolder(_TaskFileCollector):
+    """An LMR-Bench task folder's info.json: one item per implementation (`13-DecBound/1`); a
+    broken implementation is a collection error of its own, named by its id."""
+
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+        for task_id, entry in load_lmr_folder(self.path):
+            if not isinstance(entry, TaskFileError):
+                try:
+                    self._register(entry)
+                except TaskFileError as exc:
+                    entry = exc
+            if isinstance(entry, TaskFileError):
+                yield BrokenTaskLine.from_parent(self, name=task_id, error=entry)
+            elif self._selected(entry):
+                _register_markers(self.config, (entry.set, *entry.categories))
+                yield from task_items(self, entry)
+
+
+def _register_markers(config: pytest.Config, names: tuple[str, ...]) -> None:
+    """The benchmark's and a category's markers, declared once (--strict-markers accepts them)."""
+    known = {line.split(":")[0].strip() for line in config.getini("markers")}
+    for name in names:
+        if name not in known:
+            config.addinivalue_line("markers", f"{name}: an LMR-Bench task")
+
+
 class BrokenTaskLine(pytest.Collector):
-    """A JSONL line that could not be loaded: a collection error of its own."""
+    """A JSONL line or an LMR implementation that could not be loaded: a collection error of its
+    own."""
 
     def __init__(self, *, error: TaskFileError, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -214,7 +244,8 @@ def collect_task_file(file_path: Path, parent: pytest.Collector) -> pytest.File 
     inside the project; a link out of the project is an error and is never read; a link to a
     task file that is collected itself (in the tasks folder) is left out with a warning, since
     the task would be there twice."""
-    if file_path.suffix not in TASK_SUFFIXES:
+    lmr_info = is_lmr_info(file_path)
+    if file_path.suffix not in TASK_SUFFIXES and not lmr_info:
         return None
     config = parent.config
     where = _where(file_path)
@@ -242,6 +273,8 @@ def collect_task_file(file_path: Path, parent: pytest.Collector) -> pytest.File 
                 stacklevel=1,
             )
             return None
+    if lmr_info:
+        return LmrTaskFolder.from_parent(parent, path=file_path)
     if file_path.suffix == ".jsonl":
         return JsonlTaskFile.from_parent(parent, path=file_path)
     return YamlTaskFile.from_parent(parent, path=file_path)
@@ -287,7 +320,9 @@ def _say_not_collected(config: pytest.Config, folder: Path, file_path: Path) -> 
 
 def ignore_in_task_roots(collection_path: Path, config: pytest.Config) -> bool | None:
     """Skip `repos/` (the demo research repositories), hidden folders and .py files inside task
-    roots."""
+    roots, and everything of an LMR task folder but its info.json, wherever it stands."""
+    if inside_lmr_folder(collection_path):
+        return True  # an LMR folder's repository, golden files and unit tests
     skip_dir = collection_path.name == "repos" or collection_path.name.startswith(".")
     if (collection_path.suffix == ".py" or (skip_dir and collection_path.is_dir())) and is_under(
         collection_path, task_roots(config)

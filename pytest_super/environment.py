@@ -21,9 +21,10 @@ from pytest_super.edit import EditRequest, edit_file, format_edit
 from pytest_super.errors import BudgetExceeded, ComputeLimitReached, ExitStatus
 from pytest_super.kernels.base import CellResult, Kernel, ToolKernel, ToolResult
 from pytest_super.llm import LLMClient
+from pytest_super.lmr import box as lmr_box
 from pytest_super.prompts import PromptSet
 from pytest_super.prompts import ours as ours_prompts
-from pytest_super.tasks import Cell, Task
+from pytest_super.tasks import Cell, LmrTask, Task
 from pytest_super.trajectory import Action, Step, Trajectory
 
 #: the thought of the steps the harness takes for the user (the reference's words, as the
@@ -102,6 +103,8 @@ class Environment:
         self._new_kernel = new_kernel
         self._on_step = on_step
         self._prefix_steps: list[Step] = []
+        #: the folder the task's files were put in (an LMR task's repository), "" if none
+        self.workdir = ""
 
     # -- cells -------------------------------------------------------------------------------
     def execute(
@@ -228,6 +231,8 @@ def replay_prefix_cells(env: Environment) -> list[Step]:
     Only faults of the harness (`InfrastructureError`: the kernel would not start, the engine is
     gone) propagate.
     """
+    if isinstance(env.task, LmrTask):  # the masked repository into this attempt's box
+        env.workdir = lmr_box.prepare(env.task, env.kernel)
     steps: list[Step] = []
     for cell in env.task.pre_executed:
         step = run_task_cell(env, cell, thought=PRE_EXECUTED_THOUGHT, pre_executed=True)

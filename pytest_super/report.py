@@ -20,6 +20,7 @@ from xml.parsers import expat
 
 from pytest_super import safe_read, scoring, stats, strictjson
 from pytest_super.kernels.jupyter.output import clean_for_model
+from pytest_super.lmr.unit_tests import UnitTestOutcome
 from pytest_super.paths import shown_path
 from pytest_super.runner import TaskResult
 from pytest_super.tasks import categories_of, jsonl_lines
@@ -35,7 +36,7 @@ def format_failure(result: TaskResult) -> str:
     value = result.metric_value
     shown = "none" if value is None else f"{value:.3f}"
     lines = [
-        f"SUPER task {task.id} ({task.set}) did not pass: {result.pass_metric} {shown} "
+        f"{'LMR-Bench' if result.unit_test else 'SUPER'} task {task.id} ({task.set}) did not pass: {result.pass_metric} {shown} "
         f"< {result.pass_threshold:g}",
         f"exit status: {result.exit_status.value}"
         + (f" ({_first_line(result.detail)})" if result.detail else ""),
@@ -61,7 +62,9 @@ def format_failure(result: TaskResult) -> str:
             lines.append(f"  not hit: {regex}")
     if result.script_executed is not None:
         lines.append(f"script executed ({task.entrypoint}): {result.script_executed:g}")
-    if result.last_observation:
+    if result.unit_test is not None:
+        lines.extend(unit_test_lines(result.unit_test))
+    elif result.last_observation:
         tail = clean_for_model(result.last_observation)[-800:]
         lines.append("last observation (tail):")
         lines.extend("  | " + ln for ln in tail.splitlines()[-15:])
@@ -71,6 +74,28 @@ def format_failure(result: TaskResult) -> str:
     if result.kept:
         lines.append(result.kept)
     return "\n".join(lines)
+
+
+def unit_test_lines(unit_test: UnitTestOutcome) -> list[str]:
+    """An LMR task's unit test in its failure text: why, the counts, the failing assertion or
+    exception, the test's output tail, and upstream's verdict from its log beside ours."""
+    ours = "PASS" if unit_test.passed else "FAIL"
+    lines = [
+        f"unit test: {unit_test.why or 'passed'}",
+        f"  ran {unit_test.run}, failed {unit_test.failed}, errored {unit_test.errored}; "
+        f"exit code {unit_test.exit_code}",
+        f"  upstream's log verdict: {unit_test.upstream_verdict}"
+        + (
+            "" if unit_test.upstream_passed == unit_test.passed else f" (differs from ours: {ours})"
+        ),
+    ]
+    for problem in unit_test.problems[:3]:
+        lines.append("failing test:")
+        lines.extend("  | " + ln for ln in problem.strip().splitlines()[-12:])
+    if unit_test.output_tail:
+        lines.append("unit test output (tail):")
+        lines.extend("  | " + ln for ln in unit_test.output_tail.strip().splitlines()[-15:])
+    return lines
 
 
 def _first_line(text: str) -> str:
@@ -159,7 +184,7 @@ def summarize(records: Iterable[TaskRecord]) -> list[SummaryRow]:
 
 #: the scores a set has by design (SUPER's Auto tasks have no answer to submit and no landmarks:
 #: only script-executed); a set not named has them all
-SCORES_OF_SET = {"auto": ("script_executed",)}
+SCORES_OF_SET: dict[str, tuple[str, ...]] = {"auto": ("script_executed",), "lmr": ()}
 
 
 def applies(record: TaskRecord, name: str) -> bool:

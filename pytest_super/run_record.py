@@ -26,6 +26,7 @@ from pytest_super.deadlines import DeadlineExpired, enforce
 from pytest_super.errors import EngineUnavailable, ExitStatus, InfrastructureError, TaskSetupError
 from pytest_super.execute import KernelSource, kernel_settings_for, retried_of, run_one_task
 from pytest_super.kernels import kernel_backend
+from pytest_super.lmr_report import lmr_table
 from pytest_super.paths import shown_path
 from pytest_super.runner import TaskResult, exit_status_of
 from pytest_super.settings import SuperRun
@@ -150,7 +151,9 @@ class RunRecord:
 
     def table(self, *, markdown: bool = False) -> str:
         rows = reports.summarize(self.records.values())
-        return reports.format_table({self.run.agent or "run": rows}, markdown=markdown)
+        table = reports.format_table({self.run.agent or "run": rows}, markdown=markdown)
+        lmr = lmr_table(self.records.values(), markdown=markdown)  # LMR-Bench's own shape
+        return f"{table}\n\n{lmr}" if lmr else table
 
     def images(self) -> str:
         return reports.images_line(self.records.values())

@@ -36,10 +36,11 @@ from pytest_super.errors import (
 )
 from pytest_super.kernels.base import Kernel
 from pytest_super.llm import LLMClient
-from pytest_super.tasks import Task
+from pytest_super.lmr.unit_tests import UnitTestOutcome, run_unit_test
+from pytest_super.tasks import LmrTask, Task
 from pytest_super.trajectory import NOT_ACTIONS, Step, Trajectory
 
-PASS_METRICS = ("accuracy", "landmarks", "script-executed")
+PASS_METRICS = ("accuracy", "landmarks", "script-executed", "unit-tests")
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ class TaskResult:
     pass_threshold: float = 1.0
     kept: str = ""  # how to get into a kept container (--super-keep)
     retried: list[str] = field(default_factory=list)  # why each earlier attempt failed
+    unit_test: UnitTestOutcome | None = None  # an LMR task's unit test (lmr/unit_tests.py)
 
     @property
     def metric_value(self) -> float | None:
@@ -97,6 +99,7 @@ class TaskResult:
             "accuracy": self.accuracy,
             "landmarks": self.landmarks,
             "script-executed": self.script_executed,
+            "unit-tests": None if self.unit_test is None else float(self.unit_test.passed),
         }[self.pass_metric]
 
     @property
@@ -124,6 +127,7 @@ class TaskResult:
             "super.cost_usd": round(self.cost_usd, 6),
             "super.duration_s": round(self.duration_s, 3),
             "super.trajectory": self.trajectory,
+            **(self.unit_test.properties() if self.unit_test else {}),
         }
 
 
@@ -133,6 +137,8 @@ def _empty_if_none(score: float | None) -> float | str:
 
 
 def default_pass_metric(task: Task) -> str:
+    if isinstance(task, LmrTask):
+        return "unit-tests"
     return "script-executed" if task.set == "auto" else "accuracy"
 
 
@@ -200,6 +206,11 @@ def run_task(
         outcome, detail = _run_agent(agent, env, trajectory)
         try:
             result = score_episode(task, env, outcome, settings)
+            if isinstance(task, LmrTask):  # its unit test, in the same box, after the episode
+                result.unit_test = run_unit_test(task, env.kernel, env.workdir)
+        except InfrastructureError as exc:  # the box failed the unit test's run
+            _record_fault(trajectory, exc)
+            raise
         except Exception as exc:  # scoring is ours: a bug here is the harness's fault
             fault = harness_error(exc)
             _record_fault(trajectory, fault)

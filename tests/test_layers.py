@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "published_runs",
             "prompt_check",
             "replay",
+            "lmr_report",
         )
         + ("download", "durations"),
     ),
@@ -61,7 +62,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("the agents", ("agents",)),
     ("the environment an agent acts in", ("environment",)),
     ("the model client", ("llm",)),
-    ("the task model and scoring", ("tasks", "scoring", "edit", "trajectory", "prompts")),
+    ("the task model and scoring", ("tasks", "scoring", "lmr", "edit", "trajectory", "prompts")),
     ("the kernels", ("kernels",)),
     (
         "foundations",

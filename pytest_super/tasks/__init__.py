@@ -2,7 +2,8 @@
 (`yaml_files`), SUPER's JSON lines (`super_jsonl`, converted to the YAML mapping), the one
 validation both go through (`validation`: task.schema.json and the checks it cannot express),
 and writing tasks back as YAML (`dump`). The names below are the package's public interface;
-`load_tasks` reads a file or a folder of them as collection does."""
+`load_tasks` reads a file or a folder of them as collection does; LMR-Bench's task folders
+(`lmr`: one task per implementation of an `info.json`) too."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from pytest_super.errors import TaskFileError
 from pytest_super.tasks.dump import dump_task_yaml, import_jsonl, task_to_dict
+from pytest_super.tasks.lmr import LMR_SET, LmrTask, is_lmr_info, lmr_tasks, load_lmr_folder
 from pytest_super.tasks.model import (
     CATEGORIES,
     SETS,
@@ -29,6 +31,8 @@ from pytest_super.tasks.yaml_files import load_yaml_task
 
 __all__ = [
     "CATEGORIES",
+    "LMR_SET",
+    "LmrTask",
     "SETS",
     "SUPER_IMAGE",
     "YAML_IMAGE",
@@ -42,8 +46,10 @@ __all__ = [
     "dump_task_yaml",
     "import_jsonl",
     "infer_set",
+    "is_lmr_info",
     "iter_jsonl_tasks",
     "jsonl_lines",
+    "load_lmr_folder",
     "load_tasks",
     "load_yaml_task",
     "register_task_id",
@@ -69,7 +75,7 @@ def load_tasks(path: Path | str, *, set_name: str | None = None) -> list[Task]:
     path = Path(path)
     if path.is_dir():
         files = _task_files(path)
-    elif path.suffix in TASK_SUFFIXES or not path.exists():
+    elif path.suffix in TASK_SUFFIXES or not path.exists() or is_lmr_info(path):
         files = [path]
     else:
         raise TaskFileError(
@@ -87,9 +93,9 @@ def load_tasks(path: Path | str, *, set_name: str | None = None) -> list[Task]:
 
 def _task_files(folder: Path) -> list[Path]:
     found: list[Path] = []
-    for file in sorted(folder.rglob("*")):
+    for file in _walk(folder):
         parts = file.relative_to(folder).parts[:-1]
-        if file.suffix not in TASK_SUFFIXES or file.is_dir():
+        if file.suffix not in TASK_SUFFIXES and file.name != "info.json":
             continue
         if any(p == "repos" or p.startswith(".") for p in parts):
             continue
@@ -105,7 +111,23 @@ def _task_files(folder: Path) -> list[Path]:
     return found
 
 
+def _walk(folder: Path) -> list[Path]:
+    """The files under `folder`, sorted; of an LMR task folder only its info.json (its
+    repository may hold YAML files that are no tasks)."""
+    if is_lmr_info(folder / "info.json"):
+        return [folder / "info.json"]
+    files: list[Path] = []
+    for entry in sorted(folder.iterdir()):
+        if entry.is_dir() and not entry.is_symlink():
+            files.extend(_walk(entry))
+        elif not entry.is_dir() and (entry.name != "info.json" or is_lmr_info(entry)):
+            files.append(entry)
+    return sorted(files)
+
+
 def _file_tasks(file: Path, set_name: str | None) -> list[Task]:
+    if is_lmr_info(file):
+        return list(lmr_tasks(file))
     if file.suffix != ".jsonl":
         return [load_yaml_task(file)]
     named_by_file = infer_set(file) is not None

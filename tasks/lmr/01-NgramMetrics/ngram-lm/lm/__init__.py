@@ -1,0 +1,1 @@
+"""A character n-gram language model's metrics."""

@@ -1,0 +1,165 @@
+"""LMR-Bench's episodes through the whole plugin, on the demo set (tasks/lmr), in real Docker
+containers (issue 46, items 3 and 4): the gold agent puts the golden function in place and the
+unit tests pass; an agent that leaves the function masked fails (a failure, not an error), and
+so does one that rewrites the unit test to pass (the tests are restored before scoring); the
+golden files are nowhere in the box; a scripted ReAct-SUPER agent (a real OpenAI-compatible
+server on 127.0.0.1) fills a function through the edit tool and passes, its prompt built from the
+instruction, the goal and the paper's text."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_super.kernels import docker_client
+from pytest_super.kernels.base import KernelSettings
+from pytest_super.kernels.docker.image import build_image
+
+pytestmark = pytest.mark.docker
+
+DEMO = Path(__file__).resolve().parents[1] / "tasks" / "lmr"
+
+AGENTS = '''
+from pytest_super.environment import AgentResult
+from pytest_super.errors import ExitStatus
+from pytest_super.trajectory import Action, Step
+
+ALWAYS_PASSES = """import unittest
+
+class TestNothing(unittest.TestCase):
+    def test_nothing(self):
+        pass
+"""
+
+
+class Tamper:
+    """Leaves the goal masked, rewrites the unit test to pass, and looks for golden files."""
+
+    name = "tamper"
+    needs_llm = False
+
+    def run(self, env):
+        env.kernel.write_file(env.task.unit_test_file, ALWAYS_PASSES)
+        found = env.kernel.execute(
+            "import subprocess\\n"
+            "print(subprocess.run('find / -xdev -iname \\"*golden*\\" 2>/dev/null; echo END',"
+            " shell=True, capture_output=True, text=True).stdout)",
+            60,
+        )
+        env.record(Step(thought="look", action=Action.EXECUTE, content="find", observation=found.output))
+        return AgentResult(ExitStatus.SUBMITTED)
+'''
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    return build_image(offline=True, log=lambda line: None)
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, image: str) -> pytest.Pytester:
+    shutil.copytree(DEMO, pytester.path / "lmr")
+    (pytester.path / "lmr_agents.py").write_text(AGENTS)
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    return pytester
+
+
+def _run(project: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, dict]]:
+    result = project.runpytest_subprocess(
+        *args, "--super-report-dir=reports", "-p", "no:cacheprovider", "--super-mem=1g"
+    )
+    (run_dir,) = (project.path / "reports").iterdir()
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    records = {r["task_id"]: r for r in map(json.loads, lines)}
+    left = docker_client(KernelSettings()).containers.list(
+        all=True, filters={"label": f"pytest-super.run={run_dir.name}"}
+    )
+    assert [c.name for c in left] == []
+    return result, records
+
+
+def test_gold_puts_each_golden_function_in_place_and_the_unit_tests_pass(project):
+    result, records = _run(project, "lmr", "--super-agent=gold")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(  # the summary in LMR-Bench's shape, upstream's runs beside
+        [
+            "LMR-Bench*tasks*pass*err*pass%*OpenHands/gpt4o%*",
+            "all * 3 * 3 * 0 * 100.0 * - *",
+            "Evaluation Metrics * 2 * 2 * 0 * 100.0 *",
+        ]
+    )
+    assert sorted(records) == ["01-NgramMetrics/1", "01-NgramMetrics/2", "02-LabelSmoothing/1"]
+    for record in records.values():
+        assert record["outcome"] == "passed"
+        assert (record["unit_tests"], record["tests_run"]) == (1.0, 1), record
+        assert (record["tests_failed"], record["tests_errored"]) == (0, 0), record
+        assert record["upstream_verdict"] == "PASS", record
+
+
+def test_a_masked_function_fails_as_the_agents_failure_even_with_its_test_rewritten(project):
+    result, records = _run(
+        project, "lmr/01-NgramMetrics", "lmr/02-LabelSmoothing", "--super-agent=lmr_agents:Tamper"
+    )
+    result.assert_outcomes(failed=3)  # failures, not errors: the agent did not do the work
+    result.stdout.fnmatch_lines(
+        [
+            "*LMR-Bench task 01-NgramMetrics/1 (lmr) did not pass: unit-tests 0.000 < 1",
+            "*unit test: 0 failed and 1 errored of 1 tests*",
+            "*upstream's log verdict: FAIL (found 0 failure lines)",
+            "*NameError: name 'ppl' is not defined*",
+        ]
+    )
+    result.stdout.fnmatch_lines(["*NameError: name 'loss' is not defined*"])
+    for record in records.values():
+        assert (record["outcome"], record["unit_tests"], record["tests_errored"]) == (
+            "failed",
+            0.0,
+            1,
+        ), record
+    # the golden files were nowhere in the box
+    (run_dir,) = (project.path / "reports").iterdir()
+    for trajectory in (run_dir / "trajectories").glob("*.json"):
+        steps = json.loads(trajectory.read_text())["steps"]
+        (look,) = [s for s in steps if s["content"] == "find"]
+        assert "END" in look["observation"] and "golden" not in look["observation"].lower()
+
+
+FILL = textwrap.dedent(
+    """\
+    Thought: The perplexity is the exponential of the mean negative log-probability.
+    Action: edit
+    <content>
+    lm/metrics.py
+    <<<BEFORE_EDIT>>>
+        return ppl
+    <<<AFTER_EDIT>>>
+        _check(log_probs)
+        ppl = math.exp(-sum(log_probs) / len(log_probs))
+        return ppl
+    """
+)
+SUBMIT = 'Thought: Done.\nAction: submit\n<content>\n{"done": true}\n'
+
+
+def test_a_scripted_llm_agent_fills_the_function_with_the_edit_tool_and_passes(
+    project, openai_server, monkeypatch
+):
+    monkeypatch.setenv("SUPER_API_KEY", "sk-test-lmr")
+    openai_server.script([FILL, SUBMIT])
+    result, records = _run(
+        project,
+        "lmr/01-NgramMetrics/info.json::01-NgramMetrics/1",
+        "--super-agent=react-super",
+        "--super-model=gpt-4o",
+        f"--super-base-url={openai_server.base_url}",
+    )
+    result.assert_outcomes(passed=1)
+    assert records["01-NgramMetrics/1"]["tests_run"] == 1
+    first = "\n".join(m["content"] for m in openai_server.requests[0].messages)
+    assert "Implement the `perplexity` function in lm/metrics.py" in first
+    assert "the function `perplexity` in `lm/metrics.py`" in first
+    assert "Perplexity is the exponential of the average negative log-probability" in first
