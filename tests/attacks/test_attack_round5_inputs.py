@@ -80,3 +80,65 @@ def test_collection_names_fifos_and_huge_task_files_and_collects_the_rest(tmp_pa
     assert out.count("a FIFO") >= 2 and out.count("larger than the") >= 2, out
     assert "INTERNALERROR" not in out and "MemoryError" not in out, out
     assert code == 2, out
+
+
+# -- cause 2: SuperRun.resolve(rootdir=) reads the config file pytest would read -------------------
+@pytest.mark.parametrize(
+    ("name", "data", "expected"),
+    [
+        ("pyproject.toml", b"[tool.pytest.ini_options]\nsuper_mem = '\xe93g'\n", "not UTF-8"),
+        ("pytest.ini", b"[pytest]\nsuper_mem = \xe93g\n", "not UTF-8"),
+        ("pyproject.toml", b"tool = 1\n", "tool is int 1, not a table"),
+        ("pyproject.toml", b'[tool]\npytest = "x"\n', "tool.pytest is str 'x', not a table"),
+        ("pyproject.toml", b"[tool.pytest]\nini_options = 3\n", "ini_options is int 3"),
+        ("pytest.toml", b"pytest = [1]\n", "pytest is list [1], not a table"),
+        ("pytest.toml", b"[pytest]\nsuper_disk = [1, 2]\n", "super_disk = [1, 2] is a list"),
+        ("pytest.toml", b"[pytest]\nsuper_mem = {a = 1}\n", "super_mem = {'a': 1} is a dict"),
+        ("pytest.toml", b"[pytest]\nsuper_tasks = [1]\n", "super_tasks = [1] is a list"),
+        ("pyproject.toml", b"[tool.pytest.ini_options]\nsuper_disk = 2020-01-01\n", "is a date"),
+    ],
+    ids=[
+        "toml-latin1",
+        "ini-latin1",
+        "tool-int",
+        "tool-pytest-text",
+        "ini-options-int",
+        "pytest-list",
+        "disk-list",
+        "mem-table",
+        "tasks-numbers",
+        "disk-date",
+    ],
+)
+def test_resolve_names_the_file_and_key_of_a_bad_config(
+    tmp_path: Path, name: str, data: bytes, expected: str
+) -> None:
+    """Before: UnicodeDecodeError, AttributeError or TypeError escaped, and `super_disk = [1, 2]`
+    was taken as it was (disk_bytes == [1, 2])."""
+    from pytest_super import SuperRun
+    from pytest_super.settings import SettingError
+
+    (tmp_path / name).write_bytes(data)
+    with pytest.raises(SettingError) as error:
+        SuperRun.resolve(tmp_path)
+    assert str(tmp_path / name) in str(error.value) and expected in str(error.value), error.value
+
+
+@pytest.mark.timeout(60)
+def test_resolve_reads_good_values_beside_other_tools_tables_and_leaves_a_fifo_unread(
+    tmp_path: Path,
+) -> None:
+    from pytest_super import SuperRun
+    from pytest_super.settings import SettingError
+
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.black]\nline-length = [1]\n[tool.pytest.ini_options]\n"
+        'super_mem = "3g"\nsuper_steps = 7\nsuper_tasks = ["a", "b"]\n'
+    )
+    run = SuperRun.resolve(tmp_path)
+    assert "pyproject.toml" in run.sources["mem"] and "pyproject.toml" in run.sources["steps"]
+    assert [p.name for p in run.task_roots] == ["a", "b"]
+    _fifo(tmp_path / "sub" / "pytest.toml")
+    _huge(tmp_path / "sub" / "setup.cfg")
+    with pytest.raises(SettingError, match="larger than the"):
+        SuperRun.resolve(tmp_path / "sub")  # the FIFO is passed over as pytest does; not opened
