@@ -142,3 +142,45 @@ def test_resolve_reads_good_values_beside_other_tools_tables_and_leaves_a_fifo_u
     _huge(tmp_path / "sub" / "setup.cfg")
     with pytest.raises(SettingError, match="larger than the"):
         SuperRun.resolve(tmp_path / "sub")  # the FIFO is passed over as pytest does; not opened
+
+
+# -- cause 2: --super-prompts files and template folders ---------------------------------------------
+def _template_folder(root: Path) -> Path:
+    import shutil
+
+    from pytest_super.prompts import _ours_folder
+
+    folder = root / "templates"
+    shutil.copytree(_ours_folder(), folder, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    return folder
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("where", ["file", "folder"])
+@pytest.mark.parametrize("kind", ["fifo", "huge"])
+def test_prompts_name_a_fifo_or_a_huge_file_unread(tmp_path: Path, where: str, kind: str) -> None:
+    """Before: a 1.5 GiB prompt.yaml was read whole (3.1 GB peak), one in a template folder ended
+    in MemoryError; a FIFO in the folder was 'missing', one given as the file 'no such file'."""
+    from pytest_super.prompts import PromptFileError, load_prompts
+
+    if where == "file":
+        path = tmp_path / "prompt.yaml"
+        given = path
+    else:
+        given = _template_folder(tmp_path)
+        path = given / "swe_system.txt"
+        path.unlink()
+    (_fifo if kind == "fifo" else _huge)(path)
+    with pytest.raises(PromptFileError) as error:
+        load_prompts(given)
+    expected = "a FIFO" if kind == "fifo" else "larger than the"
+    assert str(path) in str(error.value) and expected in str(error.value), error.value
+
+
+def test_a_prompt_yaml_nested_100000_deep_is_a_prompt_file_error(tmp_path: Path) -> None:
+    from pytest_super.prompts import PromptFileError, load_prompts
+
+    path = tmp_path / "prompt.yaml"
+    path.write_text("a: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(PromptFileError, match="not a YAML file"):
+        load_prompts(path)
