@@ -411,21 +411,43 @@ def _import_trajectories(args: argparse.Namespace) -> int:
 
 
 def _replay_run(args: argparse.Namespace) -> int:
+    """Ctrl-C (SIGTERM) ends it quietly with status 130 (143), its scratch folder removed."""
+    from pytest_super.interrupts import Stopped, quiet_interrupts
+
+    try:
+        with quiet_interrupts():
+            return _replay_runs(args)
+    except Stopped as stop:
+        print(f"pytest-super replay-run: stopped ({stop})", file=sys.stderr)
+        return 128 + stop.signum
+
+
+def _replay_runs(args: argparse.Namespace) -> int:
     from pytest_super.published_runs import published_runs
-    from pytest_super.replay.run import is_imported_run, replay_run, report_lines, write_json
+    from pytest_super.replay.imported import is_imported_run
+    from pytest_super.replay.run import replay_run, report_lines, write_json
 
     if args.check_prompts and args.prompts is None:
         print("error: --check-prompts needs --prompts FILE (the prompt file)", file=sys.stderr)
         return 2
+    if args.json is not None:
+        _check_output_file("--json", args.json)
     replays, failed = [], False
     runs = [args.dir] if is_imported_run(args.dir) else published_runs(args.dir)
     for run_dir in runs:
-        replay = replay_run(run_dir)
+        try:
+            replay = replay_run(run_dir)
+        except SuperError as exc:  # this run alone: named, the others go on
+            print(
+                console_text(f"pytest-super: {run_dir.name}: not replayed: {exc}"), file=sys.stderr
+            )
+            failed = True
+            continue
         replays.append(replay)
         print(f"{run_dir.name}:")
         for line in report_lines(replay):  # quotes the episode's model text: no escapes
             print(console_text(f"  {line}"))
-        failed = failed or bool(replay.undocumented)
+        failed = failed or bool(replay.undocumented) or bool(replay.errors)
         if args.check_prompts:
             from pytest_super.prompt_check import check_run_prompts
 
@@ -435,7 +457,20 @@ def _replay_run(args: argparse.Namespace) -> int:
             failed = failed or bool(differences)
     if args.json is not None:
         write_json(replays, args.json)
+    if not replays:  # no run could be replayed at all
+        return 2
     return 1 if failed else 0
+
+
+def _check_output_file(option: str, path: Path) -> None:
+    """A file a command will write, checked before its work: not a folder, in a folder that is."""
+    if path.is_dir():
+        raise SuperError(f"{option} {path}: a folder; name a file to write (e.g. {path}/out.json)")
+    if not path.parent.is_dir():
+        raise SuperError(
+            f"{option} {path}: its folder {path.parent} does not exist; create it or name a file "
+            "in a folder that exists"
+        )
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -34,6 +34,7 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -264,6 +265,37 @@ class _QuickInterruptEnd:
             shown = [entry for entry in entries if not entry.ishidden(excinfo)][-1:]
             if shown and len(entries) > 1:
                 excinfo.traceback = type(entries)(shown)
+
+
+class Stopped(KeyboardInterrupt):
+    """A command outside pytest was stopped by `signum` (SIGINT or SIGTERM)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"{signal.Signals(signum).name} received")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def quiet_interrupts() -> Iterator[None]:
+    """For a command outside pytest (`pytest-super replay-run`): the first SIGINT or SIGTERM
+    raises `Stopped` in the main thread, so the command's `with` blocks remove their scratch
+    folders as it unwinds; later ones are ignored while that runs (SIGKILL stays the hard stop).
+    The handlers before are put back at the end."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, signal.SIG_IGN)
+        raise Stopped(signum)
+
+    previous = {number: signal.signal(number, stop) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def restore_ctrl_c(config: pytest.Config) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -184,3 +185,148 @@ def test_a_prompt_yaml_nested_100000_deep_is_a_prompt_file_error(tmp_path: Path)
     path.write_text("a: " + "[" * 100_000 + "]" * 100_000 + "\n")
     with pytest.raises(PromptFileError, match="not a YAML file"):
         load_prompts(path)
+
+
+# -- causes 2 and 3: replay-run reads each episode on its own, and one bad one ends nothing ---------
+def _published_run(tmp_path: Path, count: int = 3) -> tuple[Path, list[str]]:
+    """A copy of `count` episodes of the shipped Expert run of ReAct-SUPER."""
+    import shutil
+
+    from tests.support.published_data import published_runs
+
+    source = published_runs() / "gpt-4o-2024-08-06_react-super_expert"
+    tasks = sorted(p.name for p in source.iterdir() if (p / "history.ipynb").is_file())[:count]
+    run = tmp_path / "runs" / source.name
+    for task in tasks:
+        shutil.copytree(source / task, run / task)
+    return run, tasks
+
+
+DEEP_JSON = '{"cells": ' + "[" * 100_000 + "]" * 100_000 + "}"
+BAD_NOTEBOOKS = {
+    "deep": lambda path: path.write_text(DEEP_JSON),
+    "fifo": lambda path: (path.unlink(), os.mkfifo(path)),
+    "list": lambda path: path.write_text("[1, 2]"),
+}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("bad", BAD_NOTEBOOKS)
+def test_one_bad_notebook_of_three_is_named_and_the_two_others_are_compared(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: str
+) -> None:
+    """Before: exit 2 with the bad one's error (a FIFO: a hang), the two good ones never
+    compared."""
+    from pytest_super import cli
+
+    run, tasks = _published_run(tmp_path)
+    BAD_NOTEBOOKS[bad](run / tasks[1] / "history.ipynb")
+    out_json = tmp_path / "replay.json"
+    assert cli.main(["replay-run", str(run), "--json", str(out_json)]) == 1
+    out = capsys.readouterr().out
+    assert f"{run / tasks[1] / 'history.ipynb'}" in out and "not replayed" in out, out
+    assert "of 2 episodes identical" in out, out
+    import json
+
+    (written,) = json.loads(out_json.read_text())
+    assert sorted(e["task_id"] for e in written["episodes"]) == [tasks[0], tasks[2]]
+    assert len(written["errors"]) == 1
+
+
+def _imported_run(tmp_path: Path) -> tuple[Path, list[Path]]:
+    from pytest_super import cli
+
+    run, _ = _published_run(tmp_path)
+    assert cli.main(["import-trajectories", str(run), "--out", str(tmp_path / "imported")]) == 0
+    imported = tmp_path / "imported" / run.name
+    return imported, sorted((imported / "trajectories").glob("*.json"))
+
+
+def _edit_trajectory(path: Path, change: Any) -> None:
+    import json
+
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+BAD_TRAJECTORIES: dict[str, tuple[Any, str]] = {
+    "fifo": (lambda path: (path.unlink(), os.mkfifo(path)), "a FIFO"),
+    "deep": (lambda path: path.write_text(DEEP_JSON), "nested deeper than"),
+    "list": (lambda path: path.write_text("[1]"), "a JSON list, not a trajectory"),
+    "no-task-id": (
+        lambda path: _edit_trajectory(path, lambda d: d.pop("task_id")),
+        "task_id None is not a task id",
+    ),
+    "unknown-step-field": (
+        lambda path: _edit_trajectory(path, lambda d: d["steps"][0].update(mood="x")),
+        "step 1: unknown field 'mood'",
+    ),
+    "numeric-steps": (
+        lambda path: _edit_trajectory(path, lambda d: d.update(steps=[1, 2])),
+        "step 1: a JSON int, not a step object",
+    ),
+    "steps-a-number": (
+        lambda path: _edit_trajectory(path, lambda d: d.update(steps=5)),
+        "steps is a int, not a list",
+    ),
+    "mistyped-step-field": (
+        lambda path: _edit_trajectory(path, lambda d: d["steps"][0].update(content=[1])),
+        "field 'content' is [1], a list",
+    ),
+}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("bad", BAD_TRAJECTORIES)
+def test_a_bad_trajectory_of_an_imported_run_is_named_and_the_others_replayed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: str
+) -> None:
+    """Before: a FIFO hung replay-run; the others each ended it with a traceback (TypeError,
+    KeyError, RecursionError, AttributeError), the other episodes lost."""
+    from pytest_super import cli
+
+    imported, trajectories = _imported_run(tmp_path)
+    spoil, expected = BAD_TRAJECTORIES[bad]
+    spoil(trajectories[0])
+    capsys.readouterr()
+    assert cli.main(["replay-run", str(imported)]) == 1
+    out = capsys.readouterr().out
+    assert f"{trajectories[0]}" in out and expected in out, out
+    assert "of 2 episodes identical" in out, out
+
+
+@pytest.mark.timeout(300)
+def test_a_run_of_metrics_only_in_a_folder_of_runs_is_named_and_the_others_go_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: the metrics-only run ended the whole replay (exit 2)."""
+    from pytest_super import cli
+
+    run, _ = _published_run(tmp_path, count=1)
+    only = tmp_path / "runs" / "gpt-4o-2024-08-06_react-super_masked" / "t1"
+    only.mkdir(parents=True)
+    (only / "metrics.json").write_text('{"submitted": 1}')
+    assert cli.main(["replay-run", str(tmp_path / "runs")]) == 1
+    out = capsys.readouterr().out
+    assert f"{run.name}:\n  1 of 1 episodes identical" in out, out
+    assert f"error: {only.parent}: no episode with steps in it" in out, out
+
+
+def test_the_replay_backend_errors_only_the_task_whose_notebook_is_bad(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: one task's 100,000-deep notebook made every task's kernel an error."""
+    from pytest_super.errors import InfrastructureError
+    from pytest_super.kernels.base import KernelSettings
+    from pytest_super.replay.kernel import RUN_VARIABLE, ReplayBackend
+
+    run, tasks = _published_run(tmp_path, count=2)
+    (run / tasks[1] / "history.ipynb").write_text(DEEP_JSON)
+    monkeypatch.setenv(RUN_VARIABLE, str(run))
+    backend = ReplayBackend()
+    backend.provision(KernelSettings(backend="replay"), task_id=tasks[0]).close()
+    with pytest.raises(InfrastructureError, match="nested deeper than"):
+        backend.provision(KernelSettings(backend="replay"), task_id=tasks[1])
+    with pytest.raises(InfrastructureError, match="holds no episode"):
+        backend.provision(KernelSettings(backend="replay"), task_id="../" + tasks[0])
