@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_super import safe_read
 from pytest_super.published_runs import (
     EpisodeFormatError,
     PublishedEpisode,
     parse_run_name,
     read_episode,
+    read_json_object,
 )
 from pytest_super.report import read_results
 from pytest_super.trajectory import Step
@@ -94,12 +94,7 @@ def _imported_episode(
 ) -> PublishedEpisode:
     """One trajectory of an imported run, with the published scores its results.jsonl record
     carries (as metrics.json names them)."""
-    try:
-        data = safe_read.read_json_file(path, TRAJECTORY_MAX_BYTES)
-    except safe_read.ForeignDataError as exc:
-        raise EpisodeFormatError(str(exc)) from None
-    if not isinstance(data, dict):
-        raise EpisodeFormatError(f"{path}: a JSON {type(data).__name__}, not a trajectory object")
+    data = read_json_object(path, TRAJECTORY_MAX_BYTES, "a trajectory object")
     task_id, query, raw_steps = data.get("task_id"), data.get("query", ""), data.get("steps", [])
     if not isinstance(task_id, str) or not task_id:
         raise EpisodeFormatError(f"{path}: task_id {task_id!r:.60} is not a task id (text)")
