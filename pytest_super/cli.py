@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable, Container
@@ -350,6 +351,13 @@ def _image_build(args: argparse.Namespace) -> int:
     return 0
 
 
+#: an image name Docker takes (its reference grammar, without a registry): NAME[:TAG]
+_NAME_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_NAME = re.compile(
+    rf"(?=.{{1,255}}(?::|$)){_NAME_PART}(?:/{_NAME_PART})*(?::\w[\w.-]{{0,127}})?"
+)
+
+
 def _image_push(args: argparse.Namespace) -> int:
     from pytest_super.kernels.docker.engine import docker_client_for
     from pytest_super.kernels.docker.image import default_image_tag
@@ -359,6 +367,14 @@ def _image_push(args: argparse.Namespace) -> int:
         registry = registry_address(args.registry)
     except ValueError as exc:
         print(f"pytest-super image push: --registry {args.registry!r}: {exc}", file=sys.stderr)
+        return 2
+    if args.tag is not None and not IMAGE_NAME.fullmatch(args.tag):
+        print(
+            f"pytest-super image push: --tag {args.tag!r}: not an image name; name an image of "
+            "the engine as NAME[:TAG] (NAME lower-case letters, digits and . _ - /, not first; "
+            "TAG letters, digits, . _ -), e.g. pytest-super-kernel:default-<hash>",
+            file=sys.stderr,
+        )
         return 2
     tag = args.tag or default_image_tag(args.profile)
     try:

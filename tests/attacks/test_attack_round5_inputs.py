@@ -330,3 +330,91 @@ def test_the_replay_backend_errors_only_the_task_whose_notebook_is_bad(
         backend.provision(KernelSettings(backend="replay"), task_id=tasks[1])
     with pytest.raises(InfrastructureError, match="holds no episode"):
         backend.provision(KernelSettings(backend="replay"), task_id="../" + tasks[0])
+
+
+# -- cause 4: one line, checked before the work; an interrupt exits quietly ---------------------------
+@pytest.mark.parametrize("where", ["folder", "missing-folder"])
+def test_replay_run_checks_its_json_path_before_the_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    """Before: the whole replay ran, then IsADirectoryError or FileNotFoundError (a traceback)."""
+    from pytest_super import cli
+
+    run, _ = _published_run(tmp_path, count=1)
+    out = tmp_path if where == "folder" else tmp_path / "no" / "such" / "out.json"
+    assert cli.main(["replay-run", str(run), "--json", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "", "the replay ran before the check"
+    expected = "a folder; name a file" if where == "folder" else "does not exist"
+    assert f"--json {out}: " in captured.err and expected in captured.err, captured.err
+    assert len(captured.err.strip().splitlines()) == 1, captured.err
+
+
+@pytest.mark.parametrize("base", ["http://[::1", "ftp://host/x", "http://user:pw@[::1"])
+def test_a_malformed_prompts_base_url_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], base: str
+) -> None:
+    """Before: httpx's InvalidURL (not an HTTPError) ended `download prompts` in a traceback; an
+    ftp:// URL was tried."""
+    from pytest_super import cli
+    from pytest_super.download import BASE_URL_ENV
+
+    monkeypatch.setenv(BASE_URL_ENV, base)
+    assert cli.main(["download", "prompts", "--out", str(tmp_path / "prompts")]) == 2
+    err = capsys.readouterr().err
+    assert BASE_URL_ENV in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and "pw" not in err, err
+
+
+@pytest.mark.parametrize("tag", ["a b", "UPPER:x", "x:y:z", "-x", "x:", "a" * 300])
+def test_image_push_checks_the_tag_before_the_work(
+    capsys: pytest.CaptureFixture[str], tag: str
+) -> None:
+    """Before: the engine's APIError 400 (invalid reference format) as a traceback."""
+    from pytest_super import cli
+
+    code = cli.main(["image", "push", "--registry", "127.0.0.1:5999", f"--tag={tag}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--tag" in err and "not an image name" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("name", "status"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_an_interrupted_replay_run_exits_quietly_and_removes_its_scratch(
+    tmp_path: Path, name: str, status: int
+) -> None:
+    """Before: a KeyboardInterrupt traceback (SIGINT) or death by the signal (SIGTERM), and the
+    pytest-super-replay-* scratch folder left."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.support.published_data import published_runs
+
+    scratch_root = tmp_path / "tmp"
+    scratch_root.mkdir()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest_super.cli", "replay-run", str(published_runs())],
+        env={**os.environ, "TMPDIR": str(scratch_root)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list(scratch_root.glob("pytest-super-replay-*")):
+            assert process.poll() is None and time.monotonic() < deadline, "no replay started"
+            time.sleep(0.05)
+        time.sleep(0.5)  # in the middle of an episode
+        os.killpg(process.pid, getattr(signal, name))
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert process.returncode == status, (process.returncode, err[-2000:])
+    assert "Traceback" not in err and "stopped" in err, err[-2000:]
+    assert list(scratch_root.glob("pytest-super-replay-*")) == []
