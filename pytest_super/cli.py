@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable, Container
@@ -350,6 +351,13 @@ def _image_build(args: argparse.Namespace) -> int:
     return 0
 
 
+#: an image name Docker takes (its reference grammar, without a registry): NAME[:TAG]
+_NAME_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_NAME = re.compile(
+    rf"(?=.{{1,255}}(?::|$)){_NAME_PART}(?:/{_NAME_PART})*(?::\w[\w.-]{{0,127}})?"
+)
+
+
 def _image_push(args: argparse.Namespace) -> int:
     from pytest_super.kernels.docker.engine import docker_client_for
     from pytest_super.kernels.docker.image import default_image_tag
@@ -359,6 +367,14 @@ def _image_push(args: argparse.Namespace) -> int:
         registry = registry_address(args.registry)
     except ValueError as exc:
         print(f"pytest-super image push: --registry {args.registry!r}: {exc}", file=sys.stderr)
+        return 2
+    if args.tag is not None and not IMAGE_NAME.fullmatch(args.tag):
+        print(
+            f"pytest-super image push: --tag {args.tag!r}: not an image name; name an image of "
+            "the engine as NAME[:TAG] (NAME lower-case letters, digits and . _ - /, not first; "
+            "TAG letters, digits, . _ -), e.g. pytest-super-kernel:default-<hash>",
+            file=sys.stderr,
+        )
         return 2
     tag = args.tag or default_image_tag(args.profile)
     try:
@@ -411,21 +427,43 @@ def _import_trajectories(args: argparse.Namespace) -> int:
 
 
 def _replay_run(args: argparse.Namespace) -> int:
+    """Ctrl-C (SIGTERM) ends it quietly with status 130 (143), its scratch folder removed."""
+    from pytest_super.interrupts import Stopped, quiet_interrupts
+
+    try:
+        with quiet_interrupts():
+            return _replay_runs(args)
+    except Stopped as stop:
+        print(f"pytest-super replay-run: stopped ({stop})", file=sys.stderr)
+        return 128 + stop.signum
+
+
+def _replay_runs(args: argparse.Namespace) -> int:
     from pytest_super.published_runs import published_runs
-    from pytest_super.replay.run import is_imported_run, replay_run, report_lines, write_json
+    from pytest_super.replay.imported import is_imported_run
+    from pytest_super.replay.run import replay_run, report_lines, write_json
 
     if args.check_prompts and args.prompts is None:
         print("error: --check-prompts needs --prompts FILE (the prompt file)", file=sys.stderr)
         return 2
+    if args.json is not None:
+        _check_output_file("--json", args.json)
     replays, failed = [], False
     runs = [args.dir] if is_imported_run(args.dir) else published_runs(args.dir)
     for run_dir in runs:
-        replay = replay_run(run_dir)
+        try:
+            replay = replay_run(run_dir)
+        except SuperError as exc:  # this run alone: named, the others go on
+            print(
+                console_text(f"pytest-super: {run_dir.name}: not replayed: {exc}"), file=sys.stderr
+            )
+            failed = True
+            continue
         replays.append(replay)
         print(f"{run_dir.name}:")
         for line in report_lines(replay):  # quotes the episode's model text: no escapes
             print(console_text(f"  {line}"))
-        failed = failed or bool(replay.undocumented)
+        failed = failed or bool(replay.undocumented) or bool(replay.errors)
         if args.check_prompts:
             from pytest_super.prompt_check import check_run_prompts
 
@@ -435,7 +473,20 @@ def _replay_run(args: argparse.Namespace) -> int:
             failed = failed or bool(differences)
     if args.json is not None:
         write_json(replays, args.json)
+    if not replays:  # no run could be replayed at all
+        return 2
     return 1 if failed else 0
+
+
+def _check_output_file(option: str, path: Path) -> None:
+    """A file a command will write, checked before its work: not a folder, in a folder that is."""
+    if path.is_dir():
+        raise SuperError(f"{option} {path}: a folder; name a file to write (e.g. {path}/out.json)")
+    if not path.parent.is_dir():
+        raise SuperError(
+            f"{option} {path}: its folder {path.parent} does not exist; create it or name a file "
+            "in a folder that exists"
+        )
 
 
 def _report(args: argparse.Namespace) -> int:

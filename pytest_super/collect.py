@@ -7,6 +7,7 @@ error of that file; a broken JSONL line is a collection error of that line only 
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -278,6 +279,20 @@ def collect_task_file(file_path: Path, parent: pytest.Collector) -> pytest.File 
     if file_path.suffix == ".jsonl":
         return JsonlTaskFile.from_parent(parent, path=file_path)
     return YamlTaskFile.from_parent(parent, path=file_path)
+
+
+def add_unlisted_task_files(collector: pytest.Collector, report: pytest.CollectReport) -> None:
+    """pytest's folder collector passes over what is neither a folder nor a file (a FIFO, a
+    socket, a device) without a word: such an entry under a task file's name is collected too,
+    and its collector's read names it as an error of that file alone (a FIFO is never opened
+    blocking)."""
+    if not isinstance(collector, pytest.Dir) or not report.passed:
+        return
+    for entry in sorted(os.scandir(collector.path), key=lambda e: e.name):
+        if entry.name.endswith(TASK_SUFFIXES) and not (entry.is_dir() or entry.is_file()):
+            task_file = collect_task_file(Path(entry.path), collector)
+            if task_file is not None:
+                report.result.append(task_file)
 
 
 def named_folders(config: pytest.Config) -> list[Path]:

@@ -238,7 +238,7 @@ def download_prompts(out_dir: Path | None = None) -> Path:
         and _sha256(target.read_bytes()) == PROMPT_SHA256
     ):
         return target
-    base = (os.environ.get(BASE_URL_ENV) or RAW_BASE_URL).rstrip("/")
+    base = _checked_base_url((os.environ.get(BASE_URL_ENV) or RAW_BASE_URL).rstrip("/"))
     prompt = _fetch(f"{base}/{PROMPTS_REPO}/{PROMPTS_COMMIT}/{PROMPT_FILE}")
     digest = _sha256(prompt)
     if digest != PROMPT_SHA256:
@@ -253,6 +253,26 @@ def download_prompts(out_dir: Path | None = None) -> Path:
     write_atomically(license_path, license_text.decode("utf-8", errors="replace"))
     write_atomically(target, prompt.decode("utf-8"))  # last: its presence means both are there
     return target
+
+
+def _checked_base_url(base: str) -> str:
+    """`base` if it is an http(s) URL with a host, checked before any download: a malformed one
+    (`http://[::1`: httpx's InvalidURL, which is not an HTTPError) is one line naming it."""
+    import httpx
+
+    try:
+        url = httpx.URL(base)
+        problem = "" if url.scheme in ("http", "https") and url.host else "not an http(s) URL"
+        if not problem:
+            url.copy_with(path="/")  # a port out of range is found here
+    except (httpx.InvalidURL, ValueError, TypeError) as exc:
+        problem = f"not a URL ({exc})"
+    if problem:
+        raise DownloadError(
+            f"{BASE_URL_ENV} {masked_url(base)!r}: {problem}; set it to a mirror of "
+            "raw.githubusercontent.com such as https://host[:port], or unset it"
+        )
+    return base
 
 
 def _sha256(data: bytes) -> str:

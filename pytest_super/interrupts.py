@@ -19,7 +19,8 @@ not cut short by the controller passing on an interrupt the terminal already sen
 
 `finish_worker_reports`: an interrupted xdist controller stops reading its workers' events at
 once; tasks a worker finished just before or after the signal would be lost. It reads what the
-workers still send, for a short grace, before the reports are written. Which workers are up it
+workers still send, for a short grace, before the reports are written (once a task started:
+interrupted during collection, it reads only what is queued, since no report can come). Which workers are up it
 knows from xdist's documented hooks (`Workers`); the events themselves only xdist's private
 queue holds (`thirdparty.undispatched_worker_events`: thirdparty.py is the one adapter to other
 plugins' internals).
@@ -34,6 +35,7 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -44,6 +46,8 @@ from pytest_super import progress, thirdparty, tracebacks
 
 _PREVIOUS = pytest.StashKey[Any]()
 _PREVIOUS_SIGINT = pytest.StashKey[Any]()
+#: whether a task started in this run (on the controller of xdist: a worker said so)
+_TASK_STARTED = pytest.StashKey[bool]()
 #: seconds between the lines that say the controller is still stopping
 PROGRESS_EVERY_S = 3.0
 #: seconds an interrupted controller keeps reading its workers' events: a worker's interrupted
@@ -124,11 +128,15 @@ def finish_worker_reports(
         return 0
     handled = 0
     deadline = time.monotonic() + grace_s
+    started = config.stash.get(_TASK_STARTED, False)
     while workers.any_up() and time.monotonic() < deadline:
         try:
             name, kwargs = events.get(timeout=0.1)
         except queue.Empty:
+            if not started:  # interrupted before any task started: no report to wait for
+                break
             continue
+        started = started or name == "logstart"
         if name in ("workerfinished", "errordown"):  # down for good: never replaced now
             workers.went_down(kwargs.get("node"))
         elif name == "testreport":
@@ -252,6 +260,9 @@ class _QuickInterruptEnd:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
 
+    def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:
+        self.config.stash[_TASK_STARTED] = True  # see finish_worker_reports
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         with contextlib.suppress(Exception):  # the interrupt's path must never fail here
@@ -264,6 +275,37 @@ class _QuickInterruptEnd:
             shown = [entry for entry in entries if not entry.ishidden(excinfo)][-1:]
             if shown and len(entries) > 1:
                 excinfo.traceback = type(entries)(shown)
+
+
+class Stopped(KeyboardInterrupt):
+    """A command outside pytest was stopped by `signum` (SIGINT or SIGTERM)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"{signal.Signals(signum).name} received")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def quiet_interrupts() -> Iterator[None]:
+    """For a command outside pytest (`pytest-super replay-run`): the first SIGINT or SIGTERM
+    raises `Stopped` in the main thread, so the command's `with` blocks remove their scratch
+    folders as it unwinds; later ones are ignored while that runs (SIGKILL stays the hard stop).
+    The handlers before are put back at the end."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, signal.SIG_IGN)
+        raise Stopped(signum)
+
+    previous = {number: signal.signal(number, stop) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def restore_ctrl_c(config: pytest.Config) -> None:

@@ -272,6 +272,15 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return collect.collect_task_file(file_path, parent)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    report = yield
+    collect.add_unlisted_task_files(collector, report)
+    return report
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     run = run_of(config)
     tasks = [item for item in items if isinstance(item, collect.SuperTaskItem)]

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from pytest_super import safe_read
 from pytest_super.errors import SuperError
 
 if TYPE_CHECKING:
@@ -187,7 +188,7 @@ def load_prompts(path: str | Path) -> PromptSet:
     if where.is_dir():
         templates, digest = _read_folder(where, shown=str(where))
         return PromptSet(str(where.resolve()), digest, templates)
-    if where.is_file():
+    if where.exists():  # a file, or a FIFO or device the reader names
         return _read_reference(where)
     raise PromptFileError(
         f"{where}: no such file or folder; give SUPER's agent/prompt.yaml (`pytest-super download "
@@ -221,12 +222,12 @@ def _read_folder(folder: Traversable | Path, *, shown: str) -> tuple[dict[str, s
     templates: dict[str, str] = {}
     for name, part in sorted(PARTS.items()):
         entry = folder.joinpath(part.file)
-        if not entry.is_file():
+        if not (entry.is_file() or isinstance(entry, Path) and entry.exists()):
             raise PromptFileError(
                 f"{shown}: file {part.file} is missing ({part.what}); copy it from "
                 f"{_ours_folder()} and edit it"
             )
-        data = entry.read_bytes()
+        data = _read_bytes(entry) if isinstance(entry, Path) else entry.read_bytes()  # ours
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -244,16 +245,25 @@ def _read_folder(folder: Traversable | Path, *, shown: str) -> tuple[dict[str, s
     return templates, digest.hexdigest()
 
 
+def _read_bytes(path: Path) -> bytes:
+    """A user's prompt file, through the safe reader (a FIFO or gigabytes: a PromptFileError)."""
+    try:
+        return safe_read.read_regular_file(path, safe_read.SMALL_MAX_BYTES)
+    except safe_read.ForeignDataError as exc:
+        hint = safe_read.replace_hint(safe_read.SMALL_MAX_BYTES)
+        raise PromptFileError(f"{exc}; {hint}") from None
+
+
 def _read_reference(path: Path) -> PromptSet:
     """SUPER's prompt.yaml: its three fields, checked; ReAct's parts come from it."""
-    data = path.read_bytes()
+    data = _read_bytes(path)
     fix = (
         f"give SUPER's agent/prompt.yaml with the fields {', '.join(REFERENCE_FIELDS)} (`pytest-"
         "super download prompts` fetches it), or a folder of template files"
     )
     try:
         loaded = yaml.safe_load(data.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+    except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
         reason = " ".join(str(exc).split())
         raise PromptFileError(f"{path}: not a YAML file ({reason}); {fix}") from None
     if not isinstance(loaded, dict):

@@ -143,15 +143,22 @@ def read_metrics_only(folder: Path, *, model: str, agent: str, set_name: str) ->
     )
 
 
+def read_json_object(path: Path, max_bytes: int, what: str) -> dict[str, Any]:
+    """A JSON object of a file we did not write (through safe_read); EpisodeFormatError naming
+    the file if it cannot be read or is not an object (`what` says which)."""
+    try:
+        data = safe_read.read_json_file(path, max_bytes)
+    except safe_read.ForeignDataError as exc:
+        raise EpisodeFormatError(str(exc)) from None
+    if not isinstance(data, dict):
+        raise EpisodeFormatError(f"{path}: a JSON {type(data).__name__}, not {what}")
+    return data
+
+
 def _read_metrics(path: Path) -> dict[str, Any]:
     """metrics.json, a regular file of scores: `output_match`, `checkpoints` and `entrypoint`
     finite numbers in [0, 1] (or null), `submitted` a boolean, 0 or 1 (or null)."""
-    try:
-        metrics = safe_read.read_json_file(path, METRICS_MAX_BYTES)
-    except safe_read.ForeignDataError as exc:
-        raise EpisodeFormatError(str(exc)) from None
-    if not isinstance(metrics, dict):
-        raise EpisodeFormatError(f"{path}: not a JSON object of scores")
+    metrics = read_json_object(path, METRICS_MAX_BYTES, "an object of scores")
     for name in METRIC_SCORES:
         value = metrics.get(name)
         if value is None:

@@ -32,6 +32,10 @@ MAX_DEPTH = 64
 RESULTS_MAX_BYTES = 128 * 1024 * 1024
 #: a JUnit XML file given to `pytest-super report`
 JUNIT_MAX_BYTES = 256 * 1024 * 1024
+#: a file of SUPER's JSON lines (its published sets are a few MB; 100,000 rows of 2 KB fit)
+JSONL_MAX_BYTES = 256 * 1024 * 1024
+#: a YAML task file, a prompt file or template, a config file pytest would read (each a few KB)
+SMALL_MAX_BYTES = 16 * 1024 * 1024
 
 #: scores: a share of the task, in [0, 1]
 SCORE_FIELDS = ("accuracy", "landmarks", "submitted", "script_executed")
@@ -46,34 +50,57 @@ _BOOLS = {"True": 1.0, "true": 1.0, "False": 0.0, "false": 0.0}
 
 class ForeignDataError(SuperError):
     """A file (or a part of one) this run did not write cannot be read: the message names it and
-    what is wrong with it."""
+    what is wrong with it; `reason` says what is wrong without the name (for a reader whose own
+    error names the file its way)."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason if reason is not None else message
+
+
+def _unread(path: str | os.PathLike[str], reason: str) -> ForeignDataError:
+    return ForeignDataError(f"{path}: {reason}", reason)
 
 
 def read_regular_file(path: str | os.PathLike[str], max_bytes: int) -> bytes:
     """The bytes of `path` if it is a regular file of at most `max_bytes` bytes."""
     try:
         before = os.stat(path)
-    except OSError as exc:
-        raise ForeignDataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    _check_regular(path, before, max_bytes)
-    try:
+        _check_regular(path, before, max_bytes)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise ForeignDataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    with os.fdopen(fd, "rb") as f:
-        _check_regular(path, os.fstat(fd), max_bytes)  # what was opened, not what was looked at
-        data = f.read(max_bytes + 1)
+        raise _unread(path, f"cannot be read ({exc.strerror or exc})") from None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            _check_regular(path, os.fstat(fd), max_bytes)  # what was opened, not what was seen
+            data = f.read(max_bytes + 1)
+    except OSError as exc:  # a folder, or an I/O error half-way
+        raise _unread(path, f"cannot be read ({exc.strerror or exc})") from None
     if len(data) > max_bytes:
-        raise ForeignDataError(f"{path}: larger than {_size(max_bytes)}; not read")
+        raise _unread(path, f"larger than {_size(max_bytes)}; not read")
     return data
+
+
+def read_text_file(path: str | os.PathLike[str], max_bytes: int = SMALL_MAX_BYTES) -> str:
+    """The UTF-8 text (a BOM dropped) of a regular file of at most `max_bytes` bytes."""
+    data = read_regular_file(path, max_bytes)
+    try:
+        return data.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _unread(path, f"not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+
+
+def replace_hint(max_bytes: int) -> str:
+    """What to do about a file `read_regular_file` refused."""
+    return f"make it a regular file of at most {_size(max_bytes)}, or remove it"
 
 
 def _check_regular(path: str | os.PathLike[str], st: os.stat_result, max_bytes: int) -> None:
     if not stat.S_ISREG(st.st_mode):
-        raise ForeignDataError(f"{path}: not a regular file ({_kind(st.st_mode)}); not read")
+        raise _unread(path, f"not a regular file ({_kind(st.st_mode)}); not read")
     if st.st_size > max_bytes:
-        raise ForeignDataError(
-            f"{path}: {_size(st.st_size)}, larger than the {_size(max_bytes)} read; not read"
+        raise _unread(
+            path, f"{_size(st.st_size)}, larger than the {_size(max_bytes)} read; not read"
         )
 
 

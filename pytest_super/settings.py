@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_super import defaults
+from pytest_super import defaults, safe_read
 from pytest_super.environment import AgentOptions
 from pytest_super.executors import EXECUTORS as _EXECUTOR_NAMES
 from pytest_super.kernels.base import KernelSettings
@@ -515,23 +515,67 @@ def _toml_section(path: Path, table: str) -> dict[str, Any] | None:
         import tomli as tomllib  # type: ignore[import-not-found]
 
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise SettingError(f"{path}: {exc}") from None
+        document = tomllib.loads(safe_read.read_text_file(path))
+    except safe_read.ForeignDataError as exc:
+        raise SettingError(f"{exc}") from None
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise SettingError(f"{path}: not TOML ({exc})") from None
     if table == "pytest":
-        return dict(document.get("pytest", {}))
-    tool = document.get("tool", {}).get("pytest")
-    if tool is None:
+        return _checked_values(path, "[pytest]", _table(path, document, "pytest") or {})
+    tool = _table(path, document, "tool")
+    pytest_table = _table(path, tool or {}, "tool.pytest")
+    if pytest_table is None:
         return None
-    native = {k: v for k, v in tool.items() if k != "ini_options"}
-    return native or dict(tool.get("ini_options", {}))
+    native = {k: v for k, v in pytest_table.items() if k != "ini_options"}
+    if native:
+        return _checked_values(path, "[tool.pytest]", native)
+    options = _table(path, pytest_table, "tool.pytest.ini_options") or {}
+    return _checked_values(path, "[tool.pytest.ini_options]", options)
+
+
+def _table(path: Path, parent: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+    """The TOML table `name` (dotted, its last part a key of `parent`); None if absent."""
+    value = parent.get(name.rpartition(".")[2])
+    if value is None or isinstance(value, dict):
+        return value
+    raise SettingError(
+        f"{path}: {name} is {type(value).__name__} {value!r:.60}, not a table; write it as "
+        f"[{name}] with its keys below it, or remove it"
+    )
+
+
+#: ini keys of ours whose value is a list (pytest's `paths` and `linelist`)
+_LIST_KEYS = ("super_tasks", "super_git_mirrors")
+
+
+def _checked_values(path: Path, table: str, values: dict[str, Any]) -> dict[str, Any]:
+    """Our keys' values as the settings read them: text, a number or true/false; a list of text
+    for the list keys. Anything else is a SettingError naming the file and key."""
+    for key, value in values.items():
+        if not key.startswith("super_"):
+            continue
+        if key in _LIST_KEYS:
+            ok = isinstance(value, str) or (
+                isinstance(value, list) and all(isinstance(v, str) for v in value)
+            )
+        else:
+            ok = isinstance(value, str | int | float | bool)
+        if not ok:
+            wanted = "a text or a list of texts" if key in _LIST_KEYS else 'a text such as "2g"'
+            raise SettingError(
+                f"{path}: {table} {key} = {value!r:.60} is a {type(value).__name__}, not "
+                f'{wanted}; write it as {key} = "..."'
+            )
+    return values
 
 
 def _ini_section(path: Path, section: str | None) -> dict[str, Any] | None:
     import iniconfig
 
     try:
-        parsed = iniconfig.IniConfig(str(path))
+        parsed = iniconfig.IniConfig(str(path), data=safe_read.read_text_file(path))
+    except safe_read.ForeignDataError as exc:
+        raise SettingError(f"{exc}") from None
     except iniconfig.ParseError as exc:
         raise SettingError(str(exc)) from None
     name = section or "pytest"

@@ -15,6 +15,7 @@ episode had stopped.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -58,6 +59,14 @@ def completion_body(
     }
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client gone mid-answer (our agent's process interrupted) is no error to print."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # BrokenPipe, ConnectionReset
+            super().handle_error(request, client_address)
+
+
 class ChatServer:
     """An OpenAI-compatible endpoint on 127.0.0.1 (a free port) in a background thread; a
     subclass answers each parsed request body with `answer(body) -> (status, JSON payload)`."""
@@ -92,7 +101,7 @@ class ChatServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self.port = self._httpd.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"

@@ -218,7 +218,7 @@ class ReplayBackend:
         return ReplayKernel(script)
 
     def _from_environment(self, task_id: str) -> EpisodeScript:
-        from pytest_super.published_runs import read_run
+        from pytest_super.published_runs import EpisodeFormatError, parse_run_name, read_episode
 
         run = os.environ.get(RUN_VARIABLE)
         if not run:
@@ -227,14 +227,19 @@ class ReplayBackend:
                 f"`pytest-super replay-run RUN_FOLDER`, or set {RUN_VARIABLE} to a published run "
                 "folder (<model>_<agent>_<set>/<task_id>/history.ipynb)"
             )
-        for episode in read_run(Path(run)):
-            if episode.task_id == task_id:
-                script = episode_script(episode)
-                self.register([script])
-                return script
-        raise InfrastructureError(
-            f"replay backend: {RUN_VARIABLE}={run} holds no episode of task {task_id!r}"
-        )
+        folder = Path(run) / task_id  # this task's episode alone: another's cannot fail it
+        if folder.parent != Path(run) or not os.path.lexists(folder / "history.ipynb"):
+            raise InfrastructureError(
+                f"replay backend: {RUN_VARIABLE}={run} holds no episode of task {task_id!r}"
+            )
+        model, agent, set_name = parse_run_name(Path(run).name)
+        try:
+            episode = read_episode(folder, model=model, agent=agent, set_name=set_name)
+        except EpisodeFormatError as exc:
+            raise InfrastructureError(f"replay backend: {exc}") from None
+        script = episode_script(episode)
+        self.register([script])
+        return script
 
     def cleanup_run(self, settings: KernelSettings, run_id: str) -> list[str]:
         return []  # nothing outlives a replayed kernel

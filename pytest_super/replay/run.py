@@ -25,14 +25,10 @@ from pytest_super.errors import LLMError
 from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.llm import LLMClient, LLMSettings
 from pytest_super.names import file_stem
-from pytest_super.published_runs import (
-    PublishedEpisode,
-    exit_status_of,
-    parse_run_name,
-    read_run,
-)
+from pytest_super.published_runs import PublishedEpisode, exit_status_of
 from pytest_super.replay.deviations import documented_for
 from pytest_super.replay.endpoint import ReplayEndpoint
+from pytest_super.replay.imported import read_episodes
 from pytest_super.replay.kernel import ReplayBackend, ReplayKernel, _same_content
 from pytest_super.replay.script import (
     REFERENCE_CELL_TIMEOUT_S,
@@ -42,9 +38,8 @@ from pytest_super.replay.script import (
     agent_for,
     episode_script,
 )
-from pytest_super.report import read_results
 from pytest_super.runner import RunSettings, TaskResult, run_task
-from pytest_super.trajectory import NOT_ACTIONS, Action, Step, load_trajectory
+from pytest_super.trajectory import NOT_ACTIONS, Action, Step
 
 
 @dataclass
@@ -93,6 +88,8 @@ class EpisodeComparison:
 class RunReplay:
     run: str
     episodes: list[EpisodeComparison] = field(default_factory=list)
+    #: one line for each episode that could not be read or replayed
+    errors: list[str] = field(default_factory=list)
 
     @property
     def identical(self) -> int:
@@ -312,72 +309,35 @@ def _summary_of_published(episode: PublishedEpisode) -> dict[str, Any]:
     }
 
 
-def is_imported_run(run_dir: Path) -> bool:
-    """Whether `run_dir` is a run `import-trajectories` wrote (trajectories/ and results.jsonl)."""
-    return (Path(run_dir) / "trajectories").is_dir()
-
-
-def read_episodes(run_dir: Path) -> list[PublishedEpisode]:
-    """The episodes of a published run folder, or of one `import-trajectories` wrote."""
-    return read_imported_run(run_dir) if is_imported_run(run_dir) else read_run(run_dir)
-
-
-#: the published metrics.json keys of the scores an imported record holds
-_IMPORTED_SCORES = {
-    "output_match": "accuracy",
-    "checkpoints": "landmarks",
-    "entrypoint": "script_executed",
-}
-
-
-def read_imported_run(run_dir: Path) -> list[PublishedEpisode]:
-    """The episodes of a run `import-trajectories` wrote: each trajectory's steps, and the
-    published scores its results.jsonl record carries (as metrics.json names them)."""
-    run_dir = Path(run_dir)
-    model, agent, set_name = parse_run_name(run_dir.name)
-    results = run_dir / "results.jsonl"
-    records = {r.task_id: r.properties for r in read_results(results)} if results.is_file() else {}
-    episodes = []
-    for path in sorted((run_dir / "trajectories").glob("*.json")):
-        trajectory = load_trajectory(path)
-        record = records.get(trajectory.task_id, {})
-        metrics = {key: record[name] for key, name in _IMPORTED_SCORES.items() if name in record}
-        if "submitted" in record:
-            metrics["submitted"] = int(bool(record["submitted"]))
-        episodes.append(
-            PublishedEpisode(
-                task_id=trajectory.task_id,
-                folder=path,
-                model=model,
-                agent=agent,
-                set=set_name,
-                query=trajectory.query,
-                steps=trajectory.steps,
-                metrics=metrics,
-            )
-        )
-    return episodes
-
-
 def replay_run(run_dir: Path, *, work: Path | None = None) -> RunReplay:
     """Replay every episode of the published (or imported) run folder `run_dir` (see the module
-    docstring)."""
+    docstring). An episode that cannot be read or replayed is named in `errors`, and the others
+    are replayed."""
     run_dir = Path(run_dir)
-    episodes = read_episodes(run_dir)
-    replay = RunReplay(run=run_dir.name)
+    found = read_episodes(run_dir)
+    if found.episodes:
+        agent_for(found.episodes[0])  # a run of an agent we have not: an error of the run
+    replay = RunReplay(run=run_dir.name, errors=list(found.errors))
     backend = ReplayBackend()
     with tempfile.TemporaryDirectory(prefix="pytest-super-replay-") as scratch:
         folder = Path(work) if work is not None else Path(scratch)
         folder.mkdir(parents=True, exist_ok=True)
         with ReplayEndpoint() as endpoint:
-            model = episodes[0].model if episodes else "replay"
+            model = found.episodes[0].model if found.episodes else "replay"
             llm = endpoint_client(endpoint, model)  # one client: one connection for the run
             try:
-                for episode in episodes:
-                    script = episode_script(episode)
-                    comparison, _ = replay_episode(
-                        script, endpoint, backend, folder, run=replay.run, llm=llm
-                    )
+                for episode in found.episodes:
+                    try:
+                        script = episode_script(episode)
+                        comparison, _ = replay_episode(
+                            script, endpoint, backend, folder, run=replay.run, llm=llm
+                        )
+                    except Exception as exc:  # noqa: BLE001 - named, and the others go on
+                        replay.errors.append(
+                            f"{episode.folder}: not replayed ({type(exc).__name__}: "
+                            f"{str(exc)[:200]})"
+                        )
+                        continue
                     replay.episodes.append(comparison)
             finally:
                 llm.close()
@@ -392,10 +352,16 @@ def report_lines(replay: RunReplay) -> list[str]:
             continue
         note = f" [documented: {', '.join(episode.deviations)}]" if episode.documented else ""
         lines.append(episode.differences[0].line(episode.task_id) + note)
+    lines += [f"error: {line}" for line in replay.errors]
     lines.append(f"{replay.identical} of {len(replay.episodes)} episodes identical")
+    if replay.errors:
+        lines.append(f"{len(replay.errors)} episodes could not be replayed (named above)")
     return lines
 
 
 def write_json(replays: list[RunReplay], path: Path) -> None:
-    data = [{"run": r.run, "episodes": [e.as_json() for e in r.episodes]} for r in replays]
+    data = [
+        {"run": r.run, "episodes": [e.as_json() for e in r.episodes], "errors": r.errors}
+        for r in replays
+    ]
     path.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")

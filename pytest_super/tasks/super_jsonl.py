@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pytest_super import safe_read
 from pytest_super.edit import parse_edit
 from pytest_super.errors import TaskFileError
 from pytest_super.tasks.model import SUPER_IMAGE, Cell, Task
@@ -23,6 +24,7 @@ from pytest_super.tasks.validation import (
     cell_to_mapping,
     field_path,
     infer_set_at,
+    read_task_file,
     task_from_mapping,
     type_name,
 )
@@ -48,10 +50,7 @@ def iter_jsonl_tasks(path: Path, set_name: str | None = None) -> Iterator[Task |
     TaskFileError.
     """
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise TaskFileError(str(path), f"cannot read the file: {error.strerror or error}") from None
+    data = read_task_file(path, safe_read.JSONL_MAX_BYTES)
     first_line: dict[str, int] = {}
     for number, line in jsonl_lines(data):
         if isinstance(line, UnicodeDecodeError):

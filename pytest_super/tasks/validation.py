@@ -23,6 +23,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
+from pytest_super import safe_read
 from pytest_super.errors import SuperWarning, TaskFileError
 from pytest_super.scoring import MAX_LANDMARK_EXPANSION, regex_expansion, unmatchable_leaves
 from pytest_super.tasks.model import (
@@ -393,3 +394,16 @@ def _schema_error(error: ValidationError, origin: Origin) -> TaskFileError:
     return TaskFileError(
         path, message, field=where or None, value=instance, line=line, hint=described
     )
+
+
+def read_task_file(path: Path, max_bytes: int) -> bytes:
+    """The bytes of a task file through the safe reader: a FIFO, a folder or a file over
+    `max_bytes` is an error of this file (TaskFileError), never opened blocking or read whole."""
+    try:
+        return safe_read.read_regular_file(path, max_bytes)
+    except safe_read.ForeignDataError as error:
+        raise TaskFileError(
+            str(path),
+            f"cannot read the task file: {error.reason}",
+            hint=safe_read.replace_hint(max_bytes),
+        ) from None

@@ -9,9 +9,16 @@ from typing import Any
 
 import yaml
 
+from pytest_super import safe_read
 from pytest_super.errors import TaskFileError
 from pytest_super.tasks.model import Task
-from pytest_super.tasks.validation import Location, Origin, task_from_mapping, type_name
+from pytest_super.tasks.validation import (
+    Location,
+    Origin,
+    read_task_file,
+    task_from_mapping,
+    type_name,
+)
 
 _HINTS = {
     "set": "put the file under tasks/<set>/ (expert, masked or auto) or add `set: expert` "
@@ -24,12 +31,9 @@ _HINTS = {
 def load_yaml_task(path: Path) -> Task:
     """Load and validate one task file (YAML). Raises TaskFileError naming file, field and value."""
     path = Path(path)
+    data = read_task_file(path, safe_read.SMALL_MAX_BYTES)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise TaskFileError(
-            str(path), f"cannot read the task file: {error.strerror or error}"
-        ) from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise TaskFileError(
             str(path), f"not UTF-8 text ({error.reason})", hint="save the file as UTF-8"
