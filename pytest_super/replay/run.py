@@ -8,6 +8,12 @@ with the episode, step by step (`compare`): the action (kind and content), the n
 the exit status, the submitted answer and the scores the published `metrics.json` holds that can
 be computed without the task's gold data (submitted, script-executed). Differences an episode is
 documented to have (`deviations.DEVIATIONS`, the table of docs/fidelity.md) are accepted.
+
+Given the reference agent's requests (`expected`: `expected.read_expected` of a file
+scripts/reference-requests.py wrote), the endpoint also compares each request our agent sends with
+the reference's at that turn; the first that differs ends the episode and is its first
+difference (`request N: message M (role), character C: ours ..., reference ...`). Every request
+our agent sent is kept in the comparison (`requests`, written by `--json`).
 """
 
 from __future__ import annotations
@@ -21,10 +27,12 @@ from typing import Any
 from pytest_super import scoring
 from pytest_super.agents import load_agent
 from pytest_super.agents.history import AUTO_INTERRUPT_THOUGHT
+from pytest_super.environment import AgentOptions
 from pytest_super.errors import LLMError
 from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.llm import LLMClient, LLMSettings
 from pytest_super.names import file_stem
+from pytest_super.prompts import PromptSet, ours
 from pytest_super.published_runs import (
     PublishedEpisode,
     exit_status_of,
@@ -33,6 +41,7 @@ from pytest_super.published_runs import (
 )
 from pytest_super.replay.deviations import documented_for
 from pytest_super.replay.endpoint import ReplayEndpoint
+from pytest_super.replay.expected import ExpectedRequests
 from pytest_super.replay.kernel import ReplayBackend, ReplayKernel, _same_content
 from pytest_super.replay.script import (
     REFERENCE_CELL_TIMEOUT_S,
@@ -51,12 +60,16 @@ from pytest_super.trajectory import NOT_ACTIONS, Action, Step, load_trajectory
 class Difference:
     """One way our agent's episode differs from the published one."""
 
-    what: str  # action, steps, exit status, submission, submitted, script-executed, kernel
+    # action, steps, exit status, submission, submitted, script-executed, kernel, request
+    what: str
     ours: str
     published: str
     step: int | None = None  # the notebook's step number, when it is about a step
+    where: str = ""  # for a request: its turn, message and character offset
 
     def line(self, task_id: str) -> str:
+        if self.what == "request":
+            return f"{task_id}: {self.where}: ours {self.ours}, reference {self.published}"
         where = f"step {self.step}" if self.step is not None else self.what
         return f"{task_id}: {where}: ours {self.ours}, published {self.published}"
 
@@ -73,6 +86,11 @@ class EpisodeComparison:
     differences: list[Difference] = field(default_factory=list)
     deviations: list[str] = field(default_factory=list)  # documented deviations of the episode
     kernel_notes: list[str] = field(default_factory=list)
+    #: every request our agent sent: messages, stop, temperature, top_p, max_tokens
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    #: of those, the number compared with the reference's and found equal (None: not compared)
+    requests_identical: int | None = None
+    requests_expected: int = 0
 
     @property
     def identical(self) -> bool:
@@ -97,6 +115,15 @@ class RunReplay:
     @property
     def identical(self) -> int:
         return sum(e.identical for e in self.episodes)
+
+    @property
+    def requests(self) -> tuple[int, int]:
+        """(requests identical to the reference's, requests the reference sent) over the
+        episodes whose requests were compared."""
+        compared = [e for e in self.episodes if e.requests_identical is not None]
+        return sum(e.requests_identical or 0 for e in compared), sum(
+            e.requests_expected for e in compared
+        )
 
     @property
     def undocumented(self) -> list[EpisodeComparison]:
@@ -211,11 +238,15 @@ def replay_episode(
     *,
     run: str = "",
     llm: LLMClient | None = None,
+    prompts: PromptSet | None = None,
+    expected: list[dict[str, Any]] | None = None,
 ) -> tuple[EpisodeComparison, list[list[dict[str, Any]]]]:
     """Run our agent against one episode; its comparison and the requests our agent sent.
-    `llm`: a client of `endpoint` to use (default: one made, and closed, for this episode)."""
+    `llm`: a client of `endpoint` to use (default: one made, and closed, for this episode);
+    `prompts`: the agent's prompt set (default: ours); `expected`: the reference agent's requests
+    of the episode, each request of ours is compared with."""
     episode = script.episode
-    endpoint.play(script.replies)
+    endpoint.play(script.replies, expected)
     backend.register([script])
     kernels: list[ReplayKernel] = []
 
@@ -233,6 +264,7 @@ def replay_episode(
         compute_limit_s=REFERENCE_COMPUTE_S,
         cell_timeout_s=REFERENCE_CELL_TIMEOUT_S,
         steps=REFERENCE_STEPS,
+        options=AgentOptions(prompts=prompts or ours()),
     )
     client = llm or endpoint_client(endpoint, episode.model)
     steps: list[Step] = []
@@ -259,12 +291,35 @@ def replay_episode(
         agent=name,
         ours=_summary_of_ours(steps, result, error),
         published=_summary_of_published(episode),
-        differences=compare(script, steps, result, error) + _kernel_differences(kernels),
+        differences=_request_differences(endpoint, expected)
+        + compare(script, steps, result, error)
+        + _kernel_differences(kernels),
         kernel_notes=[note for k in kernels for note in k.differences],
+        requests=list(endpoint.sent),
     )
+    if expected is not None:
+        comparison.requests_expected = len(expected)
+        diverged = endpoint.difference
+        same = len(endpoint.sent) if diverged is None else diverged.turn - 1
+        comparison.requests_identical = min(same, len(expected))
     if comparison.differences:
         comparison.deviations = documented_for(comparison.run, episode.task_id)
     return comparison, list(endpoint.requests)
+
+
+def _request_differences(
+    endpoint: ReplayEndpoint, expected: list[dict[str, Any]] | None
+) -> list[Difference]:
+    """The request that parted from the reference's, or a request the reference sent and we did
+    not (our episode ended early)."""
+    found = endpoint.difference
+    if found is not None:
+        where = found.line().split(": ours ", 1)[0]
+        return [Difference("request", found.ours, found.expected, where=where)]
+    if expected is not None and len(endpoint.sent) < len(expected):
+        turn = len(endpoint.sent) + 1
+        return [Difference("request", "(none)", "a request", where=f"request {turn}")]
+    return []
 
 
 def _kernel_differences(kernels: list[ReplayKernel]) -> list[Difference]:
@@ -359,9 +414,17 @@ def read_imported_run(run_dir: Path) -> list[PublishedEpisode]:
     return episodes
 
 
-def replay_run(run_dir: Path, *, work: Path | None = None) -> RunReplay:
+def replay_run(
+    run_dir: Path,
+    *,
+    work: Path | None = None,
+    prompts: PromptSet | None = None,
+    expected: ExpectedRequests | None = None,
+    only: set[str] | None = None,
+) -> RunReplay:
     """Replay every episode of the published (or imported) run folder `run_dir` (see the module
-    docstring)."""
+    docstring) with the agents' prompt set `prompts` (default: ours), comparing each request with
+    `expected`'s, if given; `only`: the task ids to replay (default: all)."""
     run_dir = Path(run_dir)
     episodes = read_episodes(run_dir)
     replay = RunReplay(run=run_dir.name)
@@ -374,14 +437,31 @@ def replay_run(run_dir: Path, *, work: Path | None = None) -> RunReplay:
             llm = endpoint_client(endpoint, model)  # one client: one connection for the run
             try:
                 for episode in episodes:
+                    if only is not None and episode.task_id not in only:
+                        continue
                     script = episode_script(episode)
                     comparison, _ = replay_episode(
-                        script, endpoint, backend, folder, run=replay.run, llm=llm
+                        script,
+                        endpoint,
+                        backend,
+                        folder,
+                        run=replay.run,
+                        llm=llm,
+                        prompts=prompts,
+                        expected=_expected_of(expected, episode.task_id),
                     )
                     replay.episodes.append(comparison)
             finally:
                 llm.close()
     return replay
+
+
+def _expected_of(expected: ExpectedRequests | None, task_id: str) -> list[dict[str, Any]] | None:
+    """The reference's requests of one episode; none known for an episode of a compared run: an
+    empty list (its first request is then a difference)."""
+    if expected is None:
+        return None
+    return expected.episodes.get(task_id, [])
 
 
 def report_lines(replay: RunReplay) -> list[str]:
@@ -393,6 +473,9 @@ def report_lines(replay: RunReplay) -> list[str]:
         note = f" [documented: {', '.join(episode.deviations)}]" if episode.documented else ""
         lines.append(episode.differences[0].line(episode.task_id) + note)
     lines.append(f"{replay.identical} of {len(replay.episodes)} episodes identical")
+    same, total = replay.requests
+    if any(e.requests_identical is not None for e in replay.episodes):
+        lines.append(f"{same} of {total} requests identical to the reference agent's")
     return lines
 
 
