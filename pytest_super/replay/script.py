@@ -33,9 +33,10 @@ from pytest_super.tasks import Cell, Task
 from pytest_super.trajectory import Action, Step
 
 #: the reference's note on a cell still running after the cell timeout (jupyter_env.py), which the
-#: notebooks keep in the observation
+#: notebooks keep in the observation: appended to the output after two line breaks (the output's
+#: own trailing line breaks stay the output's)
 TIMEOUT_NOTE = re.compile(
-    r"\s*Your command has already run for \d+ seconds\. It is still running\."
+    r"\n{0,2}Your command has already run for \d+ seconds\. It is still running\."
 )
 #: the reference's observation of a reply whose action it did not know
 INVALID_ACTION = "Invalid action type: "

@@ -90,3 +90,35 @@ def upstream_prompt_yaml(notebook: Path, out: Path) -> Path:
     }
     out.write_text(prompt_yaml_text(upstream), encoding="utf-8")
     return out
+
+
+#: where each protocol string shows in a ReAct-SUPER notebook: the observation of a step of that
+#: kind (the format error: a step with an empty thought and action)
+_STILL_RUNNING = re.compile(r"\n\nYour command has already run for (\d+) seconds\..*\Z", re.DOTALL)
+
+
+def protocol_fields(run_dir: Path) -> dict[str, str]:
+    """The reference's protocol strings (prompts.PROTOCOL_FIELDS) as the notebooks of the
+    ReAct-SUPER run `run_dir` show them."""
+    from pytest_super.published_runs import read_run
+    from pytest_super.trajectory import Action
+
+    found: dict[str, str] = {}
+    for episode in read_run(run_dir):
+        for step in episode.steps:
+            obs = step.observation
+            if step.action == Action.FORMAT_ERROR and obs.startswith("Invalid action type: "):
+                found.setdefault("invalid_action", "Invalid action type: ")
+            elif step.action == Action.FORMAT_ERROR:
+                found.setdefault("format_error", obs)
+            elif step.action == Action.INTERRUPT and not step.pre_executed:
+                found.setdefault("interrupted", obs)
+            elif (note := _STILL_RUNNING.search(obs)) is not None:
+                found.setdefault("timeout", note[0].replace(note[1], "{seconds}", 1))
+    return found
+
+
+def rebuild_protocol_yaml(run_dir: Path, out: Path) -> Path:
+    """Write the protocol.yaml of the reference's protocol strings (from `run_dir`'s notebooks)."""
+    out.write_text(prompt_yaml_text(protocol_fields(run_dir)), encoding="utf-8")
+    return out
