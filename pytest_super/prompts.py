@@ -14,7 +14,8 @@
 
 Beside a prompt.yaml, an optional `protocol.yaml` holds the reference's protocol strings, which
 its prompt.yaml does not (`PROTOCOL_FIELDS`: the format-error correction, the still-running note
-with `{seconds}`, the interrupt's observation, the unknown-action observation's start). With a
+with `{seconds}`, the interrupt's observation, the unknown-action observation's start, the action
+name and observation of a submission that is not JSON). With a
 prompt.yaml the ReAct agents show the history as the reference's agent does (its reading of a
 reply, no step for the automatic interrupt) and, given a protocol.yaml, in its words
 (`PromptSet.protocol`); the repository holds no copy of them (the tests rebuild both files from
@@ -96,7 +97,14 @@ PARTS: dict[str, Part] = {
 REFERENCE_FIELDS = ("system_prompt", "commands", "edit_demonstration")
 #: the file beside a prompt.yaml with the reference's protocol strings, and its fields
 PROTOCOL_FILE = "protocol.yaml"
-PROTOCOL_FIELDS = ("format_error", "timeout", "interrupted", "invalid_action")
+PROTOCOL_FIELDS = (
+    "format_error",
+    "timeout",
+    "interrupted",
+    "invalid_action",
+    "invalid_submission_action",
+    "invalid_submission",
+)
 
 
 class PromptFileError(SuperError, ValueError):

@@ -50,6 +50,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from pytest_super.replay.kernel import TRUNCATED_SECOND  # noqa: E402
 from pytest_super.replay.script import (  # noqa: E402
     DEFAULT_BUDGET,
     REFERENCE_BUDGETS,
@@ -61,6 +62,9 @@ from tests.support.reference_prompts import prompt_yaml_text, reference_fields  
 UPSTREAM_REPO = "allenai/super-benchmark"
 UPSTREAM_COMMIT = "50cefd4c213fd8f88d28728ed87e4a20b43c91a3"
 DEFAULT_OUT = ROOT / "tests" / "data" / "super-reference" / "requests"
+#: the thoughts the notebooks give the steps the runner took before the model's first call
+PRE_EXECUTED = "[pre-executed by user]"
+CONTINUED = "[continued after timeout]"
 #: the request fields kept per request (besides the messages)
 PARAMETERS = ("stop", "temperature", "top_p", "max_tokens")
 
@@ -184,6 +188,11 @@ def load_upstream(checkout: Path, recorder: Recorder) -> tuple[Any, Any, Any, An
     )
 
 
+def is_harness_step(step: NotebookStep) -> bool:
+    """A step the runner took, not the model: a pre-executed cell, or the wait after one."""
+    return step.thought in (PRE_EXECUTED, CONTINUED)
+
+
 def is_format_error(step: NotebookStep) -> bool:
     return step.thought == "" and step.action == ""
 
@@ -210,7 +219,7 @@ def drive_episode(
         prompt_config_path=str(prompt_yaml),
         verbose=False,
     )
-    chosen = [s for s in steps if s.thought != "[pre-executed by user]" and s.action != "exception"]
+    chosen = [s for s in steps if not is_harness_step(s) and s.action != "exception"]
     ends_by_budget = any(s.action == "exception" and "context tokens" in s.content for s in steps)
     plan = usage_plan(len(chosen), budget, ends_by_budget=ends_by_budget)
     recorder.replies = [(reply_text(s), tokens) for s, tokens in zip(chosen, plan, strict=True)]
@@ -221,8 +230,14 @@ def drive_episode(
             action = agent.next_action()  # upstream's own limit check ends the episode here
             assert action["type"] == "exception", f"{notebook}: upstream's agent did not stop"
             break
-        if step.thought == "[pre-executed by user]":
+        if step.thought == PRE_EXECUTED:
             pass  # step_completed adds it to the history itself, as upstream's runner does
+        elif step.thought == CONTINUED:
+            # the runs' revision waited once more for a pre-executed cell that ran out of time
+            # (the pinned runner does not): the notebook's step, no model call
+            agent.history.append(
+                agent_step(step.thought, {"type": step.action, "content": step.content})
+            )
         elif is_format_error(step) or not parses(upstream_parse, reply_text(step)):
             # the pinned revision would retry a reply it cannot parse in a side conversation;
             # the runs' revision made it one step (the notebook's): its one call, then that step
@@ -234,7 +249,9 @@ def drive_episode(
             agent.next_action()
             agent.history[-1].thought = step.thought
             agent.history[-1].action = {"type": step.action, "content": step.content}
-        end = start + datetime.timedelta(seconds=step.duration_s)
+        # the notebooks cut each duration to whole seconds: the middle of the second that was
+        # cut, as the replay kernel reports it (replay/kernel.py, TRUNCATED_SECOND)
+        end = start + datetime.timedelta(seconds=step.duration_s + TRUNCATED_SECOND)
         action = {"type": step.action, "content": step.content}
         agent.step_completed(step_class(action, step.observation, False, start, end))
         start = end

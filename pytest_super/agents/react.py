@@ -39,10 +39,11 @@ from pytest_super.agents.history import (
     truncate_observation,
 )
 from pytest_super.edit import edit_action
-from pytest_super.environment import PRE_EXECUTED_THOUGHT
+from pytest_super.environment import CONTINUED_THOUGHT, PRE_EXECUTED_THOUGHT
 from pytest_super.llm import Completion
 from pytest_super.prompts import PromptSet, ours
 from pytest_super.scoring import parse_submission
+from pytest_super.tasks import Cell
 from pytest_super.trajectory import Action, Step
 
 STOP = ["</content>", "Observation:"]
@@ -152,17 +153,28 @@ def _prefix_entries(env: Environment) -> list[HistoryEntry]:
         and all(a is b for a, b in zip(known[0], steps, strict=True))
     ):
         return known[1]
+    cells = iter(env.task.pre_executed)
     entries = [
-        HistoryEntry(
-            s.thought or PRE_EXECUTED_THOUGHT,
-            s.action,
-            s.content,
-            clean_observation(s.observation or s.output),
-        )
+        _prefix_entry(env, s, None if s.thought == CONTINUED_THOUGHT else next(cells, None))
         for s in steps
     ]
     _PREFIX[env] = (steps, entries)
     return entries
+
+
+def _prefix_entry(env: Environment, step: Step, cell: Cell | None) -> HistoryEntry:
+    """A pre-executed step as the history shows it; as the reference's agent shows it (an edit
+    as the task gave it, a cell that ran out of time with the still-running note) with its
+    prompt.yaml (and protocol.yaml)."""
+    content, observation = step.content, step.observation or step.output
+    protocol = env.options.prompts.protocol
+    if _as_reference(env):
+        content = cell.source if cell is not None and cell.source else content
+        if protocol is not None and step.cell_status == "timeout":
+            timeout = f"{env.limits.cell_timeout_s:g}"
+            observation = step.output + protocol["timeout"].replace("{seconds}", timeout)
+    thought = step.thought or PRE_EXECUTED_THOUGHT
+    return HistoryEntry(thought, step.action, content, clean_observation(observation))
 
 
 def history_entries(
@@ -223,7 +235,7 @@ class ReActAgent:
             actions = self.actions(cell.running)
             messages = self.messages(env, steps, reflections)
             completion = ask_model(env, messages, stop=STOP, budget=budget)
-            view = ref.reference_view(completion.text) if _as_reference(env) else None
+            view = _view(env, completion.text)
             try:
                 reply = parse_reply(completion.text, actions)
             except FormatError as exc:
@@ -363,6 +375,13 @@ class ReActAgent:
         steps.append(step)
         if entry is not None or hidden:
             self._shown[id(step)] = entry
+
+
+def _view(env: Environment, text: str) -> ref.View | None:
+    """How the reference's agent reads `text`, when the history is shown as it shows it."""
+    if not _as_reference(env):
+        return None
+    return ref.reference_view(text, env.options.prompts.protocol)
 
 
 def _as_reference(env: Environment) -> bool:

@@ -10,7 +10,8 @@ the reference's agent rather than ours, so a real model sees the paper's request
   the JSON it parsed;
 - a reply it cannot read shows an empty thought and action with the correction as its
   observation; a reply naming an action it does not know shows its thought, that name and its
-  content, observed as the unknown-action note;
+  content, observed as the unknown-action note; a submission that is not JSON shows as a step of
+  the reference's own action name for it, content kept;
 - a cell still running after its timeout is observed as its output followed by the still-running
   note, an `interrupt` as the interrupt note, a `continue_wait` with no cell running as what the
   kernel answered; the automatic interrupt before the next action is not shown (the reference
@@ -43,8 +44,9 @@ class View:
     content: str
 
 
-def reference_view(text: str) -> View | None:
-    """How the reference's agent reads a reply (see the module docstring); None: it cannot."""
+def reference_view(text: str, protocol: Mapping[str, str] | None = None) -> View | None:
+    """How the reference's agent reads a reply (see the module docstring); None: it cannot. A
+    submission that is not JSON is, with `protocol`, a step of its own action name, content kept."""
     parts = text.strip().split(_ACTION)
     if len(parts) < 2:
         return None
@@ -58,7 +60,9 @@ def reference_view(text: str) -> View | None:
         try:
             content = str(json.loads(content))
         except ValueError:
-            return None
+            if protocol is None:
+                return None
+            name = protocol["invalid_submission_action"]
     return View(thought_part[len(_THOUGHT) :], name, content)
 
 
@@ -82,4 +86,9 @@ def cell_observation(
 
 
 def unknown_action_observation(name: str, protocol: Mapping[str, str] | None) -> str | None:
-    return None if protocol is None else protocol["invalid_action"] + name
+    """What the reference shows for a reply naming `name`, an action it does not take."""
+    if protocol is None:
+        return None
+    if name == protocol["invalid_submission_action"]:
+        return protocol["invalid_submission"]
+    return protocol["invalid_action"] + name

@@ -40,6 +40,9 @@ TIMEOUT_NOTE = re.compile(
 )
 #: the reference's observation of a reply whose action it did not know
 INVALID_ACTION = "Invalid action type: "
+#: the observation of a submission the reference could not read as JSON (the runs' revision of its
+#: agent recorded it as a step of action `submit_invalid_json`)
+INVALID_SUBMISSION = "Invalid json format for submission."
 #: the budget the reference gave an episode: 400k prompt tokens on Masked, 600k otherwise
 REFERENCE_BUDGETS = {"masked": 400_000}
 DEFAULT_BUDGET = 600_000
@@ -170,7 +173,13 @@ def _prefix_cell(step: Step) -> Cell | None:
             request = parse_edit(step.content)
         except EditFormatError:
             return None
-        return Cell(kind="edit", file=request.file, before=request.before, after=request.after)
+        return Cell(
+            kind="edit",
+            file=request.file,
+            before=request.before,
+            after=request.after,
+            source=step.content,
+        )
     return None  # a wait after a cell that ran out of time: the runner takes it
 
 
@@ -216,11 +225,13 @@ def _react_content(content: str) -> str:
 
 def _react_malformed(step: Step) -> str:
     """A reply the reference could not use. Its raw text is not in the notebook: the reference
-    either named an action it did not know (`Invalid action type: X`, the name kept) or found no
-    `Thought:`/`Action:` at all."""
+    either named an action it did not know (`Invalid action type: X`, the name kept), submitted
+    what is not JSON (the content kept), or found no `Thought:`/`Action:` at all."""
     if step.observation.startswith(INVALID_ACTION):
         name = step.observation[len(INVALID_ACTION) :].split("\n", 1)[0]
         return f"Thought: {step.thought}\nAction: {name}\n{_react_content(step.content)}"
+    if step.observation == INVALID_SUBMISSION:
+        return f"Thought: {step.thought}\nAction: submit\n{_react_content(step.content)}"
     return step.thought or "I will continue with the task."
 
 
