@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_super import scoring
+from pytest_super import defaults, scoring
 from pytest_super.agents import load_agent
 from pytest_super.agents.history import AUTO_INTERRUPT_THOUGHT
 from pytest_super.environment import AgentOptions
@@ -44,9 +44,6 @@ from pytest_super.replay.endpoint import ReplayEndpoint
 from pytest_super.replay.expected import ExpectedRequests
 from pytest_super.replay.kernel import ReplayBackend, ReplayKernel, _same_content
 from pytest_super.replay.script import (
-    REFERENCE_CELL_TIMEOUT_S,
-    REFERENCE_COMPUTE_S,
-    REFERENCE_STEPS,
     EpisodeScript,
     agent_for,
     episode_script,
@@ -139,7 +136,7 @@ def _shown(text: object, limit: int = 100) -> str:
 def _step_text(step: Step) -> str:
     if step.action == Action.FORMAT_ERROR:
         return "format_error"
-    return f"{step.action} {_shown(step.content)}"
+    return f"{step.action} {_shown(step.content)} (thought {_shown(step.thought, 40)})"
 
 
 def _same_step(ours: Step, published: Step) -> bool:
@@ -149,6 +146,8 @@ def _same_step(ours: Step, published: Step) -> bool:
         return True  # the published notebooks do not keep a malformed reply's text
     if ours.action == Action.SUBMIT:
         return _submitted_value(ours.content) == _submitted_value(published.content)
+    if ours.thought.strip() != published.thought.strip():
+        return False  # the thought the model gave, as our parser read it
     if ours.action in (Action.WAIT, Action.INTERRUPT):
         return True  # their content is not an action's (the notebooks show `<content>` or "")
     return _same_content(str(ours.action), ours.content, published.content)
@@ -222,6 +221,11 @@ def _score_differences(
     ours = next((s.content for s in reversed(ours_steps) if s.action == Action.SUBMIT), None)
     if None not in (theirs, ours) and _submitted_value(str(theirs)) != _submitted_value(str(ours)):
         found.append(Difference("submission", _shown(ours), _shown(theirs)))
+    elif theirs is not None and result.submitted:
+        read = scoring.read_submission(str(theirs))  # what the reference scored
+        if read.problem == "" and json.dumps(result.submission) != json.dumps(read.value):
+            shown = (_shown(result.submission), _shown(read.value))
+            found.append(Difference("scored submission", *shown))
     published = metrics.get("entrypoint")
     if published is not None and result.script_executed not in (None, float(published)):
         found.append(
@@ -257,13 +261,13 @@ def replay_episode(
         return kernel
 
     name = agent_for(episode)
-    settings = RunSettings(
+    settings = RunSettings(  # a run's settings as our defaults make them (the reference's)
         agent=name,
         model=episode.model,
-        token_budget=script.budget,
-        compute_limit_s=REFERENCE_COMPUTE_S,
-        cell_timeout_s=REFERENCE_CELL_TIMEOUT_S,
-        steps=REFERENCE_STEPS,
+        token_budget=None,  # our default: 400k on Masked, 600k otherwise
+        compute_limit_s=defaults.COMPUTE_LIMIT_S,
+        cell_timeout_s=defaults.CELL_TIMEOUT_S,
+        steps=defaults.STEPS,
         options=AgentOptions(prompts=prompts or ours()),
     )
     client = llm or endpoint_client(endpoint, episode.model)

@@ -190,13 +190,18 @@ def _ends_by_budget(episode: PublishedEpisode) -> bool:
 def usage_plan(calls: int, budget: int, *, ends_by_budget: bool) -> list[int]:
     """Prompt tokens for each of `calls` replies. The notebooks hold no token counts, so they are
     planned: for an episode the budget ended, the sum passes `budget` with the last reply (and not
-    before), so the next call is refused as the reference refused it; otherwise it never does."""
+    before), so the next call is refused as the reference refused it; otherwise it never passes
+    it, and lands exactly on it before the last call (the reference refuses a call only above
+    the budget: the boundary is tested in every such episode of two calls or more)."""
     if calls == 0:
         return []
     if ends_by_budget:
         each = math.ceil((budget + 1) / calls)
         return [each] * calls
-    return [budget // (calls + 1)] * calls
+    if calls == 1:
+        return [budget // 2]
+    each, left = divmod(budget, calls - 1)
+    return [each + 1] * left + [each] * (calls - 1 - left) + [0]
 
 
 # -- replies --------------------------------------------------------------------------------------
