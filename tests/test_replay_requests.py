@@ -166,3 +166,19 @@ def test_a_damaged_file_of_expected_requests_is_a_clear_error(tmp_path, capsys) 
     err = capsys.readouterr().err
     assert code == 2
     assert str(bad) in err and "scripts/reference-requests.py" in err
+
+
+def test_replay_runs_with_our_defaults_and_they_are_the_references() -> None:
+    from pytest_super import defaults
+    from pytest_super.replay import script
+    from pytest_super.runner import RunSettings
+
+    ours = (defaults.STEPS, defaults.COMPUTE_LIMIT_S, defaults.CELL_TIMEOUT_S)
+    reference = (
+        script.REFERENCE_STEPS,
+        script.REFERENCE_COMPUTE_S,
+        script.REFERENCE_CELL_TIMEOUT_S,
+    )
+    assert ours == reference == (100, 1800.0, 300.0)
+    assert RunSettings().token_budget is None  # the runner's 400k on Masked, 600k otherwise
+    assert (script.REFERENCE_BUDGETS, script.DEFAULT_BUDGET) == ({"masked": 400_000}, 600_000)
