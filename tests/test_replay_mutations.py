@@ -36,7 +36,11 @@ WAIT = (MASKED, "colbert_dependencies")  # a continue_wait without content
 WORDS = (MASKED, "data_label_alignment_configuration")  # `Action: Execute the script ...`
 COMPUTE = (MASKED, "g-transformer_configuration,cpu")  # ended by the compute limit
 BUDGET = (MASKED, "acqsurvey_dependencies")  # ended by the token budget
-TWO_BLOCKS = (SWE_EXPERT, "colbert")  # a SWE-agent reply whose discussion holds a code block
+TWO_BLOCKS = (SWE_EXPERT, "colbert")
+TIMED_OUT = (
+    MASKED,
+    "logme-nlp_configuration",
+)  # a cell that timed out, then another cell  # a SWE-agent reply whose discussion holds a code block
 
 
 @pytest.fixture(scope="module")
@@ -198,6 +202,10 @@ def interrupt_always(mp: pytest.MonkeyPatch, _: Path) -> None:
     mp.setattr(RunningCell, "interrupt_before", interrupt_before)
 
 
+def no_auto_interrupt(mp: pytest.MonkeyPatch, _: Path) -> None:
+    mp.setattr(RunningCell, "interrupt_before", lambda self, env, action: None)
+
+
 def swe_first_block(mp: pytest.MonkeyPatch, _: Path) -> None:
     original = swe.parse_reply
 
@@ -234,6 +242,7 @@ MUTATIONS: list[tuple[Callable[[pytest.MonkeyPatch, Path], None], tuple[str, str
     (scored_strings, SHORT, "scored submission"),
     (cd_prepended, SHORT, "request 2: message 2 (assistant)"),
     (interrupt_always, SHORT, "kernel: ours before step "),
+    (no_auto_interrupt, TIMED_OUT, "kernel: ours before step "),
     (swe_first_block, TWO_BLOCKS, "step "),
 ]
 

@@ -11,7 +11,8 @@ When the agent sends something the episode did not record at that point (another
 edit), the kernel answers with a note saying so, takes no time, and remembers the difference
 (`ReplayKernel.differences`); it never raises. An interrupt the episode did not record (the
 reference interrupted a still-running cell silently before the next action) answers empty; with
-no cell left running by a timeout, it is a difference too.
+no cell left running by a timeout, it is a difference too, as is a cell sent while one is left
+running (the reference interrupts it first).
 
 `ReplayBackend` provisions a kernel for a task id from the episodes registered with it
 (`register`, what `pytest-super replay-run` does), or from the published run folder that the
@@ -137,6 +138,10 @@ class ReplayKernel:
     def execute(
         self, code: str, timeout: float, *, interrupt_on_timeout: bool = True
     ) -> CellResult:
+        if self._running:  # the reference interrupts a cell left running before the next one
+            upcoming = self._queue[self._next] if self._next < len(self._queue) else None
+            where = f"before step {upcoming.step}" if upcoming else "after the last step"
+            self.differences.append(f"{where}: a cell ran while one was left running")
         recorded = self._take(Action.EXECUTE, code)
         return self._cell(recorded, Action.EXECUTE, interrupt=interrupt_on_timeout)
 
