@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import lzma
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,16 @@ def test_replay_runs_with_our_defaults_and_they_are_the_references() -> None:
     assert ours == reference == (100, 1800.0, 300.0)
     assert RunSettings().token_budget is None  # the runner's 400k on Masked, 600k otherwise
     assert (script.REFERENCE_BUDGETS, script.DEFAULT_BUDGET) == ({"masked": 400_000}, 600_000)
+
+
+def test_a_folder_without_a_notebook_is_named_and_counted(tmp_path, capsys) -> None:
+    from tests.support.published_data import sample_runs
+
+    run = tmp_path / "gpt-4o-2024-08-06_swe-agent_masked"
+    shutil.copytree(sample_runs() / run.name, run)
+    (run / "lost_task").mkdir()
+    (run / "lost_task" / "metrics.json").write_text('{"submitted": 0}')
+    assert cli.main(["replay-run", str(run)]) == 0
+    printed = capsys.readouterr().out
+    assert "1 of 5 folders has no notebook: not replayed (lost_task)" in printed
+    assert "4 of 4 episodes identical" in printed

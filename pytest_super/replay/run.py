@@ -35,6 +35,7 @@ from pytest_super.names import file_stem
 from pytest_super.prompts import PromptSet, ours
 from pytest_super.published_runs import (
     PublishedEpisode,
+    episode_folders,
     exit_status_of,
     parse_run_name,
     read_run,
@@ -108,6 +109,9 @@ class EpisodeComparison:
 class RunReplay:
     run: str
     episodes: list[EpisodeComparison] = field(default_factory=list)
+    #: the run's episode folders without a notebook (metrics.json only): named, not replayed
+    unreplayed: list[str] = field(default_factory=list)
+    folders: int = 0  # episode folders in the run (imported runs: trajectories)
 
     @property
     def identical(self) -> int:
@@ -431,7 +435,11 @@ def replay_run(
     `expected`'s, if given; `only`: the task ids to replay (default: all)."""
     run_dir = Path(run_dir)
     episodes = read_episodes(run_dir)
-    replay = RunReplay(run=run_dir.name)
+    replay = RunReplay(run=run_dir.name, folders=len(episodes))
+    if not is_imported_run(run_dir):
+        folders = episode_folders(run_dir)
+        replay.folders = len(folders)
+        replay.unreplayed = [f.name for f in folders if not (f / "history.ipynb").is_file()]
     backend = ReplayBackend()
     with tempfile.TemporaryDirectory(prefix="pytest-super-replay-") as scratch:
         folder = Path(work) if work is not None else Path(scratch)
@@ -476,6 +484,13 @@ def report_lines(replay: RunReplay) -> list[str]:
             continue
         note = f" [documented: {', '.join(episode.deviations)}]" if episode.documented else ""
         lines.append(episode.differences[0].line(episode.task_id) + note)
+    if replay.unreplayed:
+        count = len(replay.unreplayed)
+        has = "has" if count == 1 else "have"
+        names = ", ".join(replay.unreplayed)
+        lines.append(
+            f"{count} of {replay.folders} folders {has} no notebook: not replayed ({names})"
+        )
     lines.append(f"{replay.identical} of {len(replay.episodes)} episodes identical")
     same, total = replay.requests
     if any(e.requests_identical is not None for e in replay.episodes):
