@@ -196,3 +196,19 @@ def test_a_folder_without_a_notebook_is_named_and_counted(tmp_path, capsys) -> N
     printed = capsys.readouterr().out
     assert "1 of 5 folders has no notebook: not replayed (lost_task)" in printed
     assert "4 of 4 episodes identical" in printed
+
+
+def test_a_bad_protocol_file_names_the_file_and_the_field(prompt_file, tmp_path) -> None:
+    from pytest_super.prompts import PromptFileError, load_prompts
+
+    shutil.copy(prompt_file, tmp_path / "prompt.yaml")
+    assert load_prompts(tmp_path / "prompt.yaml").protocol is None  # none beside it: our words
+    protocol = (prompt_file.parent / "protocol.yaml").read_text()
+    loaded = load_prompts(prompt_file).protocol
+    assert loaded is not None and loaded["interrupted"] == "Kernel interrupted."
+    (tmp_path / "protocol.yaml").write_text(protocol.replace("format_error:", "format_eror:"))
+    with pytest.raises(PromptFileError, match=r"protocol\.yaml: field 'format_error' is missing"):
+        load_prompts(tmp_path / "prompt.yaml")
+    (tmp_path / "protocol.yaml").write_text("- a list\n")
+    with pytest.raises(PromptFileError, match=r"protocol\.yaml: not a YAML mapping"):
+        load_prompts(tmp_path / "prompt.yaml")
