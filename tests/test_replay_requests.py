@@ -212,3 +212,29 @@ def test_a_bad_protocol_file_names_the_file_and_the_field(prompt_file, tmp_path)
     (tmp_path / "protocol.yaml").write_text("- a list\n")
     with pytest.raises(PromptFileError, match=r"protocol\.yaml: not a YAML mapping"):
         load_prompts(tmp_path / "prompt.yaml")
+
+
+def test_an_episode_that_parted_from_the_recording_gets_no_more_replies(
+    monkeypatch, tmp_path
+) -> None:
+    # without expected requests: a cell the episode did not record stops the replies there
+    from pytest_super.agents.history import RunningCell
+    from pytest_super.published_runs import read_run
+    from pytest_super.replay.kernel import ReplayBackend
+    from pytest_super.replay.run import replay_episode
+    from pytest_super.replay.script import episode_script
+
+    episode = next(e for e in read_run(published_runs() / EXPERT) if e.task_id == "mera")
+    script = episode_script(episode)
+    original = RunningCell.run
+    monkeypatch.setattr(
+        RunningCell, "run", lambda self, env, code: original(self, env, "1\n" + code)
+    )
+    with ReplayEndpoint() as endpoint:
+        comparison, requests = replay_episode(script, endpoint, ReplayBackend(), tmp_path)
+        served = endpoint.served
+    first = comparison.differences[0]
+    assert first.what == "kernel" and first.ours.startswith("step 1: the agent sent execute `1 ")
+    assert "parted from the recording" in comparison.ours["error"]
+    assert served == 1 < len(script.replies)  # the first reply's cell parted: nothing after it
+    assert len(requests) == 2

@@ -16,7 +16,8 @@ Given the reference agent's requests of the episode (`play(replies, expected=...
 `expected.read_expected`), each request is compared with the reference's at the same turn
 before it is answered. The first one that differs is kept (`difference`) and answered 400 with
 it, as is every request after it: the episode ends at the divergence instead of consuming the
-recorded replies.
+recorded replies. So does a request after the episode parted from the recording otherwise
+(`play(..., diverged=...)`: the replay kernel was asked what the episode did not record).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -33,6 +35,8 @@ from pytest_super.replay.script import Reply
 
 #: the error message of a request the episode has no reply for
 NO_MORE_REPLIES = "replay endpoint: the published episode recorded no further model reply"
+#: the start of the error message of a request after the episode parted from the recording
+EPISODE_DIVERGED = "replay endpoint: the episode has parted from the recording"
 #: the start of the error message of a request that differs from the reference's
 DIVERGED = "replay endpoint: the request differs from the reference agent's"
 
@@ -128,6 +132,8 @@ class ReplayEndpoint(ChatServer):
         self.sent: list[dict[str, Any]] = []
         self.expected: list[dict[str, Any]] | None = None
         self.difference: RequestDifference | None = None
+        self._diverged: Callable[[], str | None] | None = None
+        self.parted: str | None = None  # why a request was refused after the episode parted
         self.served = 0
         super().__init__()
 
@@ -137,10 +143,19 @@ class ReplayEndpoint(ChatServer):
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def play(self, replies: list[Reply], expected: list[dict[str, Any]] | None = None) -> None:
+    def play(
+        self,
+        replies: list[Reply],
+        expected: list[dict[str, Any]] | None = None,
+        diverged: Callable[[], str | None] | None = None,
+    ) -> None:
         """Serve `replies` from now on (what was left of an earlier episode is dropped);
-        `expected`: the reference agent's requests of the episode, to compare each request with."""
+        `expected`: the reference agent's requests of the episode, to compare each request with;
+        `diverged`: says how the episode has already parted from the recording (None: it has
+        not), checked before each reply: once it has, no more replies are served."""
         with self._lock:
+            self._diverged = diverged
+            self.parted = None
             self._replies = deque(replies)
             self.requests = []
             self.sent = []
@@ -160,6 +175,11 @@ class ReplayEndpoint(ChatServer):
                 self.difference = self._compare(len(self.sent), sent)
             if self.difference is not None:
                 message = f"{DIVERGED}: {self.difference.line()}"
+                return 400, {"error": {"message": message, "type": "invalid_request_error"}}
+            parted = self._diverged() if self._diverged is not None else None
+            if parted is not None:
+                self.parted = parted
+                message = f"{EPISODE_DIVERGED}: {parted}"
                 return 400, {"error": {"message": message, "type": "invalid_request_error"}}
             reply = self._replies.popleft() if self._replies else None
             if reply is not None:

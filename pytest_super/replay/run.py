@@ -254,9 +254,13 @@ def replay_episode(
     `prompts`: the agent's prompt set (default: ours); `expected`: the reference agent's requests
     of the episode, each request of ours is compared with."""
     episode = script.episode
-    endpoint.play(script.replies, expected)
     backend.register([script])
     kernels: list[ReplayKernel] = []
+
+    def diverged() -> str | None:  # the first thing the kernel was asked otherwise
+        return next((note for k in kernels for note in k.differences), None)
+
+    endpoint.play(script.replies, expected, diverged)
 
     def new_kernel() -> Kernel:
         kernel = backend.provision(KernelSettings(backend="replay"), task_id=script.task.id)
@@ -300,19 +304,26 @@ def replay_episode(
         ours=_summary_of_ours(steps, result, error),
         published=_summary_of_published(episode),
         differences=_request_differences(endpoint, expected)
-        + compare(script, steps, result, error)
-        + _kernel_differences(kernels),
+        + _in_order(compare(script, steps, result, error), _kernel_differences(kernels), endpoint),
         kernel_notes=[note for k in kernels for note in k.differences],
         requests=list(endpoint.sent),
     )
     if expected is not None:
         comparison.requests_expected = len(expected)
-        diverged = endpoint.difference
-        same = len(endpoint.sent) if diverged is None else diverged.turn - 1
+        parted = endpoint.difference
+        same = len(endpoint.sent) if parted is None else parted.turn - 1
         comparison.requests_identical = min(same, len(expected))
     if comparison.differences:
         comparison.deviations = documented_for(comparison.run, episode.task_id)
     return comparison, list(endpoint.requests)
+
+
+def _in_order(
+    steps: list[Difference], kernel: list[Difference], endpoint: ReplayEndpoint
+) -> list[Difference]:
+    """The step differences, then the kernel's; the kernel's first when they stopped the episode
+    (what the steps then show follows from it)."""
+    return kernel + steps if endpoint.parted is not None else steps + kernel
 
 
 def _request_differences(
