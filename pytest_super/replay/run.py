@@ -303,8 +303,11 @@ def replay_episode(
         agent=name,
         ours=_summary_of_ours(steps, result, error),
         published=_summary_of_published(episode),
-        differences=_request_differences(endpoint, expected)
-        + _in_order(compare(script, steps, result, error), _kernel_differences(kernels), endpoint),
+        differences=_in_order(
+            _request_differences(endpoint, expected) + compare(script, steps, result, error),
+            _kernel_differences(kernels),
+            endpoint,
+        ),
         kernel_notes=[note for k in kernels for note in k.differences],
         requests=list(endpoint.sent),
     )
@@ -319,11 +322,11 @@ def replay_episode(
 
 
 def _in_order(
-    steps: list[Difference], kernel: list[Difference], endpoint: ReplayEndpoint
+    ours: list[Difference], kernel: list[Difference], endpoint: ReplayEndpoint
 ) -> list[Difference]:
-    """The step differences, then the kernel's; the kernel's first when they stopped the episode
-    (what the steps then show follows from it)."""
-    return kernel + steps if endpoint.parted is not None else steps + kernel
+    """The request and step differences, then the kernel's; the kernel's first when they stopped
+    the episode (what the requests and steps then show follows from it)."""
+    return kernel + ours if endpoint.parted is not None else ours + kernel
 
 
 def _request_differences(
