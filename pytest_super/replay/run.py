@@ -311,14 +311,22 @@ def replay_episode(
         kernel_notes=[note for k in kernels for note in k.differences],
         requests=list(endpoint.sent),
     )
-    if expected is not None:
-        comparison.requests_expected = len(expected)
-        parted = endpoint.difference
-        same = len(endpoint.sent) if parted is None else parted.turn - 1
-        comparison.requests_identical = min(same, len(expected))
+    _count_requests(comparison, endpoint, expected)
     if comparison.differences:
         comparison.deviations = documented_for(comparison.run, episode.task_id)
     return comparison, list(endpoint.requests)
+
+
+def _count_requests(
+    comparison: EpisodeComparison, endpoint: ReplayEndpoint, expected: list[dict[str, Any]] | None
+) -> None:
+    """The requests of ours equal to the reference's (those before the first that differs)."""
+    if expected is None:
+        return
+    comparison.requests_expected = len(expected)
+    parted = endpoint.difference
+    same = len(endpoint.sent) if parted is None else parted.turn - 1
+    comparison.requests_identical = min(same, len(expected))
 
 
 def _in_order(
