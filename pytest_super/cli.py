@@ -4,7 +4,7 @@ pytest-super download [--out tasks/super] [--set expert] [--revision COMMIT]
 pytest-super download prompts [--out DIR]
 pytest-super import expert.jsonl --set expert --out tasks/expert/
 pytest-super import-trajectories ../super-benchmark/trajectories [--out reports/]
-pytest-super replay-run RUN_FOLDER [--json OUT] [--check-prompts --prompts FILE]
+pytest-super replay-run RUN_FOLDER [--json OUT] [--prompts FILE] [--expected-requests FILE] [--task ID] [--check-prompts]
 pytest-super report reports/junit.xml other-run.xml
 pytest-super html reports/RUN_ID [reports/OTHER_RUN ...] [--out DIR]
 pytest-super image build [--base IMAGE] [--tag TAG] [--requirements FILE] [--offline] [--profile colab]
@@ -22,7 +22,7 @@ import sys
 import warnings
 from collections.abc import Callable, Container
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pytest_super import executors
 from pytest_super.errors import SuperError
@@ -143,7 +143,28 @@ def _add_replay_run(sub: Subparsers) -> None:
         action="store_true",
         help="also check that our first request equals each episode's recorded prompt",
     )
-    p.add_argument("--prompts", type=Path, help="the prompt file --check-prompts runs with")
+    p.add_argument(
+        "--prompts",
+        type=Path,
+        help="the agents' prompts (SUPER's prompt.yaml, with a protocol.yaml beside it, or a "
+        "folder of templates; default: ours), and the file --check-prompts checks",
+    )
+    p.add_argument(
+        "--expected-requests",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="the reference agent's requests of a run (scripts/reference-requests.py writes "
+        "them): each request our agent sends is compared with the reference's at that turn",
+    )
+    p.add_argument(
+        "--task",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="replay only this episode (repeat for more; default: all)",
+    )
     p.set_defaults(func=_replay_run)
 
 
@@ -448,11 +469,21 @@ def _replay_runs(args: argparse.Namespace) -> int:
         return 2
     if args.json is not None:
         _check_output_file("--json", args.json)
+    try:
+        prompts, expected = _replay_inputs(args)
+    except SuperError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     replays, failed = [], False
     runs = [args.dir] if is_imported_run(args.dir) else published_runs(args.dir)
     for run_dir in runs:
         try:
-            replay = replay_run(run_dir)
+            replay = replay_run(
+                run_dir,
+                prompts=prompts,
+                expected=expected.get(run_dir.name),
+                only=set(args.task) or None,
+            )
         except SuperError as exc:  # this run alone: named, the others go on
             print(
                 console_text(f"pytest-super: {run_dir.name}: not replayed: {exc}"), file=sys.stderr
@@ -487,6 +518,19 @@ def _check_output_file(option: str, path: Path) -> None:
             f"{option} {path}: its folder {path.parent} does not exist; create it or name a file "
             "in a folder that exists"
         )
+
+
+def _replay_inputs(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """replay-run's prompt set (None: ours) and expected requests by run name."""
+    from pytest_super.prompts import load_prompts
+    from pytest_super.replay.expected import read_expected
+
+    prompts = load_prompts(args.prompts) if args.prompts is not None else None
+    expected = {}
+    for path in args.expected_requests:
+        read = read_expected(path)
+        expected[read.run] = read
+    return prompts, expected
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -253,7 +253,7 @@ def _wait_once(env: Environment) -> Step:
         rest = env.interrupt()
         result = CellResult(
             output=result.output + rest.output,
-            status=rest.status,
+            status="timeout",  # it ran out of time again, and was then interrupted
             duration_s=result.duration_s + rest.duration_s,
             truncated=result.truncated or rest.truncated,
         )

@@ -12,6 +12,15 @@
   reflexion's actor) take it, with `Query: <query>` as the task's message, as the reference sends
   it; the SWE-agent and reflexion's reflection prompt keep ours (SUPER's repository has none).
 
+Beside a prompt.yaml, an optional `protocol.yaml` holds the reference's protocol strings, which
+its prompt.yaml does not (`PROTOCOL_FIELDS`: the format-error correction, the still-running note
+with `{seconds}`, the interrupt's observation, the unknown-action observation's start, the action
+name and observation of a submission that is not JSON). With a
+prompt.yaml the ReAct agents show the history as the reference's agent does (its reading of a
+reply, no step for the automatic interrupt) and, given a protocol.yaml, in its words
+(`PromptSet.protocol`); the repository holds no copy of them (the tests rebuild both files from
+the published notebooks).
+
 The set knows where it came from (`label`: `ours`, or the path and its sha256), for the report
 header, results.jsonl and the HTML report. A bad file is a `PromptFileError` naming the file, the
 field and what to do; `--super-prompts` turns it into a usage error.
@@ -87,6 +96,16 @@ PARTS: dict[str, Part] = {
 }
 #: the fields of SUPER's prompt.yaml (super/agent/prompt.yaml upstream)
 REFERENCE_FIELDS = ("system_prompt", "commands", "edit_demonstration")
+#: the file beside a prompt.yaml with the reference's protocol strings, and its fields
+PROTOCOL_FILE = "protocol.yaml"
+PROTOCOL_FIELDS = (
+    "format_error",
+    "timeout",
+    "interrupted",
+    "invalid_action",
+    "invalid_submission_action",
+    "invalid_submission",
+)
 
 
 class PromptFileError(SuperError, ValueError):
@@ -116,6 +135,8 @@ class PromptSet:
     templates: Mapping[str, str] = field(repr=False)
     #: SUPER's prompt.yaml fields when the set came from one: they replace ReAct's parts
     reference: Mapping[str, str] | None = field(default=None, repr=False)
+    #: the reference's protocol strings (`PROTOCOL_FIELDS`), from a protocol.yaml beside it
+    protocol: Mapping[str, str] | None = field(default=None, repr=False)
 
     @property
     def label(self) -> str:
@@ -275,7 +296,21 @@ def _read_reference(path: Path) -> PromptSet:
                 f"({', '.join(REFERENCE_FIELDS)}); remove it (other prompts: use a folder of "
                 "template files)"
             )
-    for key in REFERENCE_FIELDS:
+    _check_text_fields(path, loaded, REFERENCE_FIELDS, fix)
+    protocol = _read_protocol(path.parent / PROTOCOL_FILE)
+    return PromptSet(
+        str(path.resolve()),
+        hashlib.sha256(data).hexdigest(),
+        ours().templates,
+        {key: loaded[key] for key in REFERENCE_FIELDS},
+        protocol,
+    )
+
+
+def _check_text_fields(
+    path: Path, loaded: dict[object, object], keys: tuple[str, ...], fix: str
+) -> None:
+    for key in keys:
         if key not in loaded:
             raise PromptFileError(f"{path}: field {key!r} is missing; {fix}")
         if not isinstance(loaded[key], str):
@@ -283,9 +318,19 @@ def _read_reference(path: Path) -> PromptSet:
                 f"{path}: field {key!r} is {type(loaded[key]).__name__}, not text; write it as "
                 f"a YAML text block ({key}: |)"
             )
-    return PromptSet(
-        str(path.resolve()),
-        hashlib.sha256(data).hexdigest(),
-        ours().templates,
-        {key: loaded[key] for key in REFERENCE_FIELDS},
-    )
+
+
+def _read_protocol(path: Path) -> dict[str, str] | None:
+    """The reference's protocol strings beside a prompt.yaml, if that file is there."""
+    if not path.is_file():
+        return None
+    fix = f"give the fields {', '.join(PROTOCOL_FIELDS)} as text, or remove the file"
+    try:
+        loaded = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        reason = " ".join(str(exc).split())
+        raise PromptFileError(f"{path}: not a YAML file ({reason}); {fix}") from None
+    if not isinstance(loaded, dict):
+        raise PromptFileError(f"{path}: not a YAML mapping of protocol strings; {fix}")
+    _check_text_fields(path, loaded, PROTOCOL_FIELDS, fix)
+    return {key: loaded[key] for key in PROTOCOL_FIELDS}

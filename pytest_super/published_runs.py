@@ -280,7 +280,8 @@ def _notebook_steps(
                     raise EpisodeFormatError(f"{notebook}: a step's duration is {duration}")
                 steps[-1]["duration_s"] = duration
             elif steps and text.startswith(_THOUGHT):
-                steps[-1]["thought"] = text[len(_THOUGHT) :].strip()
+                # as the agent held it: its leading line breaks are part of what it was shown
+                steps[-1]["thought"] = text[len(_THOUGHT) :].removeprefix(" ").rstrip()
             elif steps and (action := _ACTION.match(text)):
                 steps[-1]["action"] = action.group(1)
         elif cell.get("cell_type") == "code" and steps:
@@ -294,9 +295,9 @@ def _notebook_steps(
 def _step(raw: dict[str, Any], *, swe: bool, after_pre_executed: bool = False) -> Step:
     """One published step as our `Step` (the shapes our agents and the runner record)."""
     kind, content, observation = raw["action"], raw["content"], raw["observation"]
-    thought = raw["thought"].strip()
+    thought = raw["thought"] if raw["thought"].strip() else ""
     duration = raw.get("duration_s", 0.0)
-    if thought == CONTINUED_THOUGHT:
+    if thought.strip() == CONTINUED_THOUGHT:
         # the runner's own wait for a cell that ran out of time (SWE-agent's Masked notebooks
         # write it with an empty action type and `continue_wait` as the content); it belongs to
         # the prefix when the cell it waits for does
@@ -309,9 +310,9 @@ def _step(raw: dict[str, Any], *, swe: bool, after_pre_executed: bool = False) -
             duration_s=duration,
             pre_executed=after_pre_executed,
         )
-    if thought == SWE_PRE_EXECUTED:
+    if thought.strip() == SWE_PRE_EXECUTED:
         return _swe_pre_executed(raw, duration)
-    pre_executed = thought == PUBLISHED_PRE_EXECUTED
+    pre_executed = thought.strip() == PUBLISHED_PRE_EXECUTED
     common = {"thought": thought, "duration_s": duration, "pre_executed": pre_executed}
     if swe and kind == "None" and content.strip().startswith("exit_"):
         return Step(action=Action.LIMIT, content=content.strip(), observation=observation, **common)

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import re
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pytest_super.agents import reference as ref
 from pytest_super.agents.base import AgentResult, Environment, ExitStatus, StepLimitReached
 from pytest_super.agents.history import (
+    LATEST_CHARS,
     FormatError,
     FormatErrors,
     RunningCell,
@@ -34,12 +36,14 @@ from pytest_super.agents.history import (
     record_with_usage,
     step_for_cell,
     truncate_history,
+    truncate_observation,
 )
 from pytest_super.edit import edit_action
-from pytest_super.environment import PRE_EXECUTED_THOUGHT
+from pytest_super.environment import CONTINUED_THOUGHT, PRE_EXECUTED_THOUGHT
 from pytest_super.llm import Completion
 from pytest_super.prompts import PromptSet, ours
 from pytest_super.scoring import parse_submission
+from pytest_super.tasks import Cell
 from pytest_super.trajectory import Action, Step
 
 STOP = ["</content>", "Observation:"]
@@ -149,29 +153,49 @@ def _prefix_entries(env: Environment) -> list[HistoryEntry]:
         and all(a is b for a, b in zip(known[0], steps, strict=True))
     ):
         return known[1]
+    cells = iter(env.task.pre_executed)
     entries = [
-        HistoryEntry(
-            s.thought or PRE_EXECUTED_THOUGHT,
-            s.action,
-            s.content,
-            clean_observation(s.observation or s.output),
-        )
+        _prefix_entry(env, s, None if s.thought == CONTINUED_THOUGHT else next(cells, None))
         for s in steps
     ]
     _PREFIX[env] = (steps, entries)
     return entries
 
 
-def history_entries(env: Environment, steps: Sequence[Step]) -> list[HistoryEntry]:
+def _prefix_entry(env: Environment, step: Step, cell: Cell | None) -> HistoryEntry:
+    """A pre-executed step as the history shows it; as the reference's agent shows it (an edit
+    as the task gave it, a cell that ran out of time with the still-running note) with its
+    prompt.yaml (and protocol.yaml)."""
+    content, observation = step.content, step.observation or step.output
+    protocol = env.options.prompts.protocol
+    if _as_reference(env):
+        content = cell.source if cell is not None and cell.source else content
+        if protocol is not None and step.cell_status == "timeout":
+            timeout = f"{env.limits.cell_timeout_s:g}"
+            observation = step.output + protocol["timeout"].replace("{seconds}", timeout)
+    thought = step.thought or PRE_EXECUTED_THOUGHT
+    return HistoryEntry(thought, step.action, content, clean_observation(observation))
+
+
+def history_entries(
+    env: Environment,
+    steps: Sequence[Step],
+    shown: Mapping[int, HistoryEntry | None] | None = None,
+) -> list[HistoryEntry]:
     """The pre-executed steps of this attempt, then the agent's `steps`; a malformed reply shows
-    as an empty thought and action with the correction as its observation."""
+    as an empty thought and action with the correction as its observation. `shown`: by the id of
+    a step, how the reference's agent shows it (None: not at all; see agents/reference.py)."""
     entries = list(_prefix_entries(env))
-    entries += [
-        HistoryEntry("", "", "", s.observation)
-        if s.action == Action.FORMAT_ERROR
-        else HistoryEntry(s.thought, s.action, s.content, s.observation)
-        for s in steps
-    ]
+    shown = shown or {}
+    for s in steps:
+        if id(s) in shown:
+            entry = shown[id(s)]
+            if entry is not None:
+                entries.append(entry)
+        elif s.action == Action.FORMAT_ERROR:
+            entries.append(HistoryEntry("", "", "", s.observation))
+        else:
+            entries.append(HistoryEntry(s.thought, s.action, s.content, s.observation))
     return entries
 
 
@@ -202,6 +226,7 @@ class ReActAgent:
         cell = RunningCell()
         steps: list[Step] = []
         errors = FormatErrors(env.limits.format_errors)
+        self._shown: dict[int, HistoryEntry | None] = {}
         taken = 0
         while True:
             if taken >= env.limits.steps:
@@ -210,22 +235,44 @@ class ReActAgent:
             actions = self.actions(cell.running)
             messages = self.messages(env, steps, reflections)
             completion = ask_model(env, messages, stop=STOP, budget=budget)
+            view = _view(env, completion.text)
             try:
                 reply = parse_reply(completion.text, actions)
             except FormatError as exc:
-                note = correction_message(str(exc), actions)
-                self._record(env, steps, format_error_step(completion.text, note), completion)
+                step, entry = self._malformed(env, completion.text, str(exc), actions, view)
+                self._record(env, steps, step, completion, entry)
                 errors.failed(str(exc))
                 continue
             errors.passed()
             interrupted = cell.interrupt_before(env, reply.action)
-            if interrupted is not None:
-                self._record(env, steps, interrupted, None)
+            if interrupted is not None:  # the reference interrupts silently: not shown
+                self._record(env, steps, interrupted, None, None, hidden=_as_reference(env))
             if reply.action == Action.SUBMIT:
                 step = Step(thought=reply.thought, action=Action.SUBMIT, content=reply.content)
                 self._record(env, steps, step, completion)
                 return AgentResult(ExitStatus.SUBMITTED, reply.content)
-            self._record(env, steps, self.act(env, reply, cell), completion)
+            step = self.act(env, reply, cell)
+            entry = None if view is None else _entry(view, step.observation)
+            self._record(env, steps, step, completion, entry)
+
+    def _malformed(
+        self,
+        env: Environment,
+        text: str,
+        problem: str,
+        actions: Sequence[Action],
+        view: ref.View | None,
+    ) -> tuple[Step, HistoryEntry | None]:
+        """The step of a reply our parser refused, and how the reference shows it (None: ours)."""
+        note = correction_message(problem, actions)
+        if not _as_reference(env):
+            return format_error_step(text, note), None
+        protocol = env.options.prompts.protocol
+        if view is not None and view.action not in actions:
+            note = ref.unknown_action_observation(view.action, protocol) or note
+            return format_error_step(text, note), _entry(view, note)
+        note = protocol["format_error"] if protocol is not None else note
+        return format_error_step(text, note), HistoryEntry("", "", "", note)
 
     def actions(self, running: bool = True) -> list[Action]:
         """The actions a reply may name. `continue_wait` and `interrupt` are taken whether or not
@@ -245,10 +292,15 @@ class ReActAgent:
             result, code = cell.interrupt(env), None
         else:
             result, code = cell.run(env, reply.content), reply.content
-        if idle and code is None and result.status == "ok" and not result.output:
+        shown = None
+        if _as_reference(env):
+            protocol = env.options.prompts.protocol
+            timeout = env.limits.cell_timeout_s
+            shown = ref.cell_observation(result, reply.action, protocol, cell_timeout_s=timeout)
+        elif idle and code is None and result.status == "ok" and not result.output:
             note = f"No cell is running, so there is nothing to {reply.action}."
             return Step(thought=reply.thought, action=reply.action, content="", observation=note)
-        return step_for_cell(
+        step = step_for_cell(
             reply.thought,
             reply.action,
             reply.content,
@@ -257,6 +309,9 @@ class ReActAgent:
             env,
             interrupted=reply.action == Action.INTERRUPT,
         )
+        if shown is not None:
+            step.observation = truncate_observation(shown, LATEST_CHARS)
+        return step
 
     def _edit(self, env: Environment, reply: Reply) -> Step:
         def edit() -> tuple[str, bool]:
@@ -280,7 +335,7 @@ class ReActAgent:
         messages = self.prompt_messages(
             env.options.prompts, env.task.query, env.limits.cell_timeout_s, reflections
         )
-        history = render_history(history_entries(env, steps))
+        history = render_history(history_entries(env, steps, getattr(self, "_shown", None)))
         if history:
             messages.append({"role": "assistant", "content": history})
         return messages
@@ -304,12 +359,38 @@ class ReActAgent:
         system = prompts.react_system(with_edit=self.with_edit, cell_timeout_s=cell_timeout_s)
         return [{"role": "system", "content": system}, {"role": "user", "content": query}]
 
-    @staticmethod
     def _record(
-        env: Environment, steps: list[Step], step: Step, completion: Completion | None
+        self,
+        env: Environment,
+        steps: list[Step],
+        step: Step,
+        completion: Completion | None,
+        entry: HistoryEntry | None = None,
+        *,
+        hidden: bool = False,
     ) -> None:
+        """Record `step`; `entry`: how the reference shows it (None: as ours does), `hidden`: not
+        shown at all."""
         record_with_usage(env, step, completion)
         steps.append(step)
+        if entry is not None or hidden:
+            self._shown[id(step)] = entry
+
+
+def _view(env: Environment, text: str) -> ref.View | None:
+    """How the reference's agent reads `text`, when the history is shown as it shows it."""
+    if not _as_reference(env):
+        return None
+    return ref.reference_view(text, env.options.prompts.protocol)
+
+
+def _as_reference(env: Environment) -> bool:
+    """Whether the history is shown as the reference's agent shows it (its prompt.yaml)."""
+    return env.options.prompts.reference is not None
+
+
+def _entry(view: ref.View, observation: str) -> HistoryEntry:
+    return HistoryEntry(view.thought, view.action, view.content, observation)
 
 
 class ReActSuperAgent(ReActAgent):

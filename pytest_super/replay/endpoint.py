@@ -5,11 +5,19 @@ answering each request with the episode's next recorded reply.
 gets the next `Reply` as `choices[0].message.content`, cut at the request's first stop string as a
 real endpoint cuts it, with the reply's planned usage (`prompt_tokens`, `completion_tokens`).
 Our agent's own `LLMClient` talks to it, so the request, the JSON, the usage accounting and the
-reply parsing are the ones a real run goes through. Every request's messages are kept
-(`requests`), for the prompt check; the plugin's preflight request before a run is answered `ok`
+reply parsing are the ones a real run goes through. Every request is kept: its messages
+(`requests`) and the whole request as the reference's agent sends one (`sent`: messages, stop,
+temperature, top_p, max_tokens); the plugin's preflight request before a run is answered `ok`
 apart from them. A request after the last recorded reply is answered
 400 with a message saying so (the client does not retry it): the agent went on where the
 episode had stopped.
+
+Given the reference agent's requests of the episode (`play(replies, expected=...)`, from
+`expected.read_expected`), each request is compared with the reference's at the same turn
+before it is answered. The first one that differs is kept (`difference`) and answered 400 with
+it, as is every request after it: the episode ends at the divergence instead of consuming the
+recorded replies. So does a request after the episode parted from the recording otherwise
+(`play(..., diverged=...)`: the replay kernel was asked what the episode did not record).
 """
 
 from __future__ import annotations
@@ -18,14 +26,20 @@ import json
 import sys
 import threading
 from collections import deque
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from pytest_super.llm import PREFLIGHT_PROMPT
+from pytest_super.replay.expected import PARAMETERS, RequestDifference, request_difference
 from pytest_super.replay.script import Reply
 
 #: the error message of a request the episode has no reply for
 NO_MORE_REPLIES = "replay endpoint: the published episode recorded no further model reply"
+#: the start of the error message of a request after the episode parted from the recording
+EPISODE_DIVERGED = "replay endpoint: the episode has parted from the recording"
+#: the start of the error message of a request that differs from the reference's
+DIVERGED = "replay endpoint: the request differs from the reference agent's"
 
 
 def cut_at_stop(text: str, stops: Any) -> str:
@@ -124,6 +138,11 @@ class ReplayEndpoint(ChatServer):
         self._lock = threading.Lock()
         self._replies: deque[Reply] = deque()
         self.requests: list[list[dict[str, Any]]] = []
+        self.sent: list[dict[str, Any]] = []
+        self.expected: list[dict[str, Any]] | None = None
+        self.difference: RequestDifference | None = None
+        self._diverged: Callable[[], str | None] | None = None
+        self.parted: str | None = None  # why a request was refused after the episode parted
         self.served = 0
         super().__init__()
 
@@ -133,11 +152,24 @@ class ReplayEndpoint(ChatServer):
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def play(self, replies: list[Reply]) -> None:
-        """Serve `replies` from now on (what was left of an earlier episode is dropped)."""
+    def play(
+        self,
+        replies: list[Reply],
+        expected: list[dict[str, Any]] | None = None,
+        diverged: Callable[[], str | None] | None = None,
+    ) -> None:
+        """Serve `replies` from now on (what was left of an earlier episode is dropped);
+        `expected`: the reference agent's requests of the episode, to compare each request with;
+        `diverged`: says how the episode has already parted from the recording (None: it has
+        not), checked before each reply: once it has, no more replies are served."""
         with self._lock:
+            self._diverged = diverged
+            self.parted = None
             self._replies = deque(replies)
             self.requests = []
+            self.sent = []
+            self.expected = expected
+            self.difference = None
             self.served = 0
 
     def answer(self, body: dict[str, Any]) -> tuple[int, Any]:
@@ -146,6 +178,18 @@ class ReplayEndpoint(ChatServer):
         with self._lock:
             messages = body.get("messages")
             self.requests.append(messages if isinstance(messages, list) else [])
+            sent = {"messages": self.requests[-1], **{k: body.get(k) for k in PARAMETERS}}
+            self.sent.append(sent)
+            if self.difference is None:
+                self.difference = self._compare(len(self.sent), sent)
+            if self.difference is not None:
+                message = f"{DIVERGED}: {self.difference.line()}"
+                return 400, {"error": {"message": message, "type": "invalid_request_error"}}
+            parted = self._diverged() if self._diverged is not None else None
+            if parted is not None:
+                self.parted = parted
+                message = f"{EPISODE_DIVERGED}: {parted}"
+                return 400, {"error": {"message": message, "type": "invalid_request_error"}}
             reply = self._replies.popleft() if self._replies else None
             if reply is not None:
                 self.served += 1
@@ -153,3 +197,11 @@ class ReplayEndpoint(ChatServer):
             return 400, {"error": {"message": NO_MORE_REPLIES, "type": "invalid_request_error"}}
         text = cut_at_stop(reply.text, body.get("stop"))
         return 200, completion_body(body, text, reply.prompt_tokens, reply.completion_tokens)
+
+    def _compare(self, turn: int, sent: dict[str, Any]) -> RequestDifference | None:
+        if self.expected is None:
+            return None
+        if turn > len(self.expected):
+            shown = f"the reference sent {len(self.expected)}"
+            return RequestDifference(turn, "an extra request", ours="a request", expected=shown)
+        return request_difference(turn, sent, self.expected[turn - 1])

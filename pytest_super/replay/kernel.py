@@ -10,7 +10,9 @@ interrupt). No Docker, no process, no network, no files.
 When the agent sends something the episode did not record at that point (another cell, another
 edit), the kernel answers with a note saying so, takes no time, and remembers the difference
 (`ReplayKernel.differences`); it never raises. An interrupt the episode did not record (the
-reference interrupted a still-running cell silently before the next action) answers empty.
+reference interrupted a still-running cell silently before the next action) answers empty; with
+no cell left running by a timeout, it is a difference too, as is a cell sent while one is left
+running (the reference interrupts it first).
 
 `ReplayBackend` provisions a kernel for a task id from the episodes registered with it
 (`register`, what `pytest-super replay-run` does), or from the published run folder that the
@@ -78,6 +80,7 @@ class ReplayKernel:
         self._queue: list[Recorded] = list(script.kernel)
         self._next = 0
         self._closed = False
+        self._running = False  # a recorded cell that timed out is left running
         self.differences: list[str] = []
 
     # -- the cursor ------------------------------------------------------------------------------
@@ -116,6 +119,7 @@ class ReplayKernel:
         )
 
     def _cell(self, recorded: Recorded | None, action: str, *, interrupt: bool) -> CellResult:
+        self._running = recorded is not None and recorded.timed_out and not interrupt
         if recorded is None:
             return CellResult(output=self._note(action), status="error", duration_s=0.0)
         if recorded.timed_out:
@@ -134,6 +138,10 @@ class ReplayKernel:
     def execute(
         self, code: str, timeout: float, *, interrupt_on_timeout: bool = True
     ) -> CellResult:
+        if self._running:  # the reference interrupts a cell left running before the next one
+            upcoming = self._queue[self._next] if self._next < len(self._queue) else None
+            where = f"before step {upcoming.step}" if upcoming else "after the last step"
+            self.differences.append(f"{where}: a cell ran while one was left running")
         recorded = self._take(Action.EXECUTE, code)
         return self._cell(recorded, Action.EXECUTE, interrupt=interrupt_on_timeout)
 
@@ -143,7 +151,14 @@ class ReplayKernel:
     def interrupt(self) -> CellResult:
         upcoming = self._queue[self._next] if self._next < len(self._queue) else None
         if upcoming is None or upcoming.action != Action.INTERRUPT:
-            # the reference stopped a cell left running before the next action without a step
+            # the reference stopped a cell left running before the next action without a step;
+            # with no cell left running, the episode recorded no interrupt here
+            if not self._running:
+                where = f"before step {upcoming.step}" if upcoming else "after the last step"
+                self.differences.append(
+                    f"{where}: an interrupt the episode did not record, with no cell left running"
+                )
+            self._running = False
             return CellResult(output="", status="error", duration_s=0.0)
         return self._cell(
             self._take(Action.INTERRUPT, upcoming.content), Action.INTERRUPT, interrupt=True

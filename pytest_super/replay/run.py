@@ -8,6 +8,12 @@ with the episode, step by step (`compare`): the action (kind and content), the n
 the exit status, the submitted answer and the scores the published `metrics.json` holds that can
 be computed without the task's gold data (submitted, script-executed). Differences an episode is
 documented to have (`deviations.DEVIATIONS`, the table of docs/fidelity.md) are accepted.
+
+Given the reference agent's requests (`expected`: `expected.read_expected` of a file
+scripts/reference-requests.py wrote), the endpoint also compares each request our agent sends with
+the reference's at that turn; the first that differs ends the episode and is its first
+difference (`request N: message M (role), character C: ours ..., reference ...`). Every request
+our agent sent is kept in the comparison (`requests`, written by `--json`).
 """
 
 from __future__ import annotations
@@ -18,22 +24,22 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_super import scoring
+from pytest_super import defaults, scoring
 from pytest_super.agents import load_agent
 from pytest_super.agents.history import AUTO_INTERRUPT_THOUGHT
+from pytest_super.environment import AgentOptions
 from pytest_super.errors import LLMError
 from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.llm import LLMClient, LLMSettings
 from pytest_super.names import file_stem
-from pytest_super.published_runs import PublishedEpisode, exit_status_of
+from pytest_super.prompts import PromptSet, ours
+from pytest_super.published_runs import PublishedEpisode, episode_folders, exit_status_of
 from pytest_super.replay.deviations import documented_for
 from pytest_super.replay.endpoint import ReplayEndpoint
-from pytest_super.replay.imported import read_episodes
+from pytest_super.replay.expected import ExpectedRequests
+from pytest_super.replay.imported import is_imported_run, read_episodes
 from pytest_super.replay.kernel import ReplayBackend, ReplayKernel, _same_content
 from pytest_super.replay.script import (
-    REFERENCE_CELL_TIMEOUT_S,
-    REFERENCE_COMPUTE_S,
-    REFERENCE_STEPS,
     EpisodeScript,
     agent_for,
     episode_script,
@@ -46,12 +52,16 @@ from pytest_super.trajectory import NOT_ACTIONS, Action, Step
 class Difference:
     """One way our agent's episode differs from the published one."""
 
-    what: str  # action, steps, exit status, submission, submitted, script-executed, kernel
+    # action, steps, exit status, submission, submitted, script-executed, kernel, request
+    what: str
     ours: str
     published: str
     step: int | None = None  # the notebook's step number, when it is about a step
+    where: str = ""  # for a request: its turn, message and character offset
 
     def line(self, task_id: str) -> str:
+        if self.what == "request":
+            return f"{task_id}: {self.where}: ours {self.ours}, reference {self.published}"
         where = f"step {self.step}" if self.step is not None else self.what
         return f"{task_id}: {where}: ours {self.ours}, published {self.published}"
 
@@ -68,6 +78,11 @@ class EpisodeComparison:
     differences: list[Difference] = field(default_factory=list)
     deviations: list[str] = field(default_factory=list)  # documented deviations of the episode
     kernel_notes: list[str] = field(default_factory=list)
+    #: every request our agent sent: messages, stop, temperature, top_p, max_tokens
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    #: of those, the number compared with the reference's and found equal (None: not compared)
+    requests_identical: int | None = None
+    requests_expected: int = 0
 
     @property
     def identical(self) -> bool:
@@ -90,10 +105,22 @@ class RunReplay:
     episodes: list[EpisodeComparison] = field(default_factory=list)
     #: one line for each episode that could not be read or replayed
     errors: list[str] = field(default_factory=list)
+    #: the run's episode folders without a notebook (metrics.json only): named, not replayed
+    unreplayed: list[str] = field(default_factory=list)
+    folders: int = 0  # episode folders in the run (imported runs: trajectories)
 
     @property
     def identical(self) -> int:
         return sum(e.identical for e in self.episodes)
+
+    @property
+    def requests(self) -> tuple[int, int]:
+        """(requests identical to the reference's, requests the reference sent) over the
+        episodes whose requests were compared."""
+        compared = [e for e in self.episodes if e.requests_identical is not None]
+        return sum(e.requests_identical or 0 for e in compared), sum(
+            e.requests_expected for e in compared
+        )
 
     @property
     def undocumented(self) -> list[EpisodeComparison]:
@@ -109,7 +136,7 @@ def _shown(text: object, limit: int = 100) -> str:
 def _step_text(step: Step) -> str:
     if step.action == Action.FORMAT_ERROR:
         return "format_error"
-    return f"{step.action} {_shown(step.content)}"
+    return f"{step.action} {_shown(step.content)} (thought {_shown(step.thought, 40)})"
 
 
 def _same_step(ours: Step, published: Step) -> bool:
@@ -119,6 +146,8 @@ def _same_step(ours: Step, published: Step) -> bool:
         return True  # the published notebooks do not keep a malformed reply's text
     if ours.action == Action.SUBMIT:
         return _submitted_value(ours.content) == _submitted_value(published.content)
+    if ours.thought.strip() != published.thought.strip():
+        return False  # the thought the model gave, as our parser read it
     if ours.action in (Action.WAIT, Action.INTERRUPT):
         return True  # their content is not an action's (the notebooks show `<content>` or "")
     return _same_content(str(ours.action), ours.content, published.content)
@@ -192,6 +221,11 @@ def _score_differences(
     ours = next((s.content for s in reversed(ours_steps) if s.action == Action.SUBMIT), None)
     if None not in (theirs, ours) and _submitted_value(str(theirs)) != _submitted_value(str(ours)):
         found.append(Difference("submission", _shown(ours), _shown(theirs)))
+    elif theirs is not None and result.submitted:
+        read = scoring.read_submission(str(theirs))  # what the reference scored
+        if read.problem == "" and json.dumps(result.submission) != json.dumps(read.value):
+            shown = (_shown(result.submission), _shown(read.value))
+            found.append(Difference("scored submission", *shown))
     published = metrics.get("entrypoint")
     if published is not None and result.script_executed not in (None, float(published)):
         found.append(
@@ -208,13 +242,21 @@ def replay_episode(
     *,
     run: str = "",
     llm: LLMClient | None = None,
+    prompts: PromptSet | None = None,
+    expected: list[dict[str, Any]] | None = None,
 ) -> tuple[EpisodeComparison, list[list[dict[str, Any]]]]:
     """Run our agent against one episode; its comparison and the requests our agent sent.
-    `llm`: a client of `endpoint` to use (default: one made, and closed, for this episode)."""
+    `llm`: a client of `endpoint` to use (default: one made, and closed, for this episode);
+    `prompts`: the agent's prompt set (default: ours); `expected`: the reference agent's requests
+    of the episode, each request of ours is compared with."""
     episode = script.episode
-    endpoint.play(script.replies)
     backend.register([script])
     kernels: list[ReplayKernel] = []
+
+    def diverged() -> str | None:  # the first thing the kernel was asked otherwise
+        return next((note for k in kernels for note in k.differences), None)
+
+    endpoint.play(script.replies, expected, diverged)
 
     def new_kernel() -> Kernel:
         kernel = backend.provision(KernelSettings(backend="replay"), task_id=script.task.id)
@@ -223,13 +265,14 @@ def replay_episode(
         return kernel
 
     name = agent_for(episode)
-    settings = RunSettings(
+    settings = RunSettings(  # a run's settings as our defaults make them (the reference's)
         agent=name,
         model=episode.model,
-        token_budget=script.budget,
-        compute_limit_s=REFERENCE_COMPUTE_S,
-        cell_timeout_s=REFERENCE_CELL_TIMEOUT_S,
-        steps=REFERENCE_STEPS,
+        token_budget=None,  # our default: 400k on Masked, 600k otherwise
+        compute_limit_s=defaults.COMPUTE_LIMIT_S,
+        cell_timeout_s=defaults.CELL_TIMEOUT_S,
+        steps=defaults.STEPS,
+        options=AgentOptions(prompts=prompts or ours()),
     )
     client = llm or endpoint_client(endpoint, episode.model)
     steps: list[Step] = []
@@ -256,12 +299,53 @@ def replay_episode(
         agent=name,
         ours=_summary_of_ours(steps, result, error),
         published=_summary_of_published(episode),
-        differences=compare(script, steps, result, error) + _kernel_differences(kernels),
+        differences=_in_order(
+            _request_differences(endpoint, expected) + compare(script, steps, result, error),
+            _kernel_differences(kernels),
+            endpoint,
+        ),
         kernel_notes=[note for k in kernels for note in k.differences],
+        requests=list(endpoint.sent),
     )
+    _count_requests(comparison, endpoint, expected)
     if comparison.differences:
         comparison.deviations = documented_for(comparison.run, episode.task_id)
     return comparison, list(endpoint.requests)
+
+
+def _count_requests(
+    comparison: EpisodeComparison, endpoint: ReplayEndpoint, expected: list[dict[str, Any]] | None
+) -> None:
+    """The requests of ours equal to the reference's (those before the first that differs)."""
+    if expected is None:
+        return
+    comparison.requests_expected = len(expected)
+    parted = endpoint.difference
+    same = len(endpoint.sent) if parted is None else parted.turn - 1
+    comparison.requests_identical = min(same, len(expected))
+
+
+def _in_order(
+    ours: list[Difference], kernel: list[Difference], endpoint: ReplayEndpoint
+) -> list[Difference]:
+    """The request and step differences, then the kernel's; the kernel's first when they stopped
+    the episode (what the requests and steps then show follows from it)."""
+    return kernel + ours if endpoint.parted is not None else ours + kernel
+
+
+def _request_differences(
+    endpoint: ReplayEndpoint, expected: list[dict[str, Any]] | None
+) -> list[Difference]:
+    """The request that parted from the reference's, or a request the reference sent and we did
+    not (our episode ended early)."""
+    found = endpoint.difference
+    if found is not None:
+        where = found.line().split(": ours ", 1)[0]
+        return [Difference("request", found.ours, found.expected, where=where)]
+    if expected is not None and len(endpoint.sent) < len(expected):
+        turn = len(endpoint.sent) + 1
+        return [Difference("request", "(none)", "a request", where=f"request {turn}")]
+    return []
 
 
 def _kernel_differences(kernels: list[ReplayKernel]) -> list[Difference]:
@@ -309,15 +393,27 @@ def _summary_of_published(episode: PublishedEpisode) -> dict[str, Any]:
     }
 
 
-def replay_run(run_dir: Path, *, work: Path | None = None) -> RunReplay:
+def replay_run(
+    run_dir: Path,
+    *,
+    work: Path | None = None,
+    prompts: PromptSet | None = None,
+    expected: ExpectedRequests | None = None,
+    only: set[str] | None = None,
+) -> RunReplay:
     """Replay every episode of the published (or imported) run folder `run_dir` (see the module
-    docstring). An episode that cannot be read or replayed is named in `errors`, and the others
-    are replayed."""
+    docstring) with the agents' prompt set `prompts` (default: ours), comparing each request with
+    `expected`'s, if given; `only`: the task ids to replay (default: all). An episode that cannot
+    be read or replayed is named in `errors`, and the others are replayed."""
     run_dir = Path(run_dir)
     found = read_episodes(run_dir)
     if found.episodes:
         agent_for(found.episodes[0])  # a run of an agent we have not: an error of the run
-    replay = RunReplay(run=run_dir.name, errors=list(found.errors))
+    replay = RunReplay(run=run_dir.name, errors=list(found.errors), folders=len(found.episodes))
+    if not is_imported_run(run_dir):
+        folders = episode_folders(run_dir)
+        replay.folders = len(folders)
+        replay.unreplayed = [f.name for f in folders if not (f / "history.ipynb").is_file()]
     backend = ReplayBackend()
     with tempfile.TemporaryDirectory(prefix="pytest-super-replay-") as scratch:
         folder = Path(work) if work is not None else Path(scratch)
@@ -327,10 +423,19 @@ def replay_run(run_dir: Path, *, work: Path | None = None) -> RunReplay:
             llm = endpoint_client(endpoint, model)  # one client: one connection for the run
             try:
                 for episode in found.episodes:
+                    if only is not None and episode.task_id not in only:
+                        continue
                     try:
                         script = episode_script(episode)
                         comparison, _ = replay_episode(
-                            script, endpoint, backend, folder, run=replay.run, llm=llm
+                            script,
+                            endpoint,
+                            backend,
+                            folder,
+                            run=replay.run,
+                            llm=llm,
+                            prompts=prompts,
+                            expected=_expected_of(expected, episode.task_id),
                         )
                     except Exception as exc:  # noqa: BLE001 - named, and the others go on
                         replay.errors.append(
@@ -344,6 +449,14 @@ def replay_run(run_dir: Path, *, work: Path | None = None) -> RunReplay:
     return replay
 
 
+def _expected_of(expected: ExpectedRequests | None, task_id: str) -> list[dict[str, Any]] | None:
+    """The reference's requests of one episode; none known for an episode of a compared run: an
+    empty list (its first request is then a difference)."""
+    if expected is None:
+        return None
+    return expected.episodes.get(task_id, [])
+
+
 def report_lines(replay: RunReplay) -> list[str]:
     """One line per episode that differs (its first difference), then the count."""
     lines = []
@@ -353,9 +466,19 @@ def report_lines(replay: RunReplay) -> list[str]:
         note = f" [documented: {', '.join(episode.deviations)}]" if episode.documented else ""
         lines.append(episode.differences[0].line(episode.task_id) + note)
     lines += [f"error: {line}" for line in replay.errors]
+    if replay.unreplayed:
+        count = len(replay.unreplayed)
+        has = "has" if count == 1 else "have"
+        names = ", ".join(replay.unreplayed)
+        lines.append(
+            f"{count} of {replay.folders} folders {has} no notebook: not replayed ({names})"
+        )
     lines.append(f"{replay.identical} of {len(replay.episodes)} episodes identical")
     if replay.errors:
         lines.append(f"{len(replay.errors)} episodes could not be replayed (named above)")
+    same, total = replay.requests
+    if any(e.requests_identical is not None for e in replay.episodes):
+        lines.append(f"{same} of {total} requests identical to the reference agent's")
     return lines
 
 

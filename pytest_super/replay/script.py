@@ -33,12 +33,16 @@ from pytest_super.tasks import Cell, Task
 from pytest_super.trajectory import Action, Step
 
 #: the reference's note on a cell still running after the cell timeout (jupyter_env.py), which the
-#: notebooks keep in the observation
+#: notebooks keep in the observation: appended to the output after two line breaks (the output's
+#: own trailing line breaks stay the output's)
 TIMEOUT_NOTE = re.compile(
-    r"\s*Your command has already run for \d+ seconds\. It is still running\."
+    r"\n{0,2}Your command has already run for \d+ seconds\. It is still running\."
 )
 #: the reference's observation of a reply whose action it did not know
 INVALID_ACTION = "Invalid action type: "
+#: the observation of a submission the reference could not read as JSON (the runs' revision of its
+#: agent recorded it as a step of action `submit_invalid_json`)
+INVALID_SUBMISSION = "Invalid json format for submission."
 #: the budget the reference gave an episode: 400k prompt tokens on Masked, 600k otherwise
 REFERENCE_BUDGETS = {"masked": 400_000}
 DEFAULT_BUDGET = 600_000
@@ -169,7 +173,13 @@ def _prefix_cell(step: Step) -> Cell | None:
             request = parse_edit(step.content)
         except EditFormatError:
             return None
-        return Cell(kind="edit", file=request.file, before=request.before, after=request.after)
+        return Cell(
+            kind="edit",
+            file=request.file,
+            before=request.before,
+            after=request.after,
+            source=step.content,
+        )
     return None  # a wait after a cell that ran out of time: the runner takes it
 
 
@@ -180,13 +190,18 @@ def _ends_by_budget(episode: PublishedEpisode) -> bool:
 def usage_plan(calls: int, budget: int, *, ends_by_budget: bool) -> list[int]:
     """Prompt tokens for each of `calls` replies. The notebooks hold no token counts, so they are
     planned: for an episode the budget ended, the sum passes `budget` with the last reply (and not
-    before), so the next call is refused as the reference refused it; otherwise it never does."""
+    before), so the next call is refused as the reference refused it; otherwise it never passes
+    it, and lands exactly on it before the last call (the reference refuses a call only above
+    the budget: the boundary is tested in every such episode of two calls or more)."""
     if calls == 0:
         return []
     if ends_by_budget:
         each = math.ceil((budget + 1) / calls)
         return [each] * calls
-    return [budget // (calls + 1)] * calls
+    if calls == 1:
+        return [budget // 2]
+    each, left = divmod(budget, calls - 1)
+    return [each + 1] * left + [each] * (calls - 1 - left) + [0]
 
 
 # -- replies --------------------------------------------------------------------------------------
@@ -215,11 +230,13 @@ def _react_content(content: str) -> str:
 
 def _react_malformed(step: Step) -> str:
     """A reply the reference could not use. Its raw text is not in the notebook: the reference
-    either named an action it did not know (`Invalid action type: X`, the name kept) or found no
-    `Thought:`/`Action:` at all."""
+    either named an action it did not know (`Invalid action type: X`, the name kept), submitted
+    what is not JSON (the content kept), or found no `Thought:`/`Action:` at all."""
     if step.observation.startswith(INVALID_ACTION):
         name = step.observation[len(INVALID_ACTION) :].split("\n", 1)[0]
         return f"Thought: {step.thought}\nAction: {name}\n{_react_content(step.content)}"
+    if step.observation == INVALID_SUBMISSION:
+        return f"Thought: {step.thought}\nAction: submit\n{_react_content(step.content)}"
     return step.thought or "I will continue with the task."
 
 

@@ -29,6 +29,9 @@ class Cell:
     before: str = ""
     after: str = ""
     context: str = ""
+    #: an edit cell's content as the task gave it, when known (the reference shows it as given,
+    #: trailing blank lines included; `format_edit` of the request is canonical)
+    source: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)

@@ -90,3 +90,57 @@ def upstream_prompt_yaml(notebook: Path, out: Path) -> Path:
     }
     out.write_text(prompt_yaml_text(upstream), encoding="utf-8")
     return out
+
+
+#: where each protocol string shows in a ReAct-SUPER notebook: the observation of a step of that
+#: kind (the format error: a step with an empty thought and action)
+_STILL_RUNNING = re.compile(r"\n\nYour command has already run for (\d+) seconds\..*\Z", re.DOTALL)
+
+
+def protocol_fields(*run_dirs: Path) -> dict[str, str]:
+    """The reference's protocol strings (prompts.PROTOCOL_FIELDS) as the notebooks of the
+    ReAct-SUPER runs `run_dirs` show them."""
+    from pytest_super.published_runs import read_run
+    from pytest_super.replay.script import INVALID_ACTION, INVALID_SUBMISSION
+    from pytest_super.trajectory import Action
+
+    found: dict[str, str] = {}
+    for episode in (e for run_dir in run_dirs for e in read_run(run_dir)):
+        for step in episode.steps:
+            obs = step.observation
+            if step.action == Action.FORMAT_ERROR and obs.startswith(INVALID_ACTION):
+                found.setdefault("invalid_action", INVALID_ACTION)
+            elif step.action == Action.FORMAT_ERROR and obs == INVALID_SUBMISSION:
+                found.setdefault("invalid_submission", obs)
+                found.setdefault("invalid_submission_action", _raw_action(episode.folder, obs))
+            elif step.action == Action.FORMAT_ERROR:
+                found.setdefault("format_error", obs)
+            elif step.action == Action.INTERRUPT and not step.pre_executed:
+                found.setdefault("interrupted", obs)
+            elif (note := _STILL_RUNNING.search(obs)) is not None:
+                found.setdefault("timeout", note[0].replace(note[1], "{seconds}", 1))
+    return found
+
+
+def _raw_action(folder: Path, observation: str) -> str:
+    """The action name a notebook of `folder` gives the step observed as `observation`."""
+    import json
+
+    cells = json.loads((folder / "history.ipynb").read_text(encoding="utf-8"))["cells"]
+    action = ""
+    for cell in cells:
+        text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] == "markdown" and text.startswith("**Action ("):
+            action = text[len("**Action (") :].split(")**", 1)[0]
+        outputs = cell.get("outputs") or []
+        data = outputs[0].get("data", {}).get("text/plain", "") if outputs else ""
+        if cell["cell_type"] == "code" and "".join(data) == observation:
+            return action
+    raise ValueError(f"{folder}: no step observed as {observation!r}")
+
+
+def rebuild_protocol_yaml(run_dirs: list[Path], out: Path) -> Path:
+    """Write the protocol.yaml of the reference's protocol strings (from the notebooks of the
+    ReAct-SUPER runs `run_dirs`)."""
+    out.write_text(prompt_yaml_text(protocol_fields(*run_dirs)), encoding="utf-8")
+    return out

@@ -1,0 +1,263 @@
+"""The mutation suite (issue 43 item 5): single changes to our agents, each applied to our real
+code or prompt by monkeypatching, must each make `pytest-super replay-run` exit 1 and name the
+episode and the turn (a request) or step where it shows. A mutation that goes unnoticed fails.
+
+Each replays only the few episodes that exercise it, with the reference's prompts and expected
+requests (tests/support/reference_requests.py), in process (`cli.main`). No containers, no network.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_super import cli, defaults
+from pytest_super.agents import history, react, swe
+from pytest_super.agents.base import AgentResult, ExitStatus
+from pytest_super.agents.history import RunningCell
+from pytest_super.agents.react import ReActAgent
+from pytest_super.environment import Environment
+from pytest_super.errors import BudgetExceeded
+from pytest_super.prompts import PromptSet
+from tests.support.published_data import published_runs
+from tests.support.reference_requests import EXPECTED, REACT_RUNS, reference_prompt_dir
+
+EXPERT, MASKED = REACT_RUNS
+SWE_EXPERT = "gpt-4o-2024-08-06_swe-agent_expert"
+#: the episodes each mutation replays: short ones with what the mutation touches
+SHORT = (MASKED, "amrbart_goal")  # 3 calls: a prefix, a format error, a submission
+TEN = (EXPERT, "mera")  # 10 calls
+WAIT = (MASKED, "colbert_dependencies")  # a continue_wait without content
+WORDS = (MASKED, "data_label_alignment_configuration")  # `Action: Execute the script ...`
+COMPUTE = (MASKED, "g-transformer_configuration,cpu")  # ended by the compute limit
+BUDGET = (MASKED, "acqsurvey_dependencies")  # ended by the token budget
+TWO_BLOCKS = (SWE_EXPERT, "colbert")
+TIMED_OUT = (
+    MASKED,
+    "logme-nlp_configuration",
+)  # a cell that timed out, then another cell  # a SWE-agent reply whose discussion holds a code block
+
+
+@pytest.fixture(scope="module")
+def prompt_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return reference_prompt_dir(tmp_path_factory.mktemp("reference-prompts"))
+
+
+def replay(episode: tuple[str, str], prompt_file: Path, capsys: Any) -> tuple[int, str]:
+    run, task = episode
+    args = ["replay-run", str(published_runs() / run), "--task", task]
+    if run in EXPECTED:
+        args += ["--prompts", str(prompt_file), "--expected-requests", str(EXPECTED[run])]
+    code = cli.main(args)
+    return code, capsys.readouterr().out
+
+
+# -- the mutations -------------------------------------------------------------------------------
+def _wrap(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, change: Callable[..., Any]):
+    original = getattr(owner, name)
+    monkeypatch.setattr(owner, name, lambda *a, **k: change(original(*a, **k)))
+
+
+def prompt_word(mp: pytest.MonkeyPatch, prompt_file: Path) -> None:
+    text = prompt_file.read_text()
+    assert " notebook" in text
+    mp.setattr(
+        PromptSet, "react_system", _changed(PromptSet.react_system, " notebook", " workbook")
+    )
+
+
+def _changed(method: Callable[..., str], old: str, new: str) -> Callable[..., str]:
+    return lambda *a, **k: method(*a, **k).replace(old, new, 1)
+
+
+def query_task(mp: pytest.MonkeyPatch, _: Path) -> None:
+    mp.setattr(PromptSet, "react_query", _changed(PromptSet.react_query, "Query:", "Task:"))
+
+
+def query_text(mp: pytest.MonkeyPatch, _: Path) -> None:
+    original = PromptSet.react_query
+    mp.setattr(PromptSet, "react_query", lambda self, q: original(self, q.replace(" ", "  ", 1)))
+
+
+def helpful_assistant(mp: pytest.MonkeyPatch, _: Path) -> None:
+    original = ReActAgent.prompt_messages
+
+    def messages(*a: Any, **k: Any) -> list[dict[str, str]]:
+        found = original(*a, **k)
+        return [{"role": "system", "content": "You are a helpful assistant."}, *found[1:]]
+
+    mp.setattr(ReActAgent, "prompt_messages", messages)
+
+
+def no_truncation(mp: pytest.MonkeyPatch, _: Path) -> None:
+    mp.setattr(react, "truncate_history", list)
+
+
+def earlier_20(mp: pytest.MonkeyPatch, _: Path) -> None:
+    mp.setattr(history, "EARLIER_CHARS", 20)
+
+
+def latest_100(mp: pytest.MonkeyPatch, _: Path) -> None:
+    mp.setattr(history, "LATEST_CHARS", 100)
+
+
+def oldest_dropped(mp: pytest.MonkeyPatch, _: Path) -> None:
+    _wrap(mp, react, "history_entries", lambda entries: entries[1:])
+
+
+def reversed_observations(mp: pytest.MonkeyPatch, _: Path) -> None:
+    _wrap(mp, react, "truncate_history", lambda observations: observations[::-1])
+
+
+def no_stop(mp: pytest.MonkeyPatch, _: Path) -> None:
+    mp.setattr(react, "STOP", [])
+
+
+def extra_stop(mp: pytest.MonkeyPatch, _: Path) -> None:
+    mp.setattr(react, "STOP", [*react.STOP, "\nThought:"])
+
+
+def empty_thoughts(mp: pytest.MonkeyPatch, _: Path) -> None:
+    _wrap(mp, react, "parse_reply", lambda r: react.Reply("", r.action, r.content))
+
+
+def content_required(mp: pytest.MonkeyPatch, _: Path) -> None:
+    # a stricter `Action:` line: the name must be followed by the `<content>` tag
+    pattern = r"^Action:[ \t]*([a-z_]+)()\n(?=<content>)"
+    mp.setattr(react, "_ACTION_LINE", re.compile(pattern, re.M))
+
+
+def first_word(mp: pytest.MonkeyPatch, _: Path) -> None:
+    # the action is the line's first word (`Action: Execute the script` executes)
+    mp.setattr(react, "_ACTION_LINE", re.compile(r"^Action:[ \t]*([A-Za-z_]+)()[^\n]*$", re.M))
+
+
+def budget_at_or_above(mp: pytest.MonkeyPatch, _: Path) -> None:
+    def check_budget(self: Environment, budget: int | None = None) -> None:
+        budget = self.limits.token_budget if budget is None else budget
+        if self.prompt_tokens >= budget:
+            raise BudgetExceeded(f"token budget exceeded: {self.prompt_tokens} of {budget}")
+
+    mp.setattr(Environment, "check_budget", check_budget)
+
+
+def budget_larger(mp: pytest.MonkeyPatch, _: Path) -> None:
+    original = Environment.check_budget
+    mp.setattr(
+        Environment,
+        "check_budget",
+        lambda self, budget=None: original(self, int((budget or self.limits.token_budget) * 1.02)),
+    )
+
+
+def compute_larger(mp: pytest.MonkeyPatch, _: Path) -> None:
+    mp.setattr(defaults, "COMPUTE_LIMIT_S", defaults.COMPUTE_LIMIT_S * 1.1)
+
+
+def steps_5(mp: pytest.MonkeyPatch, _: Path) -> None:
+    mp.setattr(defaults, "STEPS", 5)
+
+
+def submit_text(mp: pytest.MonkeyPatch, _: Path) -> None:
+    def changed(r: react.Reply) -> react.Reply:
+        if r.action != react.Action.SUBMIT:
+            return r
+        return react.Reply(r.thought, r.action, json.dumps({"extra": 1, **json.loads(r.content)}))
+
+    _wrap(mp, react, "parse_reply", changed)
+
+
+def scored_strings(mp: pytest.MonkeyPatch, _: Path) -> None:
+    # the submission scored becomes strings; the submit step's text stays as it was
+    def changed(result: AgentResult) -> AgentResult:
+        if result.exit_status is not ExitStatus.SUBMITTED or result.submission is None:
+            return result
+        value = json.loads(result.submission)
+        strings = {k: str(v) for k, v in value.items()} if isinstance(value, dict) else str(value)
+        return AgentResult(result.exit_status, json.dumps(strings))
+
+    _wrap(mp, ReActAgent, "run_attempt", changed)
+
+
+def cd_prepended(mp: pytest.MonkeyPatch, _: Path) -> None:
+    original = RunningCell.run
+    mp.setattr(
+        RunningCell, "run", lambda self, env, code: original(self, env, "%cd /content\n" + code)
+    )
+
+
+def interrupt_always(mp: pytest.MonkeyPatch, _: Path) -> None:
+    original = RunningCell.interrupt_before
+
+    def interrupt_before(self: RunningCell, env: Environment, action: Any) -> Any:
+        if not self.running and action not in (react.Action.WAIT, react.Action.INTERRUPT):
+            env.interrupt()
+        return original(self, env, action)
+
+    mp.setattr(RunningCell, "interrupt_before", interrupt_before)
+
+
+def no_auto_interrupt(mp: pytest.MonkeyPatch, _: Path) -> None:
+    mp.setattr(RunningCell, "interrupt_before", lambda self, env, action: None)
+
+
+def swe_first_block(mp: pytest.MonkeyPatch, _: Path) -> None:
+    original = swe.parse_reply
+
+    def first(text: str, *a: Any, **k: Any) -> Any:
+        blocks = re.findall(r"```[^\n]*\n(.*?)```", text, re.DOTALL)
+        if len(blocks) > 1:  # keep only the first block
+            text = text[: text.index("```", text.index("```") + 3) + 3]
+        return original(text, *a, **k)
+
+    mp.setattr(swe, "parse_reply", first)
+
+
+#: (mutation, the episode it is replayed on, what the first difference names)
+MUTATIONS: list[tuple[Callable[[pytest.MonkeyPatch, Path], None], tuple[str, str], str]] = [
+    (prompt_word, SHORT, "request 1: message 0 (system)"),
+    (query_task, SHORT, "request 1: message 1 (user), character 0"),
+    (query_text, SHORT, "request 1: message 1 (user)"),
+    (helpful_assistant, SHORT, "request 1: message 0 (system), character 0"),
+    (no_truncation, SHORT, "request 1: message 2 (assistant)"),
+    (earlier_20, SHORT, "request 1: message 2 (assistant)"),
+    (latest_100, SHORT, "request 2: message 2 (assistant)"),
+    (oldest_dropped, SHORT, "request 1: message 2 (assistant)"),
+    (reversed_observations, SHORT, "request 1: message 2 (assistant)"),
+    (no_stop, SHORT, "request 1: stop"),
+    (extra_stop, SHORT, "request 1: stop"),
+    (empty_thoughts, SHORT, "step "),
+    (content_required, WAIT, "request "),
+    (first_word, WORDS, "request 23: message 2 (assistant)"),
+    (budget_at_or_above, SHORT, "request 3"),
+    (budget_larger, BUDGET, "request "),
+    (compute_larger, COMPUTE, "request "),
+    (steps_5, TEN, "request 6"),
+    (submit_text, SHORT, "step "),
+    (scored_strings, SHORT, "scored submission"),
+    (cd_prepended, SHORT, "request 2: message 2 (assistant)"),
+    (interrupt_always, SHORT, "kernel: ours before step "),
+    (no_auto_interrupt, TIMED_OUT, "kernel: ours before step "),
+    (swe_first_block, TWO_BLOCKS, "step "),
+]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "episode", "named"), MUTATIONS, ids=[m[0].__name__ for m in MUTATIONS]
+)
+def test_each_mutation_fails_the_replay_naming_episode_and_turn(
+    mutate, episode, named, prompt_file, monkeypatch, capsys
+) -> None:
+    code, printed = replay(episode, prompt_file, capsys)
+    assert code == 0, f"the unchanged agent must replay {episode[1]} identically:\n{printed}"
+    mutate(monkeypatch, prompt_file)
+    code, printed = replay(episode, prompt_file, capsys)
+    first = printed.splitlines()[1] if len(printed.splitlines()) > 1 else printed
+    assert code == 1, f"{mutate.__name__} went unnoticed:\n{printed}"
+    assert first.startswith(f"  {episode[1]}: "), printed
+    assert named in first, printed
