@@ -6,15 +6,17 @@ without pytest).
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_super import collect, interrupts
+from pytest_super import collect, html, interrupts, thirdparty
 from pytest_super import report as reports
 from pytest_super.errors import ExitStatus, SuperError
+from pytest_super.junit import JunitShaper
 from pytest_super.kernels.jupyter.output import console_text
 from pytest_super.options import SuperRun
 from pytest_super.paths import shown_path
@@ -35,6 +37,7 @@ class RunRecorder:
         self.phases: dict[str, list[pytest.TestReport]] = {}
         self.crashes: dict[str, pytest.TestReport] = {}  # xdist: the report of a worker's death
         self.workers = interrupts.Workers()
+        self.junit: JunitShaper | None = None  # with --junitxml: its file shaped (junit.py)
         try:  # before any container starts: a usage error, not a crash
             self.record = RunRecord(run, warn=lambda m: warnings.warn(m, stacklevel=1))
         except RunFolderError as exc:
@@ -49,6 +52,9 @@ class RunRecorder:
         return self.record.html
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        writer = thirdparty.junit_writer(session.config)
+        if writer is not None:
+            self.junit = JunitShaper(writer, self._html_page)
         self.record.cleanup_dead_runs()
 
     # -- xdist, through its documented hooks (optional: a run without xdist has none) ------------
@@ -67,33 +73,48 @@ class RunRecorder:
     def pytest_testnodedown(self, node: Any, error: object | None) -> None:
         self.workers.went_down(node)
 
+    @pytest.hookimpl(tryfirst=True)  # before junitxml reads the report
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        outcome, properties = self._record(report)
+        if self.junit is not None:
+            self.junit.shape(report, outcome, properties)
+
+    def _record(self, report: pytest.TestReport) -> tuple[str | None, dict[str, Any]]:
+        """Record the task of `report` once its last report came; (its outcome, its record's
+        properties) then (a resumed task's JUnit keeps `resumed_outcome`, its results.jsonl
+        line the outcome), (None, the properties so far) before, (None, {}) for no task."""
         phases = self.phases.setdefault(report.nodeid, [])
         phases.append(report)
         if self.crashes.get(report.nodeid) is report:  # its worker died while running it
             del self.crashes[report.nodeid]
             self.phases.pop(report.nodeid, None)
-            if not _rerun(report) and self._is_task(report.nodeid, phases):
-                self._write(
-                    report.nodeid,
-                    "error",
-                    {
-                        **self._known_facts(report.nodeid),
-                        **reports.strip_prefix(p for ph in phases for p in ph.user_properties),
-                        "exit_status": ExitStatus.WORKER_CRASHED.value,
-                    },
-                )
-            return
+            if _rerun(report) or not self._is_task(report.nodeid, phases):
+                return None, {}
+            properties = {
+                **self._known_facts(report.nodeid),
+                **reports.strip_prefix(p for ph in phases for p in ph.user_properties),
+                "exit_status": ExitStatus.WORKER_CRASHED.value,
+            }
+            self._write(report.nodeid, "error", properties)
+            return "error", properties
+        properties = reports.strip_prefix(report.user_properties)
         if report.when != "teardown":
-            return
+            return None, properties
         del self.phases[report.nodeid]
         outcome = _outcome(phases)
-        properties = reports.strip_prefix(report.user_properties)
         if "resumed_outcome" in properties:
-            outcome = properties.pop("resumed_outcome")
-        elif outcome == "skipped" or not properties:
-            return  # not a task item, or a task that never ran
+            recorded = dict(properties)
+            self._write(report.nodeid, recorded.pop("resumed_outcome"), recorded)
+            return outcome, properties
+        if outcome == "skipped" or not properties:
+            return None, {}  # not a task item, or a task that never ran
         self._write(report.nodeid, outcome, properties)
+        return outcome, properties
+
+    def _html_page(self, case_name: str) -> str:
+        """A task's HTML page relative to the report folder's parent (as its trajectory)."""
+        page = self.run.run_dir / html.page_name(case_name)
+        return os.path.relpath(page, self.run.report_dir.parent)
 
     def _known_facts(self, nodeid: str) -> dict[str, Any]:
         """What the controller can say of a task whose worker died before reporting anything

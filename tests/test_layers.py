@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "options",
             "collect",
             "recorder",
+            "junit",
             "run_record",
             "interrupts",
             "progress",

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import os
 import textwrap
-import xml.etree.ElementTree as ET
 
 import pytest
+
+from tests.support.projects import junit_properties as read_junit_properties
 
 GOOD_EXPERT = """\
 id: adder
@@ -214,13 +215,10 @@ def test_gold_run_scores_and_reports(project):
     # the auto task's script never runs the entrypoint for 10 s: it fails by design
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*SUPER summary*", "*expert*", "*masked*"])
-    props = {
-        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
-        for case in ET.parse(junit).getroot().iter("testcase")
-    }
+    props = read_junit_properties(junit)
     assert props["adder"]["super.accuracy"] == "1.0"
     assert props["adder"]["super.landmarks"] == "1.0"
-    assert props["adder"]["super.submitted"] == "True"
+    assert props["adder"]["super.submitted"] == "true"
     assert props["adder_data,cpu"]["super.category"] == "data,cpu"
     assert props["adder_data,cpu"]["super.landmarks"] == "1.0"
     assert props["runner"]["super.script_executed"] == "0.0"
@@ -374,11 +372,10 @@ def test_junit_properties_reach_the_controller_under_xdist(project):
         "--super-report-dir=out",
     )
     result.assert_outcomes(passed=2, failed=1)
-    cases = list(ET.parse(junit).getroot().iter("testcase"))
+    cases = read_junit_properties(junit)
     assert len(cases) == 3
-    for case in cases:
-        names = {p.get("name") for p in case.iter("property")}
-        assert {"super.accuracy", "super.landmarks", "super.exit_status"} <= names
+    for names in cases.values():
+        assert {"super.accuracy", "super.landmarks", "super.exit_status"} <= set(names)
     (run_dir,) = (project.path / "out").iterdir()
     lines = (run_dir / "results.jsonl").read_text().splitlines()
     assert len(lines) == 3  # written once, by the controller
