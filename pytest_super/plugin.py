@@ -27,7 +27,12 @@ from pytest_super.names import file_stem
 from pytest_super.options import SuperRun, run_of
 from pytest_super.ordering import choose_order, for_xdist, in_order
 from pytest_super.recorder import RunRecorder
-from pytest_super.run_record import known_properties, result_properties, retried_property
+from pytest_super.run_record import (
+    endpoint_down_message,
+    known_properties,
+    result_properties,
+    retried_property,
+)
 from pytest_super.runner import TaskResult, exit_status_of, task_timeout_s
 from pytest_super.tasks import (
     CATEGORIES,
@@ -387,6 +392,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
     run: SuperRun = run_of(request.config)
     if not run.agent:
         pytest.skip("no --super-agent given")
+    _stop_if_endpoint_down(request, run)
     item = request.node
     # known before the episode, so a task that errors is still filed under its set and agent;
     # the record's properties are run_record.py's, as `run_tasks` writes them without pytest
@@ -418,6 +424,16 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
         item.user_properties.append(("super.node", node))
     item.stash[RESULT_KEY] = result
     return result
+
+
+def _stop_if_endpoint_down(request: pytest.FixtureRequest, run: SuperRun) -> None:
+    """No task starts once the circuit breaker found the endpoint down (llm/breaker.py; any
+    process of the run may have tripped it): the task is skipped, not recorded, so
+    `--super-resume` runs it, and this process stops taking tasks."""
+    message = endpoint_down_message(run)
+    if message is not None:
+        request.session.shouldstop = message
+        pytest.skip(f"not started: {message}")
 
 
 def _run_here(config: pytest.Config, run: SuperRun, item: pytest.Item, task: Task) -> TaskResult:

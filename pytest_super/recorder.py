@@ -7,20 +7,21 @@ without pytest).
 from __future__ import annotations
 
 import os
+import shlex
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_super import collect, html, interrupts, thirdparty
+from pytest_super import collect, html, interrupts, redaction, thirdparty
 from pytest_super import report as reports
 from pytest_super.errors import ExitStatus, SuperError
 from pytest_super.junit import JunitShaper
 from pytest_super.kernels.jupyter.output import console_text
 from pytest_super.options import SuperRun
 from pytest_super.paths import shown_path
-from pytest_super.run_record import RunFolderError, RunRecord
+from pytest_super.run_record import RunFolderError, RunRecord, endpoint_down_message
 from pytest_super.tasks import category_suffix, infer_set, load_yaml_task
 
 
@@ -178,6 +179,7 @@ class RunRecorder:
         self.record.finish()
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        self._say_if_endpoint_down(terminalreporter)
         if not self.records:
             return
         terminalreporter.section(f"SUPER summary (run {self.run.run_id}, agent {self.run.agent})")
@@ -189,6 +191,25 @@ class RunRecorder:
         terminalreporter.write_line(f"reports: {shown_path(self.run.run_dir)}")
         if self.html is not None:
             terminalreporter.write_line(f"HTML report: {shown_path(self.html)}")
+
+    def _say_if_endpoint_down(self, terminalreporter: Any) -> None:
+        """The circuit breaker stopped the run: why, and the command that runs the rest."""
+        message = endpoint_down_message(self.run)
+        if message is None:
+            return
+        config = terminalreporter.config
+        args = [a for a in config.invocation_params.args if a != "--super-resume"]
+        command = redaction.redact(  # a base URL's credentials are the run's secrets
+            " ".join(shlex.quote(a) for a in ["pytest", *args, "--super-resume"])
+        )
+        terminalreporter.section("SUPER endpoint down", red=True)
+        terminalreporter.write_line(
+            console_text(
+                f"pytest-super: {message}. No new task started; the tasks that had not "
+                f"finished are not in this run's results. Once the endpoint is back, run the "
+                f"rest with:\n    {command}"
+            )
+        )
 
 
 def _rerun(report: pytest.TestReport) -> bool:

@@ -26,6 +26,7 @@ from pytest_super.deadlines import DeadlineExpired, enforce
 from pytest_super.errors import EngineUnavailable, ExitStatus, InfrastructureError, TaskSetupError
 from pytest_super.execute import KernelSource, kernel_settings_for, retried_of, run_one_task
 from pytest_super.kernels import kernel_backend
+from pytest_super.llm.breaker import down_message
 from pytest_super.paths import shown_path
 from pytest_super.runner import TaskResult, exit_status_of
 from pytest_super.settings import SuperRun
@@ -154,6 +155,13 @@ class RunRecord:
 
     def images(self) -> str:
         return reports.images_line(self.records.values())
+
+
+def endpoint_down_message(run: SuperRun) -> str | None:
+    """Why the run stopped starting tasks: the model endpoint found down by the circuit breaker
+    of any of its processes (llm/breaker.py); None while it answers."""
+    flag = run.llm_settings.down_flag if run.llm_settings is not None else None
+    return down_message(Path(flag)) if flag else None
 
 
 # -- the properties of a task's record, the same from pytest and from run_tasks --------------------

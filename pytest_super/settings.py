@@ -41,6 +41,7 @@ from pytest_super.environment import AgentOptions
 from pytest_super.executors import EXECUTORS as _EXECUTOR_NAMES
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.llm import LLMSettings
+from pytest_super.llm.breaker import ENDPOINT_DOWN_FILE
 from pytest_super.prompts import PromptSet, load_prompts
 from pytest_super.runner import PASS_METRICS, RunSettings
 from pytest_super.scoring import DEFAULT_TOLERANCE
@@ -335,6 +336,22 @@ SETTINGS: tuple[Setting, ...] = (
         metavar="IN,OUT[,CACHED]",
     ),
     Setting("llm_cache", _text, None, "cache model responses on disk", metavar="DIR"),
+    Setting(
+        "llm_breaker",
+        _number(Bounds(0, 1000, whole=True)),
+        5,
+        "the circuit breaker: after N model calls in a row get no answer or a 5xx, across the "
+        "run's tasks, the endpoint is checked once; if it is down no new task starts and the "
+        "run ends with the --super-resume command (5; 0: never)",
+        metavar="N",
+    ),
+    Setting(
+        "llm_breaker_check",
+        _number(Bounds(1, 600)),
+        10.0,
+        "seconds the circuit breaker's check of the endpoint waits for an answer (10)",
+        metavar="SECONDS",
+    ),
     Setting(
         "token_budget",
         _number(LIMIT_RANGES["token_budget"]),
@@ -690,7 +707,7 @@ def resolve_run(inputs: Inputs, run_id: str) -> SuperRun:
         kernel=kernel,
         settings=_run_settings(values),
         registry=values["registry"],
-        llm_settings=_llm_settings(agent, values),
+        llm_settings=_llm_settings(agent, values, report_dir / run_id),
         live=values["live"] or inputs.capture_no,
         retries=values["retries"],
         backend=values["backend"],
@@ -794,7 +811,7 @@ def _check_agent(spec: str) -> None:
         raise SettingError(f"--super-agent: {exc}") from None
 
 
-def _llm_settings(agent: str | None, values: dict[str, Any]) -> LLMSettings | None:
+def _llm_settings(agent: str | None, values: dict[str, Any], run_dir: Path) -> LLMSettings | None:
     from pytest_super.agents import needs_llm
 
     if not agent or not needs_llm(agent):
@@ -818,6 +835,9 @@ def _llm_settings(agent: str | None, values: dict[str, Any]) -> LLMSettings | No
         price_out=price_out,
         price_cached=price_cached,
         cache_dir=values["llm_cache"],
+        breaker_threshold=values["llm_breaker"],
+        breaker_check_s=values["llm_breaker_check"],
+        down_flag=str(run_dir / ENDPOINT_DOWN_FILE),
     )
 
 
