@@ -16,7 +16,13 @@ import pytest
 from pytest_super import collect, executors, interrupts, options, progress, redaction, timeouts
 from pytest_super import report as reports
 from pytest_super.durations import Durations, DurationsFileError, known_durations
-from pytest_super.errors import ExitStatus, InfrastructureError, SuperError, TaskSetupError
+from pytest_super.errors import (
+    EngineUnavailable,
+    ExitStatus,
+    InfrastructureError,
+    SuperError,
+    TaskSetupError,
+)
 from pytest_super.execute import kernel_settings_for, retried_of, run_one_task
 from pytest_super.executors import Executor, make_executor
 from pytest_super.kernels.base import Kernel, KernelSettings
@@ -28,10 +34,11 @@ from pytest_super.options import SuperRun, run_of
 from pytest_super.ordering import choose_order, for_xdist, in_order
 from pytest_super.recorder import RunRecorder
 from pytest_super.run_record import (
-    endpoint_down_message,
+    engine_down,
     known_properties,
     result_properties,
     retried_property,
+    stop_message,
 )
 from pytest_super.runner import TaskResult, exit_status_of, task_timeout_s
 from pytest_super.tasks import (
@@ -392,7 +399,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
     run: SuperRun = run_of(request.config)
     if not run.agent:
         pytest.skip("no --super-agent given")
-    _stop_if_endpoint_down(request, run)
+    _stop_if_run_stopped(request, run)
     item = request.node
     # known before the episode, so a task that errors is still filed under its set and agent;
     # the record's properties are run_record.py's, as `run_tasks` writes them without pytest
@@ -404,6 +411,8 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
         else:
             result, node = _run_here(request.config, run, item, super_task), ""
     except (InfrastructureError, TaskSetupError) as exc:
+        if isinstance(exc, EngineUnavailable) and not run.remote:
+            engine_down(run, exc)
         item.user_properties.extend(
             [*_retried_property(retried_of(exc)), ("super.exit_status", exit_status_of(exc).value)]
         )
@@ -426,11 +435,11 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
     return result
 
 
-def _stop_if_endpoint_down(request: pytest.FixtureRequest, run: SuperRun) -> None:
-    """No task starts once the circuit breaker found the endpoint down (llm/breaker.py; any
-    process of the run may have tripped it): the task is skipped, not recorded, so
+def _stop_if_run_stopped(request: pytest.FixtureRequest, run: SuperRun) -> None:
+    """No task starts once the endpoint (the circuit breaker, llm/breaker.py) or the Docker
+    engine was found down by any process of the run: the task is skipped, not recorded, so
     `--super-resume` runs it, and this process stops taking tasks."""
-    message = endpoint_down_message(run)
+    message = stop_message(run)
     if message is not None:
         request.session.shouldstop = message
         pytest.skip(f"not started: {message}")

@@ -21,7 +21,7 @@ from pytest_super.junit import JunitShaper
 from pytest_super.kernels.jupyter.output import console_text
 from pytest_super.options import SuperRun
 from pytest_super.paths import shown_path
-from pytest_super.run_record import RunFolderError, RunRecord, endpoint_down_message
+from pytest_super.run_record import RunFolderError, RunRecord, stop_message
 from pytest_super.tasks import category_suffix, infer_set, load_yaml_task
 
 
@@ -179,7 +179,7 @@ class RunRecorder:
         self.record.finish()
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        self._say_if_endpoint_down(terminalreporter)
+        self._say_if_stopped(terminalreporter)
         if not self.records:
             return
         terminalreporter.section(f"SUPER summary (run {self.run.run_id}, agent {self.run.agent})")
@@ -192,9 +192,9 @@ class RunRecorder:
         if self.html is not None:
             terminalreporter.write_line(f"HTML report: {shown_path(self.html)}")
 
-    def _say_if_endpoint_down(self, terminalreporter: Any) -> None:
-        """The circuit breaker stopped the run: why, and the command that runs the rest."""
-        message = endpoint_down_message(self.run)
+    def _say_if_stopped(self, terminalreporter: Any) -> None:
+        """The endpoint or the engine stopped the run: why, and the command that runs the rest."""
+        message = stop_message(self.run)
         if message is None:
             return
         config = terminalreporter.config
@@ -202,12 +202,12 @@ class RunRecorder:
         command = redaction.redact(  # a base URL's credentials are the run's secrets
             " ".join(shlex.quote(a) for a in ["pytest", *args, "--super-resume"])
         )
-        terminalreporter.section("SUPER endpoint down", red=True)
+        terminalreporter.section("SUPER run stopped", red=True)
         terminalreporter.write_line(
             console_text(
                 f"pytest-super: {message}. No new task started; the tasks that had not "
-                f"finished are not in this run's results. Once the endpoint is back, run the "
-                f"rest with:\n    {command}"
+                f"finished are not in this run's results. Once it is back, run the rest "
+                f"with:\n    {command}"
             )
         )
 

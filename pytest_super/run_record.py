@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from pytest_super import html
+from pytest_super import atomic, html
 from pytest_super import report as reports
 from pytest_super.deadlines import DeadlineExpired, enforce
 from pytest_super.errors import EngineUnavailable, ExitStatus, InfrastructureError, TaskSetupError
@@ -157,11 +157,25 @@ class RunRecord:
         return reports.images_line(self.records.values())
 
 
-def endpoint_down_message(run: SuperRun) -> str | None:
-    """Why the run stopped starting tasks: the model endpoint found down by the circuit breaker
-    of any of its processes (llm/breaker.py); None while it answers."""
+#: the flag file in the run folder of a Docker engine that stopped answering (its text: why)
+ENGINE_DOWN_FILE = "engine-down.txt"
+
+
+def stop_message(run: SuperRun) -> str | None:
+    """Why the run stopped starting tasks, said by any of its processes: the model endpoint
+    found down by the circuit breaker (llm/breaker.py) or the Docker engine gone (`engine_down`);
+    None while both answer."""
     flag = run.llm_settings.down_flag if run.llm_settings is not None else None
-    return down_message(Path(flag)) if flag else None
+    endpoint = down_message(Path(flag)) if flag else None
+    return endpoint or down_message(run.run_dir / ENGINE_DOWN_FILE)
+
+
+def engine_down(run: SuperRun, error: EngineUnavailable) -> None:
+    """The Docker engine stopped answering a task: no other task of the run starts (one message,
+    not an error per task); said once, by the first process that found it."""
+    flag = run.run_dir / ENGINE_DOWN_FILE
+    if down_message(flag) is None:
+        atomic.write_atomically(flag, f"the Docker engine stopped answering ({error})")
 
 
 # -- the properties of a task's record, the same from pytest and from run_tasks --------------------

@@ -498,3 +498,21 @@ def test_fixtures_serve_a_users_own_tests(project):
     )
     result = project.runpytest_subprocess("test_mine.py", "--super-backend=local")
     result.assert_outcomes(passed=2)
+
+
+def test_a_dead_engine_ends_the_run_once_with_the_resume_command(project, monkeypatch):
+    # issue 44: a missing engine errored each task in turn; now the first task's error stops the
+    # run (one message, the command that runs the rest), as the endpoint's circuit breaker does
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
+    result = project.runpytest_subprocess("tasks", "--super-agent=gold", "-p", "no:randomly")
+    result.assert_outcomes(errors=1, skipped=1)  # the next task: not started; the third: not run
+    out = result.stdout.str()
+    assert out.count("EngineUnavailable") >= 1
+    result.stdout.fnmatch_lines(
+        [
+            "*SUPER run stopped*",
+            "pytest-super: the Docker engine stopped answering*127.0.0.1:1*",
+            "    pytest *tasks --super-agent=gold -p no:randomly --super-resume",
+        ]
+    )
+    assert result.ret == pytest.ExitCode.INTERRUPTED

@@ -99,7 +99,7 @@ def test_a_killed_endpoint_stops_the_run_and_resume_finishes_it(
     out = run.output()
     print(f"the run ended {took:.1f} s after the endpoint's kill (exit status {code})")
     assert took < 60, out
-    assert "SUPER endpoint down" in out and "stopped answering" in out, out
+    assert "SUPER run stopped" in out and "stopped answering" in out, out
     assert f"127.0.0.1:{endpoint.port}" in out, out  # the endpoint named
     (first_run,) = run_dirs(project)
     done = finished(project)
