@@ -36,6 +36,7 @@ from pytest_super.errors import (
 )
 from pytest_super.kernels.base import Kernel
 from pytest_super.llm import LLMClient
+from pytest_super.netfaults import world_fault
 from pytest_super.tasks import Task
 from pytest_super.trajectory import NOT_ACTIONS, Step, Trajectory
 
@@ -58,6 +59,8 @@ class RunSettings:
     # --super-format-errors: malformed replies in a row that end an episode (None: no cap)
     format_errors: int | None = None
     keep_failed: bool = False  # --super-keep: leave a failing task's container running
+    #: --super-network-faults: an LLM agent's episode the network broke is scored or an error
+    network_faults: str = "score"
     #: what agents that take options read (env.options): Reflexion's attempts, replay's source
     options: AgentOptions = field(default_factory=AgentOptions)
 
@@ -204,6 +207,7 @@ def run_task(
             fault = harness_error(exc)
             _record_fault(trajectory, fault)
             raise fault from exc
+        _raise_world_fault(agent.name, trajectory, result, settings)
     except BaseException:
         env.kernel.close()
         raise
@@ -229,6 +233,21 @@ def run_task(
     trajectory.save()
     result.trajectory = str(trajectory.save_notebook())
     return result
+
+
+def _raise_world_fault(
+    agent: str, trajectory: Trajectory, result: TaskResult, settings: RunSettings
+) -> None:
+    """The world's faults of the episode (netfaults.py): raised as an environment or network
+    error with its trajectory saved, or named in a scored episode's detail."""
+    fault = world_fault(agent, trajectory.steps, result.passed, settings.network_faults)
+    if isinstance(fault, str):
+        result.detail = fault
+    elif fault is not None:
+        _record_fault(trajectory, fault)
+        with contextlib.suppress(ReportWriteError):
+            trajectory.save_notebook()
+        raise fault
 
 
 def scoring_details(task: Task, result: TaskResult, steps: list[Step]) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from pytest_super.executors import EXECUTORS as _EXECUTOR_NAMES
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.llm import LLMSettings
 from pytest_super.llm.breaker import ENDPOINT_DOWN_FILE
+from pytest_super.netfaults import NETWORK_FAULT_CHOICES
 from pytest_super.prompts import PromptSet, load_prompts
 from pytest_super.runner import PASS_METRICS, RunSettings
 from pytest_super.scoring import DEFAULT_TOLERANCE
@@ -336,6 +337,14 @@ SETTINGS: tuple[Setting, ...] = (
         metavar="IN,OUT[,CACHED]",
     ),
     Setting("llm_cache", _text, None, "cache model responses on disk", metavar="DIR"),
+    Setting(
+        "network_faults",
+        _choice(*NETWORK_FAULT_CHOICES),
+        NETWORK_FAULT_CHOICES[0],
+        "an LLM agent's episode that failed where the network or an outside service failed "
+        "inside the task: score (as SUPER's paper did; default) or error (a pytest error, run "
+        "again by --super-retries); under the gold agent it is always an error",
+    ),
     Setting(
         "llm_breaker",
         _number(Bounds(0, 1000, whole=True)),
@@ -781,6 +790,7 @@ def _run_settings(values: dict[str, Any]) -> RunSettings:
         steps=values["steps"],
         format_errors=values["format_errors"],
         keep_failed=values["keep"],
+        network_faults=values["network_faults"],
         options=AgentOptions(
             attempts=values["attempts"], replay_path=values["replay"], prompts=values["prompts"]
         ),

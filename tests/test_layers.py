@@ -62,7 +62,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("the agents", ("agents",)),
     ("the environment an agent acts in", ("environment",)),
     ("the model client", ("llm",)),
-    ("the task model and scoring", ("tasks", "scoring", "edit", "trajectory", "prompts")),
+    (
+        "the task model and scoring",
+        ("tasks", "scoring", "edit", "trajectory", "prompts", "netfaults"),
+    ),
     ("the kernels", ("kernels",)),
     (
         "foundations",
