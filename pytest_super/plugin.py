@@ -35,6 +35,7 @@ from pytest_super.ordering import choose_order, for_xdist, in_order
 from pytest_super.recorder import RunRecorder
 from pytest_super.run_record import (
     engine_down,
+    error_properties,
     known_properties,
     result_properties,
     retried_property,
@@ -414,7 +415,11 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
         if isinstance(exc, EngineUnavailable) and not run.remote:
             engine_down(run, exc)
         item.user_properties.extend(
-            [*_retried_property(retried_of(exc)), ("super.exit_status", exit_status_of(exc).value)]
+            [
+                *[(f"super.{k}", v) for k, v in error_properties(run, item.name, exc).items()],
+                *_retried_property(retried_of(exc)),
+                ("super.exit_status", exit_status_of(exc).value),
+            ]
         )
         raise
     except pytest.fail.Exception as exc:

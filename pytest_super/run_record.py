@@ -20,17 +20,24 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from pytest_super import atomic, html
+from pytest_super import atomic, html, redaction
 from pytest_super import report as reports
 from pytest_super.deadlines import DeadlineExpired, enforce
 from pytest_super.errors import EngineUnavailable, ExitStatus, InfrastructureError, TaskSetupError
-from pytest_super.execute import KernelSource, kernel_settings_for, retried_of, run_one_task
+from pytest_super.execute import (
+    KernelSource,
+    kernel_settings_for,
+    retried_of,
+    run_one_task,
+    trajectory_path,
+)
 from pytest_super.kernels import kernel_backend
 from pytest_super.llm.breaker import down_message
 from pytest_super.paths import shown_path
 from pytest_super.runner import TaskResult, exit_status_of
 from pytest_super.settings import SuperRun
 from pytest_super.tasks import Task
+from pytest_super.trajectory import read_trajectory_data
 
 
 class RunFolderError(Exception):
@@ -202,6 +209,34 @@ def result_properties(run: SuperRun, result: TaskResult) -> dict[str, Any]:
     return {**properties, **retried_property(result.retried)}
 
 
+#: how much of an error's text results.jsonl and JUnit keep (the trajectory keeps it whole)
+DETAIL_CHARS = 2000
+#: the token and cost fields an errored task's record sums from its trajectory's steps
+_STEP_AMOUNTS = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "cost_usd")
+
+
+def error_properties(run: SuperRun, name: str, error: BaseException) -> dict[str, Any]:
+    """What an errored task's record says of its episode: the error's text (`detail`), and when
+    the episode got as far as a trajectory, its path (the notebook's when written, relative to
+    the report folder's parent as a finished task's), its steps and the tokens and cost spent."""
+    properties: dict[str, Any] = {"detail": redaction.redact(f"{type(error).__name__}: {error}")}
+    properties["detail"] = properties["detail"][:DETAIL_CHARS]
+    path = trajectory_path(run, name)
+    try:
+        data = read_trajectory_data(path, lambda step: {k: step.get(k) for k in _STEP_AMOUNTS})
+    except (OSError, ValueError, TypeError, AttributeError):
+        return properties  # no episode yet (the kernel did not start), or a cut file
+    notebook = path.with_suffix(".ipynb")
+    shown = notebook if notebook.is_file() else path
+    properties["trajectory"] = os.path.relpath(shown, run.report_dir.parent)
+    steps = data.get("steps") or []
+    properties["steps"] = len(steps)
+    for field in _STEP_AMOUNTS:
+        total = sum(s.get(field) or 0 for s in steps if isinstance(s.get(field), int | float))
+        properties[field] = round(total, 6) if field == "cost_usd" else int(total)
+    return properties
+
+
 def retried_property(retried: list[str]) -> dict[str, str]:
     """One `retried_after` holding every earlier attempt's error, one per line."""
     return {"retried_after": "\n".join(retried)} if retried else {}
@@ -282,7 +317,7 @@ def _run_and_record(
         return None
     except (InfrastructureError, TaskSetupError) as exc:
         status = {**retried_property(retried_of(exc)), "exit_status": exit_status_of(exc).value}
-        record.add(name, "error", {**known, **status})
+        record.add(name, "error", {**known, **error_properties(run, name, exc), **status})
         record.warn(f"pytest-super: {name}: {type(exc).__name__}: {exc}")
         return None
     outcome = "passed" if result.passed else "failed"

@@ -245,8 +245,6 @@ def _raise_world_fault(
         result.detail = fault
     elif fault is not None:
         _record_fault(trajectory, fault)
-        with contextlib.suppress(ReportWriteError):
-            trajectory.save_notebook()
         raise fault
 
 
@@ -313,9 +311,12 @@ def harness_error(exc: Exception) -> HarnessError:
 
 
 def _record_fault(trajectory: Trajectory, exc: Exception) -> None:
+    """The fault in the trajectory's info, and the partial episode saved with its notebook (the
+    HTML page and the error's record link both)."""
     trajectory.info.update(exit_status=exit_status_of(exc).value, detail=str(exc))
-    with contextlib.suppress(ReportWriteError):  # the fault itself is what is reported
+    with contextlib.suppress(ReportWriteError, OSError, ValueError):  # the fault is reported
         trajectory.save()
+        trajectory.save_notebook()
 
 
 def exit_status_of(exc: Exception) -> ExitStatus:

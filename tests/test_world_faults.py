@@ -71,6 +71,8 @@ def test_a_gold_run_whose_repository_cannot_be_cloned_is_an_environment_error(
     index = (run_dir / "index.html").read_text()
     page = (run_dir / "tasks" / "cloner.html").read_text()
     assert "network_error" in page and "cloner" in index
+    assert "Could not resolve host" in page and "cloner.ipynb" in page  # the error, the notebook
+    assert rows["cloner"]["detail"].startswith("NetworkFault: the network failed")
     trajectory = json.loads((run_dir / "trajectories" / "cloner.json").read_text())
     assert trajectory["info"]["exit_status"] == "network_error"
     assert "Could not resolve host" in trajectory["info"]["detail"]
