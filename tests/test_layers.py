@@ -40,6 +40,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "published_runs",
             "prompt_check",
             "replay",
+            "serve",
         )
         + ("download", "durations"),
     ),
