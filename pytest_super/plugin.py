@@ -97,6 +97,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is None and run.agent:
         if run.llm_settings is not None and not options.collecting_only(config):
             check_llm_endpoint(run.llm_settings)
+            _say_if_price_unknown(run.llm_settings)
         if not options.collecting_only(config):
             executor_of(config).start(config)
         config.pluginmanager.register(RunRecorder(run, config.rootpath), "pytest-super-recorder")
@@ -148,6 +149,19 @@ def _one_process(config: pytest.Config, run: SuperRun) -> bool:
         return int(workerinput.get("workercount", 1)) <= 1
     workers = getattr(config.option, "numprocesses", None)
     return not isinstance(workers, int) or workers <= 1
+
+
+def _say_if_price_unknown(settings: Any) -> None:
+    """A model of no known price is said once, by the controller: its cost would read 0.00."""
+    from pytest_super.llm.accounting import price_unknown
+
+    if price_unknown(settings):
+        warnings.warn(
+            f"pytest-super: no price is known for model {settings.model!r}: the run's cost shows "
+            "0.00; give --super-price IN,OUT (USD per million prompt and completion tokens; "
+            "0,0 for a free local model) to count it",
+            stacklevel=1,
+        )
 
 
 def check_llm_endpoint(settings: Any) -> None:

@@ -770,7 +770,9 @@ def _kernel_settings(
         cpus=values["cpus"],
         network=values["network"],
         git_mirrors=_git_mirrors(inputs, sources),
-        pip_cache=_pip_cache(inputs, values["pip_cache"], values["agent"]),
+        pip_cache=_pip_cache(
+            inputs, values["pip_cache"], values["agent"], sources.get("pip_cache", "")
+        ),
         disk_bytes=values["disk"],
         run_id=run_id,
         worker=inputs.worker,
@@ -797,10 +799,15 @@ def _run_settings(values: dict[str, Any]) -> RunSettings:
     )
 
 
-def _pip_cache(inputs: Inputs, volume: str | None, agent: str | None) -> str | None:
-    """The pip cache volume, shared only by trusted runs: one task must not poison another."""
+def _pip_cache(
+    inputs: Inputs, volume: str | None, agent: str | None, source: str = ""
+) -> str | None:
+    """The pip cache volume, shared only by trusted runs: one task must not poison another.
+    Not mounting it is said when the run asked for it (the command line, the environment), not
+    when it is the ini file's setting for every run of the project (issue 44: every non-gold
+    run of this repository warned about its own pyproject.toml)."""
     if volume and agent and agent not in TRUSTED_AGENTS:
-        if inputs.worker == "main":
+        if inputs.worker == "main" and not source.startswith("ini "):
             inputs.warn(
                 f"pip cache volume {volume!r} not mounted: with --super-agent={agent} task "
                 "code is untrusted and could poison what later tasks install; only the gold "
