@@ -70,7 +70,15 @@ def format_failure(result: TaskResult) -> str:
     lines.append(f"trajectory: {shown}")
     if result.kept:
         lines.append(result.kept)
+        lines.append(KEPT_CONSOLE_NOTE)
     return "\n".join(lines)
+
+
+#: how to leave the console of a kept kernel without stopping it (a plain `exit` in
+#: `jupyter console --existing` shuts the kernel down)
+KEPT_CONSOLE_NOTE = (
+    "in the console, leave with exit(keep_kernel=True): a plain `exit` stops the kept kernel"
+)
 
 
 def _first_line(text: str) -> str:

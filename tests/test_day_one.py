@@ -74,3 +74,43 @@ def test_a_model_of_no_known_price_is_said_once(
     priced = run_react(project, openai_server, "--super-model=my-local-llama", "--super-price=0,0")
     priced.assert_outcomes(passed=2)
     assert "no price is known" not in priced.stdout.str() + priced.stderr.str()
+
+
+def test_the_kept_kernel_hint_says_how_to_leave_its_console_and_that_way_keeps_it(
+    tmp_path,
+) -> None:
+    import shlex
+    import subprocess
+
+    from pytest_super.errors import ExitStatus
+    from pytest_super.kernels.jupyter.runtime import JupyterKernel
+    from pytest_super.kernels.local import LocalBox
+    from pytest_super.report import KEPT_CONSOLE_NOTE, format_failure
+    from pytest_super.runner import TaskResult
+    from pytest_super.tasks import load_yaml_task
+
+    task_file = tmp_path / "expert" / "adder.yaml"
+    task_file.parent.mkdir()
+    task_file.write_text(TASK)
+    kernel = JupyterKernel(LocalBox(task_id="keep-exit"))
+    kernel.execute("x = 41", 30)
+    hint = kernel.detach()
+    stop = next(ln for ln in hint.splitlines() if "stop:" in ln).split("stop:", 1)[1]
+    result = TaskResult(load_yaml_task(task_file), "gold", None, ExitStatus.SUBMITTED, kept=hint)
+    assert KEPT_CONSOLE_NOTE in format_failure(result)
+    assert "exit(keep_kernel=True)" in KEPT_CONSOLE_NOTE
+    line = next(ln for ln in hint.splitlines() if "console --existing" in ln)
+    command = [*shlex.split(line.split("connect:", 1)[1]), "--simple-prompt"]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    try:
+        for session in (
+            "x += 1\nexit(keep_kernel=True)\n",
+            "print(x + 1)\nexit(keep_kernel=True)\n",
+        ):
+            done = subprocess.run(
+                command, input=session, capture_output=True, text=True, timeout=120, env=env
+            )
+            assert done.returncode == 0, done.stderr
+        assert "43" in done.stdout, done.stdout  # the second session found the first one's x
+    finally:
+        subprocess.run(stop, shell=True, check=False)
