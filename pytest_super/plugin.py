@@ -259,7 +259,21 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             f"({run_of(config).sources.get('order', 'default')}); "
             f"durations: {durations.source}{known}"
         )
-    return lines
+    return lines + _quiet_live_note(config)
+
+
+def _quiet_live_note(config: pytest.Config) -> list[str]:
+    """--super-live under xdist prints nothing (xdist does not pass on what its workers print):
+    said at the start, instead of a run that is silently quiet."""
+    run = run_of(config)
+    workers = getattr(config.option, "numprocesses", None)
+    if not run.live or run.remote or not isinstance(workers, int) or workers < 1:
+        return []
+    return [
+        f"pytest-super: --super-live shows no steps under xdist (-n {workers}): pytest-xdist does "
+        "not pass on what its workers print; run with -n 0 to watch each step (the status line, "
+        "--super-progress, shows the run)"
+    ]
 
 
 # -- collection ------------------------------------------------------------------------------------

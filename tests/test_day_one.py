@@ -114,3 +114,24 @@ def test_the_kept_kernel_hint_says_how_to_leave_its_console_and_that_way_keeps_i
         assert "43" in done.stdout, done.stdout  # the second session found the first one's x
     finally:
         subprocess.run(stop, shell=True, check=False)
+
+
+def test_super_live_under_xdist_says_why_it_is_quiet(
+    project: pytest.Pytester, openai_server: FakeOpenAIServer
+) -> None:
+    openai_server.script([SUBMIT])
+    result = run_react(project, openai_server, "--super-model=gpt-4o", "--super-live")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["pytest-super: --super-live shows no steps under xdist (-n 2)*"])
+    openai_server.script([SUBMIT])
+    alone = project.runpytest_subprocess(
+        "tasks",
+        "--super-agent=react-super",
+        "--super-model=gpt-4o",
+        f"--super-base-url={openai_server.base_url}",
+        "--super-backend=local",
+        "--super-live",
+    )
+    alone.assert_outcomes(passed=1)
+    assert "shows no steps" not in alone.stdout.str()
+    assert "[adder] submit: done." in alone.stdout.str()  # one process: the steps are shown
