@@ -79,6 +79,8 @@ class RunPolicy(Policy):
     def __init__(self, run_dir: Path) -> None:
         from pytest_super.replay.run import read_episodes
 
+        if not run_dir.is_dir():
+            raise ServeError(f"--run {run_dir}: no such folder; give a run folder or a .tar.xz")
         self.episodes: list[tuple[str, list[Reply]]] = []
         for episode in read_episodes(run_dir):
             self.episodes.append((episode.query.strip(), episode_script(episode).replies))
@@ -123,12 +125,12 @@ class StandInEndpoint(ChatServer):
 
 
 def unpacked_run(path: Path, work: Path) -> Path:
-    """A run folder from `path`: the folder itself, or a shipped `.tar.xz` of one unpacked into
-    `work` (its one top folder)."""
-    if path.is_dir():
+    """The run folder `path` names: a shipped `.tar.xz` of one is unpacked into `work` (its one
+    top folder); any other path is returned as it is (its reader says what is wrong with it)."""
+    if not path.name.endswith(".tar.xz"):
         return path
-    if not path.name.endswith(".tar.xz") or not path.is_file():
-        raise ServeError(f"{path}: give a run folder or a shipped run's .tar.xz")
+    if not path.is_file():
+        raise ServeError(f"{path}: no such file; give a run folder or a shipped run's .tar.xz")
     try:
         with tarfile.open(path, "r:xz") as archive:
             archive.extractall(work, filter="data")  # no links out, no absolute paths

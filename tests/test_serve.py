@@ -112,5 +112,6 @@ def test_the_run_policy_serves_a_shipped_runs_recorded_replies(tmp_path: Path) -
 def test_a_shipped_run_is_unpacked_and_anything_else_named(tmp_path: Path) -> None:
     run_dir = unpacked_run(REACT_EXPERT, tmp_path)
     assert run_dir.is_dir() and read_episodes(run_dir)
-    with pytest.raises(ServeError, match="give a run folder or a shipped run's .tar.xz"):
-        unpacked_run(tmp_path / "nothing.zip", tmp_path)
+    with pytest.raises(ServeError, match="no such file; give a run folder or a shipped run"):
+        unpacked_run(tmp_path / "nothing.tar.xz", tmp_path)
+    assert unpacked_run(tmp_path / "a-folder", tmp_path) == tmp_path / "a-folder"
