@@ -4,7 +4,8 @@ pytest-super download [--out tasks/super] [--set expert] [--revision COMMIT]
 pytest-super download prompts [--out DIR]
 pytest-super import expert.jsonl --set expert --out tasks/expert/
 pytest-super import-trajectories ../super-benchmark/trajectories [--out reports/]
-pytest-super replay-run RUN_FOLDER [--json OUT] [--prompts FILE] [--expected-requests FILE] [--task ID] [--check-prompts]
+pytest-super replay-run RUN_FOLDER|RUN.tar.xz [--json OUT] [--prompts FILE] [--expected-requests FILE] [--task ID] [--check-prompts]
+pytest-super serve [--run RUN_FOLDER|RUN.tar.xz | --script REPLIES.json] [--agent swe] [--url-file F]
 pytest-super report reports/junit.xml other-run.xml
 pytest-super html reports/RUN_ID [reports/OTHER_RUN ...] [--out DIR]
 pytest-super image build [--base IMAGE] [--tag TAG] [--requirements FILE] [--offline] [--profile colab]
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_import,
         _add_import_trajectories,
         _add_replay_run,
+        _add_serve,
         _add_report,
         _add_html,
         _add_image,
@@ -135,7 +137,8 @@ def _add_replay_run(sub: Subparsers) -> None:
     p.add_argument(
         "dir",
         type=Path,
-        help="a published run folder, a folder of them, or a run import-trajectories wrote",
+        help="a published run folder, a folder of them, a shipped .tar.xz of one, or a run "
+        "import-trajectories wrote",
     )
     p.add_argument("--json", type=Path, help="write the per-episode comparison here")
     p.add_argument(
@@ -166,6 +169,58 @@ def _add_replay_run(sub: Subparsers) -> None:
         help="replay only this episode (repeat for more; default: all)",
     )
     p.set_defaults(func=_replay_run)
+
+
+def _add_serve(sub: Subparsers) -> None:
+    """`serve`: a stand-in model for dry runs (serve.py)."""
+    p = sub.add_parser(
+        "serve",
+        help="a stand-in model: an OpenAI-compatible endpoint on 127.0.0.1 for dry runs (CI, a "
+        "new agent, a demo without a key); prints its base URL, serves until Ctrl-C",
+    )
+    source = p.add_mutually_exclusive_group()
+    source.add_argument(
+        "--run",
+        type=Path,
+        help="serve a published run's recorded replies (a run folder or a shipped .tar.xz)",
+    )
+    source.add_argument("--script", type=Path, help="serve the replies of a JSON list, in order")
+    p.add_argument(
+        "--agent",
+        default="react-super",
+        choices=["react-super", "swe"],
+        help="the submit policy's reply format (default react-super)",
+    )
+    p.add_argument("--answer", default="{}", help="what the submit policy submits (default {})")
+    p.add_argument("--url-file", type=Path, help="also write the base URL to this file")
+    p.set_defaults(func=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import signal
+    import tempfile
+    import time
+
+    from pytest_super.serve import ServeError, serve
+
+    def ready(url: str) -> None:
+        print(f"base URL: {url}", flush=True)
+        print(f"    pytest ... --super-base-url={url} --super-model=MODEL", flush=True)
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # the endpoint stopped, its files gone
+    with tempfile.TemporaryDirectory(prefix="pytest-super-serve-") as work:
+        try:
+            endpoint = serve(args, Path(work), ready=ready)
+        except ServeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            endpoint.stop()
 
 
 def _add_report(sub: Subparsers) -> None:
@@ -453,16 +508,16 @@ def _replay_run(args: argparse.Namespace) -> int:
 
     try:
         with quiet_interrupts():
-            return _replay_runs(args)
+            return _replay_unpacked(args)
     except Stopped as stop:
         print(f"pytest-super replay-run: stopped ({stop})", file=sys.stderr)
         return 128 + stop.signum
 
 
-def _replay_runs(args: argparse.Namespace) -> int:
-    from pytest_super.published_runs import published_runs
-    from pytest_super.replay.imported import is_imported_run
-    from pytest_super.replay.run import replay_run, report_lines, write_json
+def _replay_unpacked(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from pytest_super.serve import ServeError, unpacked_run
 
     if args.check_prompts and args.prompts is None:
         print("error: --check-prompts needs --prompts FILE (the prompt file)", file=sys.stderr)
@@ -474,8 +529,24 @@ def _replay_runs(args: argparse.Namespace) -> int:
     except SuperError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    with tempfile.TemporaryDirectory(prefix="pytest-super-replay-") as work:
+        try:
+            top = unpacked_run(args.dir, Path(work))  # a shipped .tar.xz is unpacked first
+        except ServeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return _replay_runs(args, top, prompts, expected)
+
+
+def _replay_runs(
+    args: argparse.Namespace, top: Path, prompts: Any, expected: dict[str, Any]
+) -> int:
+    from pytest_super.published_runs import published_runs
+    from pytest_super.replay.imported import is_imported_run
+    from pytest_super.replay.run import replay_run, report_lines, write_json
+
     replays, failed = [], False
-    runs = [args.dir] if is_imported_run(args.dir) else published_runs(args.dir)
+    runs = [top] if is_imported_run(top) else published_runs(top)
     for run_dir in runs:
         try:
             replay = replay_run(

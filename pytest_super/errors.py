@@ -35,6 +35,8 @@ class ExitStatus(str, Enum):
     DISK_LIMIT = "disk_limit"  # the task wrote more than --super-disk
     TIMEOUT = "timeout"  # pytest-timeout stopped the episode
     WORKER_CRASHED = "worker_crashed"  # the xdist worker running the task died
+    NETWORK_ERROR = "network_error"  # the network or an outside service failed inside the task
+    ENVIRONMENT_ERROR = "environment_error"  # the gold solution failed: the environment broke
 
     def __str__(self) -> str:
         return self.value
@@ -139,6 +141,20 @@ class HarnessError(InfrastructureError):
 
     exit_status = ExitStatus.HARNESS_ERROR
     retryable = False
+
+
+class EnvironmentFault(InfrastructureError):
+    """The task's environment broke, not the agent: the expert solution, known to work, failed
+    under the gold agent. Reported as a pytest error (netfaults.py)."""
+
+    exit_status = ExitStatus.ENVIRONMENT_ERROR
+
+
+class NetworkFault(EnvironmentFault):
+    """The network or an outside service failed inside the task (DNS, a refused or reset
+    connection, TLS, an HTTP 5xx of a package index, Git host or dataset hub; netfaults.py)."""
+
+    exit_status = ExitStatus.NETWORK_ERROR
 
 
 class TaskSetupError(SuperError):

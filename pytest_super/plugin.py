@@ -25,7 +25,13 @@ from pytest_super import (
 )
 from pytest_super import report as reports
 from pytest_super.durations import Durations, DurationsFileError, known_durations
-from pytest_super.errors import ExitStatus, InfrastructureError, SuperError, TaskSetupError
+from pytest_super.errors import (
+    EngineUnavailable,
+    ExitStatus,
+    InfrastructureError,
+    SuperError,
+    TaskSetupError,
+)
 from pytest_super.execute import kernel_settings_for, retried_of, run_one_task
 from pytest_super.executors import Executor, make_executor
 from pytest_super.kernels.base import Kernel, KernelSettings
@@ -36,7 +42,14 @@ from pytest_super.names import file_stem
 from pytest_super.options import SuperRun, run_of
 from pytest_super.ordering import choose_order, for_xdist, in_order
 from pytest_super.recorder import RunRecorder
-from pytest_super.run_record import known_properties, result_properties, retried_property
+from pytest_super.run_record import (
+    engine_down,
+    error_properties,
+    known_properties,
+    result_properties,
+    retried_property,
+    stop_message,
+)
 from pytest_super.runner import TaskResult, exit_status_of, task_timeout_s
 from pytest_super.tasks import (
     CATEGORIES,
@@ -93,6 +106,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is None and run.agent:
         if run.llm_settings is not None and not options.collecting_only(config):
             check_llm_endpoint(run.llm_settings)
+            _say_if_price_unknown(run.llm_settings)
         if not options.collecting_only(config):
             executor_of(config).start(config)
         config.pluginmanager.register(RunRecorder(run, config.rootpath), "pytest-super-recorder")
@@ -144,6 +158,19 @@ def _one_process(config: pytest.Config, run: SuperRun) -> bool:
         return int(workerinput.get("workercount", 1)) <= 1
     workers = getattr(config.option, "numprocesses", None)
     return not isinstance(workers, int) or workers <= 1
+
+
+def _say_if_price_unknown(settings: Any) -> None:
+    """A model of no known price is said once, by the controller: its cost would read 0.00."""
+    from pytest_super.llm.accounting import price_unknown
+
+    if price_unknown(settings):
+        warnings.warn(
+            f"pytest-super: no price is known for model {settings.model!r}: the run's cost shows "
+            "0.00; give --super-price IN,OUT (USD per million prompt and completion tokens; "
+            "0,0 for a free local model) to count it",
+            stacklevel=1,
+        )
 
 
 def check_llm_endpoint(settings: Any) -> None:
@@ -260,7 +287,22 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             f"({run_of(config).sources.get('order', 'default')}); "
             f"durations: {durations.source}{known}"
         )
-    return [sinks.terminal(line) for line in lines]  # names the user chose, shown escaped
+    # names the user chose, shown escaped
+    return [sinks.terminal(line) for line in lines + _quiet_live_note(config)]
+
+
+def _quiet_live_note(config: pytest.Config) -> list[str]:
+    """--super-live under xdist prints nothing (xdist does not pass on what its workers print):
+    said at the start, instead of a run that is silently quiet."""
+    run = run_of(config)
+    workers = getattr(config.option, "numprocesses", None)
+    if not run.live or run.remote or not isinstance(workers, int) or workers < 1:
+        return []
+    return [
+        f"pytest-super: --super-live shows no steps under xdist (-n {workers}): pytest-xdist does "
+        "not pass on what its workers print; run with -n 0 to watch each step (the status line, "
+        "--super-progress, shows the run)"
+    ]
 
 
 # -- collection ------------------------------------------------------------------------------------
@@ -424,6 +466,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
     run: SuperRun = run_of(request.config)
     if not run.agent:
         pytest.skip("no --super-agent given")
+    _stop_if_run_stopped(request, run)
     item = request.node
     # known before the episode, so a task that errors is still filed under its set and agent;
     # the record's properties are run_record.py's, as `run_tasks` writes them without pytest
@@ -435,8 +478,14 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
         else:
             result, node = _run_here(request.config, run, item, super_task), ""
     except (InfrastructureError, TaskSetupError) as exc:
+        if isinstance(exc, EngineUnavailable) and not run.remote:
+            engine_down(run, exc)
         item.user_properties.extend(
-            [*_retried_property(retried_of(exc)), ("super.exit_status", exit_status_of(exc).value)]
+            [
+                *[(f"super.{k}", v) for k, v in error_properties(run, item.name, exc).items()],
+                *_retried_property(retried_of(exc)),
+                ("super.exit_status", exit_status_of(exc).value),
+            ]
         )
         raise
     except pytest.fail.Exception as exc:
@@ -455,6 +504,16 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
         item.user_properties.append(("super.node", node))
     item.stash[RESULT_KEY] = result
     return result
+
+
+def _stop_if_run_stopped(request: pytest.FixtureRequest, run: SuperRun) -> None:
+    """No task starts once the endpoint (the circuit breaker, llm/breaker.py) or the Docker
+    engine was found down by any process of the run: the task is skipped, not recorded, so
+    `--super-resume` runs it, and this process stops taking tasks."""
+    message = stop_message(run)
+    if message is not None:
+        request.session.shouldstop = message
+        pytest.skip(f"not started: {message}")
 
 
 def _run_here(config: pytest.Config, run: SuperRun, item: pytest.Item, task: Task) -> TaskResult:

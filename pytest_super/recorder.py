@@ -6,19 +6,22 @@ without pytest).
 
 from __future__ import annotations
 
+import os
+import shlex
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_super import collect, interrupts, sinks
+from pytest_super import collect, html, interrupts, redaction, sinks, thirdparty
 from pytest_super import report as reports
 from pytest_super.errors import ExitStatus, SuperError
+from pytest_super.junit import JunitShaper
 from pytest_super.kernels.jupyter.output import console_text
 from pytest_super.options import SuperRun
 from pytest_super.paths import shown_path
-from pytest_super.run_record import RunFolderError, RunRecord
+from pytest_super.run_record import RunFolderError, RunRecord, stop_message
 from pytest_super.tasks import category_suffix, infer_set, load_yaml_task
 
 
@@ -35,6 +38,7 @@ class RunRecorder:
         self.phases: dict[str, list[pytest.TestReport]] = {}
         self.crashes: dict[str, pytest.TestReport] = {}  # xdist: the report of a worker's death
         self.workers = interrupts.Workers()
+        self.junit: JunitShaper | None = None  # with --junitxml: its file shaped (junit.py)
         try:  # before any container starts: a usage error, not a crash
             self.record = RunRecord(run, warn=lambda m: warnings.warn(m, stacklevel=1))
         except RunFolderError as exc:
@@ -49,6 +53,9 @@ class RunRecorder:
         return self.record.html
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        writer = thirdparty.junit_writer(session.config)
+        if writer is not None:
+            self.junit = JunitShaper(writer, self._html_page)
         self.record.cleanup_dead_runs()
 
     # -- xdist, through its documented hooks (optional: a run without xdist has none) ------------
@@ -67,33 +74,48 @@ class RunRecorder:
     def pytest_testnodedown(self, node: Any, error: object | None) -> None:
         self.workers.went_down(node)
 
+    @pytest.hookimpl(tryfirst=True)  # before junitxml reads the report
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        outcome, properties = self._record(report)
+        if self.junit is not None:
+            self.junit.shape(report, outcome, properties)
+
+    def _record(self, report: pytest.TestReport) -> tuple[str | None, dict[str, Any]]:
+        """Record the task of `report` once its last report came; (its outcome, its record's
+        properties) then (a resumed task's JUnit keeps `resumed_outcome`, its results.jsonl
+        line the outcome), (None, the properties so far) before, (None, {}) for no task."""
         phases = self.phases.setdefault(report.nodeid, [])
         phases.append(report)
         if self.crashes.get(report.nodeid) is report:  # its worker died while running it
             del self.crashes[report.nodeid]
             self.phases.pop(report.nodeid, None)
-            if not _rerun(report) and self._is_task(report.nodeid, phases):
-                self._write(
-                    report.nodeid,
-                    "error",
-                    {
-                        **self._known_facts(report.nodeid),
-                        **reports.strip_prefix(p for ph in phases for p in ph.user_properties),
-                        "exit_status": ExitStatus.WORKER_CRASHED.value,
-                    },
-                )
-            return
+            if _rerun(report) or not self._is_task(report.nodeid, phases):
+                return None, {}
+            properties = {
+                **self._known_facts(report.nodeid),
+                **reports.strip_prefix(p for ph in phases for p in ph.user_properties),
+                "exit_status": ExitStatus.WORKER_CRASHED.value,
+            }
+            self._write(report.nodeid, "error", properties)
+            return "error", properties
+        properties = reports.strip_prefix(report.user_properties)
         if report.when != "teardown":
-            return
+            return None, properties
         del self.phases[report.nodeid]
         outcome = _outcome(phases)
-        properties = reports.strip_prefix(report.user_properties)
         if "resumed_outcome" in properties:
-            outcome = properties.pop("resumed_outcome")
-        elif outcome == "skipped" or not properties:
-            return  # not a task item, or a task that never ran
+            recorded = dict(properties)
+            self._write(report.nodeid, recorded.pop("resumed_outcome"), recorded)
+            return outcome, properties
+        if outcome == "skipped" or not properties:
+            return None, {}  # not a task item, or a task that never ran
         self._write(report.nodeid, outcome, properties)
+        return outcome, properties
+
+    def _html_page(self, case_name: str) -> str:
+        """A task's HTML page relative to the report folder's parent (as its trajectory)."""
+        page = self.run.run_dir / html.page_name(case_name)
+        return os.path.relpath(page, self.run.report_dir.parent)
 
     def _known_facts(self, nodeid: str) -> dict[str, Any]:
         """What the controller can say of a task whose worker died before reporting anything
@@ -157,6 +179,7 @@ class RunRecorder:
         self.record.finish()
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        self._say_if_stopped(terminalreporter)
         if not self.records:
             return
         terminalreporter.section(
@@ -171,6 +194,25 @@ class RunRecorder:
         terminalreporter.write_line(sinks.terminal(f"reports: {shown_path(self.run.run_dir)}"))
         if self.html is not None:
             terminalreporter.write_line(sinks.terminal(f"HTML report: {shown_path(self.html)}"))
+
+    def _say_if_stopped(self, terminalreporter: Any) -> None:
+        """The endpoint or the engine stopped the run: why, and the command that runs the rest."""
+        message = stop_message(self.run)
+        if message is None:
+            return
+        config = terminalreporter.config
+        args = [a for a in config.invocation_params.args if a != "--super-resume"]
+        command = redaction.redact(  # a base URL's credentials are the run's secrets
+            " ".join(shlex.quote(a) for a in ["pytest", *args, "--super-resume"])
+        )
+        terminalreporter.section("SUPER run stopped", red=True)
+        terminalreporter.write_line(
+            console_text(
+                f"pytest-super: {message}. No new task started; the tasks that had not "
+                f"finished are not in this run's results. Once it is back, run the rest "
+                f"with:\n    {command}"
+            )
+        )
 
 
 def _rerun(report: pytest.TestReport) -> bool:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from xml.parsers import expat
 
-from pytest_super import safe_read, scoring, stats, strictjson
+from pytest_super import junit, safe_read, scoring, stats, strictjson
 from pytest_super.kernels.jupyter.output import clean_for_model
 from pytest_super.lmr.unit_tests import UnitTestOutcome
 from pytest_super.paths import shown_path
@@ -73,6 +73,7 @@ def format_failure(result: TaskResult) -> str:
     lines.append(f"trajectory: {shown}")
     if result.kept:
         lines.append(result.kept)
+        lines.append(KEPT_CONSOLE_NOTE)
     return "\n".join(lines)
 
 
@@ -96,6 +97,13 @@ def unit_test_lines(unit_test: UnitTestOutcome) -> list[str]:
         lines.append("unit test output (tail):")
         lines.extend("  | " + ln for ln in unit_test.output_tail.strip().splitlines()[-15:])
     return lines
+
+
+#: how to leave the console of a kept kernel without stopping it (a plain `exit` in
+#: `jupyter console --existing` shuts the kernel down)
+KEPT_CONSOLE_NOTE = (
+    "in the console, leave with exit(keep_kernel=True): a plain `exit` stops the kept kernel"
+)
 
 
 def _first_line(text: str) -> str:
@@ -482,7 +490,9 @@ def final_results(
 
 
 def read_junit(path: Path, on_bad_case: Callable[[str], None] | None = None) -> list[TaskRecord]:
-    """The task records in a JUnit XML file written by pytest --junitxml with this plugin.
+    """The task records in a JUnit XML file written by pytest --junitxml with this plugin: the
+    `super.` properties of each test case (xunit1), or the suite's `super.<case>.<field>`
+    properties (xunit2, junit.py).
 
     Only a regular file of at most `safe_read.JUNIT_MAX_BYTES` is read (else ForeignDataError);
     a test case whose `super.` properties the reports cannot read (`super.accuracy="abc"`) is
@@ -527,6 +537,7 @@ def _junit_cases(path: Path, data: bytes) -> list[tuple[int, _JunitCase]]:
     cases: list[tuple[int, _JunitCase]] = []
     current: list[_JunitCase] = []  # the open test case, if any
     found: list[str] = []  # outcome elements of the open test case
+    suite: list[tuple[str, str]] = []  # the test suites' properties (xunit2: keyed by case)
 
     def start(tag: str, attrs: dict[str, str]) -> None:
         if tag == "testcase":
@@ -535,6 +546,8 @@ def _junit_cases(path: Path, data: bytes) -> list[tuple[int, _JunitCase]]:
             cases.append((parser.CurrentLineNumber, current[0]))
         elif current and tag == "property":
             current[0].properties.append((attrs.get("name", ""), attrs.get("value")))
+        elif tag == "property":
+            suite.append((attrs.get("name", ""), attrs.get("value", "")))
         elif current and tag in _CASE_OUTCOMES:
             found.append(tag)
 
@@ -550,4 +563,16 @@ def _junit_cases(path: Path, data: bytes) -> list[tuple[int, _JunitCase]]:
         parser.Parse(data, True)
     except expat.ExpatError as error:
         raise safe_read.ForeignDataError(f"{path}: not a JUnit XML file ({error})") from None
+    _add_suite_properties(cases, suite)
     return cases
+
+
+def _add_suite_properties(
+    cases: list[tuple[int, _JunitCase]], suite: list[tuple[str, str]]
+) -> None:
+    """Each `super.<case>.<field>` property of the suite to the test case of that name."""
+    by_name = {case.name: case for _, case in cases}
+    for name, value in suite:
+        split = junit.split_suite_property(name)
+        if split is not None and split[0] in by_name:
+            by_name[split[0]].properties.append((f"{PROPERTY_PREFIX}{split[1]}", value))

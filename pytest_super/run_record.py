@@ -20,17 +20,25 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from pytest_super import html
+from pytest_super import atomic, html, redaction
 from pytest_super import report as reports
 from pytest_super.deadlines import DeadlineExpired, enforce
 from pytest_super.errors import EngineUnavailable, ExitStatus, InfrastructureError, TaskSetupError
-from pytest_super.execute import KernelSource, kernel_settings_for, retried_of, run_one_task
+from pytest_super.execute import (
+    KernelSource,
+    kernel_settings_for,
+    retried_of,
+    run_one_task,
+    trajectory_path,
+)
 from pytest_super.kernels import kernel_backend
+from pytest_super.llm.breaker import down_message
 from pytest_super.lmr_report import lmr_table
 from pytest_super.paths import shown_path
 from pytest_super.runner import TaskResult, exit_status_of
 from pytest_super.settings import SuperRun
 from pytest_super.tasks import Task
+from pytest_super.trajectory import read_trajectory_data
 
 
 class RunFolderError(Exception):
@@ -159,6 +167,27 @@ class RunRecord:
         return reports.images_line(self.records.values())
 
 
+#: the flag file in the run folder of a Docker engine that stopped answering (its text: why)
+ENGINE_DOWN_FILE = "engine-down.txt"
+
+
+def stop_message(run: SuperRun) -> str | None:
+    """Why the run stopped starting tasks, said by any of its processes: the model endpoint
+    found down by the circuit breaker (llm/breaker.py) or the Docker engine gone (`engine_down`);
+    None while both answer."""
+    flag = run.llm_settings.down_flag if run.llm_settings is not None else None
+    endpoint = down_message(Path(flag)) if flag else None
+    return endpoint or down_message(run.run_dir / ENGINE_DOWN_FILE)
+
+
+def engine_down(run: SuperRun, error: EngineUnavailable) -> None:
+    """The Docker engine stopped answering a task: no other task of the run starts (one message,
+    not an error per task); said once, by the first process that found it."""
+    flag = run.run_dir / ENGINE_DOWN_FILE
+    if down_message(flag) is None:
+        atomic.write_atomically(flag, f"the Docker engine stopped answering ({error})")
+
+
 # -- the properties of a task's record, the same from pytest and from run_tasks --------------------
 def known_properties(run: SuperRun, task: Task, repeat: int | None) -> dict[str, Any]:
     """What is known of a task before its episode, so one that errors is still filed under its
@@ -181,6 +210,34 @@ def result_properties(run: SuperRun, result: TaskResult) -> dict[str, Any]:
     properties = reports.strip_prefix(result.junit_properties().items())
     properties["trajectory"] = os.path.relpath(result.trajectory, run.report_dir.parent)
     return {**properties, **retried_property(result.retried)}
+
+
+#: how much of an error's text results.jsonl and JUnit keep (the trajectory keeps it whole)
+DETAIL_CHARS = 2000
+#: the token and cost fields an errored task's record sums from its trajectory's steps
+_STEP_AMOUNTS = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "cost_usd")
+
+
+def error_properties(run: SuperRun, name: str, error: BaseException) -> dict[str, Any]:
+    """What an errored task's record says of its episode: the error's text (`detail`), and when
+    the episode got as far as a trajectory, its path (the notebook's when written, relative to
+    the report folder's parent as a finished task's), its steps and the tokens and cost spent."""
+    properties: dict[str, Any] = {"detail": redaction.redact(f"{type(error).__name__}: {error}")}
+    properties["detail"] = properties["detail"][:DETAIL_CHARS]
+    path = trajectory_path(run, name)
+    try:
+        data = read_trajectory_data(path, lambda step: {k: step.get(k) for k in _STEP_AMOUNTS})
+    except (OSError, ValueError, TypeError, AttributeError):
+        return properties  # no episode yet (the kernel did not start), or a cut file
+    notebook = path.with_suffix(".ipynb")
+    shown = notebook if notebook.is_file() else path
+    properties["trajectory"] = os.path.relpath(shown, run.report_dir.parent)
+    steps = data.get("steps") or []
+    properties["steps"] = len(steps)
+    for field in _STEP_AMOUNTS:
+        total = sum(s.get(field) or 0 for s in steps if isinstance(s.get(field), int | float))
+        properties[field] = round(total, 6) if field == "cost_usd" else int(total)
+    return properties
 
 
 def retried_property(retried: list[str]) -> dict[str, str]:
@@ -263,7 +320,7 @@ def _run_and_record(
         return None
     except (InfrastructureError, TaskSetupError) as exc:
         status = {**retried_property(retried_of(exc)), "exit_status": exit_status_of(exc).value}
-        record.add(name, "error", {**known, **status})
+        record.add(name, "error", {**known, **error_properties(run, name, exc), **status})
         record.warn(f"pytest-super: {name}: {type(exc).__name__}: {exc}")
         return None
     outcome = "passed" if result.passed else "failed"

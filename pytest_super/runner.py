@@ -37,6 +37,7 @@ from pytest_super.errors import (
 from pytest_super.kernels.base import Kernel
 from pytest_super.llm import LLMClient
 from pytest_super.lmr.unit_tests import UnitTestOutcome, run_unit_test
+from pytest_super.netfaults import world_fault
 from pytest_super.tasks import LmrTask, Task
 from pytest_super.trajectory import NOT_ACTIONS, Step, Trajectory
 
@@ -59,6 +60,8 @@ class RunSettings:
     # --super-format-errors: malformed replies in a row that end an episode (None: no cap)
     format_errors: int | None = None
     keep_failed: bool = False  # --super-keep: leave a failing task's container running
+    #: --super-network-faults: an LLM agent's episode the network broke is scored or an error
+    network_faults: str = "score"
     #: what agents that take options read (env.options): Reflexion's attempts, replay's source
     options: AgentOptions = field(default_factory=AgentOptions)
 
@@ -215,6 +218,7 @@ def run_task(
             fault = harness_error(exc)
             _record_fault(trajectory, fault)
             raise fault from exc
+        _raise_world_fault(agent.name, trajectory, result, settings)
     except BaseException:
         env.kernel.close()
         raise
@@ -240,6 +244,19 @@ def run_task(
     trajectory.save()
     result.trajectory = str(trajectory.save_notebook())
     return result
+
+
+def _raise_world_fault(
+    agent: str, trajectory: Trajectory, result: TaskResult, settings: RunSettings
+) -> None:
+    """The world's faults of the episode (netfaults.py): raised as an environment or network
+    error with its trajectory saved, or named in a scored episode's detail."""
+    fault = world_fault(agent, trajectory.steps, result.passed, settings.network_faults)
+    if isinstance(fault, str):
+        result.detail = fault
+    elif fault is not None:
+        _record_fault(trajectory, fault)
+        raise fault
 
 
 def scoring_details(task: Task, result: TaskResult, steps: list[Step]) -> dict[str, Any]:
@@ -305,9 +322,12 @@ def harness_error(exc: Exception) -> HarnessError:
 
 
 def _record_fault(trajectory: Trajectory, exc: Exception) -> None:
+    """The fault in the trajectory's info, and the partial episode saved with its notebook (the
+    HTML page and the error's record link both)."""
     trajectory.info.update(exit_status=exit_status_of(exc).value, detail=str(exc))
-    with contextlib.suppress(ReportWriteError):  # the fault itself is what is reported
+    with contextlib.suppress(ReportWriteError, OSError, ValueError):  # the fault is reported
         trajectory.save()
+        trajectory.save_notebook()
 
 
 def exit_status_of(exc: Exception) -> ExitStatus:

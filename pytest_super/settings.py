@@ -41,6 +41,8 @@ from pytest_super.environment import AgentOptions
 from pytest_super.executors import EXECUTORS as _EXECUTOR_NAMES
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.llm import LLMSettings
+from pytest_super.llm.breaker import ENDPOINT_DOWN_FILE
+from pytest_super.netfaults import NETWORK_FAULT_CHOICES
 from pytest_super.prompts import PromptSet, load_prompts
 from pytest_super.runner import PASS_METRICS, RunSettings
 from pytest_super.scoring import DEFAULT_TOLERANCE
@@ -335,6 +337,30 @@ SETTINGS: tuple[Setting, ...] = (
         metavar="IN,OUT[,CACHED]",
     ),
     Setting("llm_cache", _text, None, "cache model responses on disk", metavar="DIR"),
+    Setting(
+        "network_faults",
+        _choice(*NETWORK_FAULT_CHOICES),
+        NETWORK_FAULT_CHOICES[0],
+        "an LLM agent's episode that failed where the network or an outside service failed "
+        "inside the task: score (as SUPER's paper did; default) or error (a pytest error, run "
+        "again by --super-retries); under the gold agent it is always an error",
+    ),
+    Setting(
+        "llm_breaker",
+        _number(Bounds(0, 1000, whole=True)),
+        5,
+        "the circuit breaker: after N model calls in a row get no answer or a 5xx, across the "
+        "run's tasks, the endpoint is checked once; if it is down no new task starts and the "
+        "run ends with the --super-resume command (5; 0: never)",
+        metavar="N",
+    ),
+    Setting(
+        "llm_breaker_check",
+        _number(Bounds(1, 600)),
+        10.0,
+        "seconds the circuit breaker's check of the endpoint waits for an answer (10)",
+        metavar="SECONDS",
+    ),
     Setting(
         "token_budget",
         _number(LIMIT_RANGES["token_budget"]),
@@ -734,7 +760,7 @@ def resolve_run(inputs: Inputs, run_id: str) -> SuperRun:
         kernel=kernel,
         settings=_run_settings(values),
         registry=values["registry"],
-        llm_settings=_llm_settings(agent, values),
+        llm_settings=_llm_settings(agent, values, report_dir / run_id),
         live=values["live"] or inputs.capture_no,
         retries=values["retries"],
         backend=values["backend"],
@@ -788,7 +814,9 @@ def _kernel_settings(
         cpus=values["cpus"],
         network=values["network"],
         git_mirrors=_git_mirrors(inputs, sources),
-        pip_cache=_pip_cache(inputs, values["pip_cache"], values["agent"]),
+        pip_cache=_pip_cache(
+            inputs, values["pip_cache"], values["agent"], sources.get("pip_cache", "")
+        ),
         disk_bytes=values["disk"],
         run_id=run_id,
         worker=inputs.worker,
@@ -808,16 +836,22 @@ def _run_settings(values: dict[str, Any]) -> RunSettings:
         steps=values["steps"],
         format_errors=values["format_errors"],
         keep_failed=values["keep"],
+        network_faults=values["network_faults"],
         options=AgentOptions(
             attempts=values["attempts"], replay_path=values["replay"], prompts=values["prompts"]
         ),
     )
 
 
-def _pip_cache(inputs: Inputs, volume: str | None, agent: str | None) -> str | None:
-    """The pip cache volume, shared only by trusted runs: one task must not poison another."""
+def _pip_cache(
+    inputs: Inputs, volume: str | None, agent: str | None, source: str = ""
+) -> str | None:
+    """The pip cache volume, shared only by trusted runs: one task must not poison another.
+    Not mounting it is said when the run asked for it (the command line, the environment), not
+    when it is the ini file's setting for every run of the project (issue 44: every non-gold
+    run of this repository warned about its own pyproject.toml)."""
     if volume and agent and agent not in TRUSTED_AGENTS:
-        if inputs.worker == "main":
+        if inputs.worker == "main" and not source.startswith("ini "):
             inputs.warn(
                 f"pip cache volume {volume!r} not mounted: with --super-agent={agent} task "
                 "code is untrusted and could poison what later tasks install; only the gold "
@@ -838,7 +872,7 @@ def _check_agent(spec: str) -> None:
         raise SettingError(f"--super-agent: {exc}") from None
 
 
-def _llm_settings(agent: str | None, values: dict[str, Any]) -> LLMSettings | None:
+def _llm_settings(agent: str | None, values: dict[str, Any], run_dir: Path) -> LLMSettings | None:
     from pytest_super.agents import needs_llm
 
     if not agent or not needs_llm(agent):
@@ -862,6 +896,9 @@ def _llm_settings(agent: str | None, values: dict[str, Any]) -> LLMSettings | No
         price_out=price_out,
         price_cached=price_cached,
         cache_dir=values["llm_cache"],
+        breaker_threshold=values["llm_breaker"],
+        breaker_check_s=values["llm_breaker_check"],
+        down_flag=str(run_dir / ENDPOINT_DOWN_FILE),
     )
 
 

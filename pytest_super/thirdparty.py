@@ -163,3 +163,21 @@ def terminal_fd(config: pytest.Config) -> int:
     err = getattr(capture, "err", None)
     saved = getattr(err, "targetfd_save", None)
     return saved if isinstance(saved, int) else 2
+
+
+# -- pytest's junitxml plugin -----------------------------------------------------------------
+
+
+def junit_writer(config: pytest.Config) -> Any | None:
+    """pytest's JUnit writer of this run (`--junitxml`); None without one (no `--junitxml`, an
+    xdist worker: only the controller writes the file).
+
+    `_pytest.junitxml.xml_key` (a private module; checked pytest 9): the stash key of the
+    `LogXML` that writes the file, the one pytest's own `record_testsuite_property` fixture reads.
+    Used through what that fixture and `record_xml_attribute` use: `LogXML.family`,
+    `LogXML.add_global_property(name, value)`, `LogXML.node_reporter(report)` and the node
+    reporter's `add_attribute(name, value)` and `append(element)`."""
+    from _pytest import junitxml
+
+    key = getattr(junitxml, "xml_key", None)
+    return None if key is None else config.stash.get(key, None)

@@ -12,7 +12,6 @@ import re
 import shutil
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from pytest_super import html
 from pytest_super.cli import main as cli_main
 from pytest_super.errors import SuperWarning
+from tests.support.projects import junit_properties as read_junit_properties
 
 EXPERT_PASS = """\
 id: adder
@@ -188,10 +188,7 @@ def test_every_run_writes_its_report_and_the_terminal_names_it(two_runs):
 
 def test_junit_links_trajectories_relative_to_the_report_folders_parent(two_runs):
     root = two_runs[0].parent.parent
-    props = {
-        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
-        for case in ET.parse(root / "junit-0.01.xml").getroot().iter("testcase")
-    }
+    props = read_junit_properties(root / "junit-0.01.xml")
     trajectory = props["almost"]["super.trajectory"]
     assert trajectory == f"reports/{two_runs[0].name}/trajectories/almost.ipynb"
     assert (root / trajectory).is_file()

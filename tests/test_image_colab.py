@@ -13,7 +13,6 @@ import json
 import re
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -30,6 +29,7 @@ from pytest_super.kernels.docker.image import (
 )
 from pytest_super.report import TaskRecord, images_line
 from pytest_super.tasks import iter_jsonl_tasks, load_yaml_task, task_to_dict
+from tests.support.projects import junit_properties as read_junit_properties
 from tests.support.published_data import REFERENCE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -204,10 +204,7 @@ def _run_gold(paths: list[str], tmp_path: Path, *extra: str) -> tuple[str, dict,
         text=True,
         timeout=1200,
     )
-    properties = {
-        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
-        for case in ET.parse(junit).getroot().iter("testcase")
-    }
+    properties = read_junit_properties(junit)
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     return proc.stdout + proc.stderr, properties, run_dir
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import textwrap
 import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import nbformat
@@ -20,6 +19,7 @@ from pytest_super.kernels import docker_client
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.docker.image import build_image
 from tests.support.openai_server import Status
+from tests.support.projects import junit_properties as read_junit_properties
 
 pytestmark = pytest.mark.docker
 
@@ -120,8 +120,7 @@ def test_scripted_react_super_episode_passes_in_a_container(project, openai_serv
     assert "whitespace" in second_prompt.lower()
     # the prefix cells reached the model as pre-executed history
     assert "[pre-executed by user]" in openai_server.requests[0].prompt_text
-    (case,) = ET.parse(project.path / "junit.xml").getroot().iter("testcase")
-    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    (props,) = read_junit_properties(project.path / "junit.xml").values()
     assert props["super.accuracy"] == "1.0" and props["super.landmarks"] == "1.0"
     assert props["super.agent"] == "react-super" and props["super.model"] == "gpt-4o"
     assert int(props["super.prompt_tokens"]) > 0 and int(props["super.steps"]) == 4

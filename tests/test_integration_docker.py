@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-import xml.etree.ElementTree as ET
 
 import docker
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from pytest_super.kernels import cleanup_containers, docker_client
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.docker.image import build_image
+from tests.support.projects import junit_properties as read_junit_properties
 
 pytestmark = pytest.mark.docker
 
@@ -103,8 +103,7 @@ def test_masked_task_with_prefix_cells_scores_perfectly_in_a_container(project, 
         "--super-cpus=1",
     )
     result.assert_outcomes(passed=1)
-    (case,) = ET.parse(junit).getroot().iter("testcase")
-    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    (props,) = read_junit_properties(junit).values()
     assert props["super.accuracy"] == "1.0"
     assert props["super.landmarks"] == "1.0"
     assert props["super.category"] == "configuration,cpu"

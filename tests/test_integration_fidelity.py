@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import textwrap
-import xml.etree.ElementTree as ET
 
 import pytest
 
 from pytest_super.kernels.docker.image import build_image
+from tests.support.projects import junit_properties as read_junit_properties
 
 pytestmark = pytest.mark.docker
 
@@ -77,8 +77,8 @@ def run(project: pytest.Pytester, server, task: str, *extra: str):
 
 
 def properties(project: pytest.Pytester) -> dict[str, str]:
-    (case,) = ET.parse(project.path / "junit.xml").getroot().iter("testcase")
-    return {p.get("name"): p.get("value") for p in case.iter("property")}
+    (props,) = read_junit_properties(project.path / "junit.xml").values()
+    return props
 
 
 def trajectory_steps(project: pytest.Pytester) -> list[dict]:
@@ -105,7 +105,7 @@ def test_the_reply_that_crosses_the_token_budget_is_acted_on(project, openai_ser
     props = properties(project)
     assert props["super.exit_status"] == "budget_exceeded"
     assert props["super.landmarks"] == "1.0"  # the crossing reply ran count.py
-    assert props["super.submitted"] == "False" and len(openai_server.requests) == 1
+    assert props["super.submitted"] == "false" and len(openai_server.requests) == 1
     assert trajectory_steps(project)[-1]["action"] == "budget_exceeded"
 
 
@@ -115,7 +115,7 @@ def test_compute_limit_lets_the_cell_finish_then_ends_without_a_submission(proje
     result = run(project, openai_server, "masked", "--super-compute-limit=1")
     result.assert_outcomes(failed=1)
     props = properties(project)
-    assert props["super.exit_status"] == "compute_limit" and props["super.submitted"] == "False"
+    assert props["super.exit_status"] == "compute_limit" and props["super.submitted"] == "false"
     assert props["super.landmarks"] == "1.0"  # the cell ran to its end, past the limit
     assert len(openai_server.requests) == 1
     steps = trajectory_steps(project)
@@ -163,6 +163,6 @@ def test_swe_agent_submit_takes_text_that_is_not_json_and_scores_0(project, open
     result = run(project, openai_server, "expert", "--super-agent=swe")
     result.assert_outcomes(failed=1)
     props = properties(project)
-    assert props["super.exit_status"] == "submitted" and props["super.submitted"] == "True"
+    assert props["super.exit_status"] == "submitted" and props["super.submitted"] == "true"
     assert props["super.accuracy"] == "0.0"
     result.stdout.fnmatch_lines(["*not valid JSON*scores 0*"])

@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "options",
             "collect",
             "recorder",
+            "junit",
             "run_record",
             "interrupts",
             "progress",
@@ -40,6 +41,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "prompt_check",
             "replay",
             "lmr_report",
+            "serve",
         )
         + ("download", "durations"),
     ),
@@ -62,7 +64,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("the agents", ("agents",)),
     ("the environment an agent acts in", ("environment",)),
     ("the model client", ("llm",)),
-    ("the task model and scoring", ("tasks", "scoring", "lmr", "edit", "trajectory", "prompts")),
+    (
+        "the task model and scoring",
+        ("tasks", "scoring", "lmr", "edit", "trajectory", "prompts", "netfaults"),
+    ),
     ("the kernels", ("kernels",)),
     (
         "foundations",

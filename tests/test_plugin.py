@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import os
 import textwrap
-import xml.etree.ElementTree as ET
 
 import pytest
+
+from tests.support.projects import junit_properties as read_junit_properties
 
 GOOD_EXPERT = """\
 id: adder
@@ -214,13 +215,10 @@ def test_gold_run_scores_and_reports(project):
     # the auto task's script never runs the entrypoint for 10 s: it fails by design
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*SUPER summary*", "*expert*", "*masked*"])
-    props = {
-        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
-        for case in ET.parse(junit).getroot().iter("testcase")
-    }
+    props = read_junit_properties(junit)
     assert props["adder"]["super.accuracy"] == "1.0"
     assert props["adder"]["super.landmarks"] == "1.0"
-    assert props["adder"]["super.submitted"] == "True"
+    assert props["adder"]["super.submitted"] == "true"
     assert props["adder_data,cpu"]["super.category"] == "data,cpu"
     assert props["adder_data,cpu"]["super.landmarks"] == "1.0"
     assert props["runner"]["super.script_executed"] == "0.0"
@@ -374,11 +372,10 @@ def test_junit_properties_reach_the_controller_under_xdist(project):
         "--super-report-dir=out",
     )
     result.assert_outcomes(passed=2, failed=1)
-    cases = list(ET.parse(junit).getroot().iter("testcase"))
+    cases = read_junit_properties(junit)
     assert len(cases) == 3
-    for case in cases:
-        names = {p.get("name") for p in case.iter("property")}
-        assert {"super.accuracy", "super.landmarks", "super.exit_status"} <= names
+    for names in cases.values():
+        assert {"super.accuracy", "super.landmarks", "super.exit_status"} <= set(names)
     (run_dir,) = (project.path / "out").iterdir()
     lines = (run_dir / "results.jsonl").read_text().splitlines()
     assert len(lines) == 3  # written once, by the controller
@@ -501,3 +498,21 @@ def test_fixtures_serve_a_users_own_tests(project):
     )
     result = project.runpytest_subprocess("test_mine.py", "--super-backend=local")
     result.assert_outcomes(passed=2)
+
+
+def test_a_dead_engine_ends_the_run_once_with_the_resume_command(project, monkeypatch):
+    # issue 44: a missing engine errored each task in turn; now the first task's error stops the
+    # run (one message, the command that runs the rest), as the endpoint's circuit breaker does
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
+    result = project.runpytest_subprocess("tasks", "--super-agent=gold", "-p", "no:randomly")
+    result.assert_outcomes(errors=1, skipped=1)  # the next task: not started; the third: not run
+    out = result.stdout.str()
+    assert out.count("EngineUnavailable") >= 1
+    result.stdout.fnmatch_lines(
+        [
+            "*SUPER run stopped*",
+            "pytest-super: the Docker engine stopped answering*127.0.0.1:1*",
+            "    pytest *tasks --super-agent=gold -p no:randomly --super-resume",
+        ]
+    )
+    assert result.ret == pytest.ExitCode.INTERRUPTED

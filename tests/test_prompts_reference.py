@@ -18,7 +18,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -35,6 +34,7 @@ from pytest_super.download import (
 )
 from pytest_super.prompt_check import check_run_prompts, checks_prompts, recorded_prompt
 from pytest_super.prompts import OURS, PARTS, PromptFileError, load_prompts, ours
+from tests.support.projects import junit_properties as read_junit_properties
 from tests.support.published_data import DATA, published_runs
 from tests.support.reference_prompts import rebuild_prompt_yaml, upstream_prompt_yaml
 
@@ -420,8 +420,7 @@ def test_the_demo_scripted_episode_runs_with_the_references_prompt_file(
         system, user = request.messages[:2]
         assert system == {"role": "system", "content": published}
         assert user["content"].startswith("Query: I have already executed some of the required")
-    (case,) = ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")
-    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    (props,) = read_junit_properties(pytester.path / "junit.xml").values()
     assert props["super.prompts"] == str(reference_file)
     assert props["super.accuracy"] == "1.0" and int(props["super.steps"]) == 4
 

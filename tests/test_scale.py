@@ -55,6 +55,7 @@ from tests.support.projects import (
     wait_for,
     wait_for_container,
 )
+from tests.support.projects import junit_properties as read_junit_properties
 from tests.support.second_engine import SECOND_HOST
 
 pytestmark = pytest.mark.docker
@@ -574,7 +575,7 @@ def test_retries_rerun_infrastructure_errors_but_never_agent_failures(
     assert out.count("ImageMissing") >= 1
     (case,) = ET.parse(junit).getroot().iter("testcase")
     assert case.find("error") is not None
-    assert "super.retried_after" not in {p.get("name") for p in case.iter("property")}
+    assert "super.retried_after" not in read_junit_properties(junit)[case.get("name", "")]
 
 
 # -- 9. another engine: DOCKER_HOST / --super-docker-host ------------------------------------------
@@ -625,8 +626,7 @@ def test_a_retried_task_says_so_in_its_properties(project_dir, engine, fail_once
         f"--junitxml={junit}",
     )
     assert code == 0, out
-    (case,) = ET.parse(junit).getroot().iter("testcase")
-    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    (props,) = read_junit_properties(junit).values()
     assert "KernelStartError" in props.get("super.retried_after", ""), props
     assert "KernelStartError" in results(only_run_dir(project_dir))[0].get("retried_after", "")
 

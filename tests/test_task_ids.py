@@ -10,7 +10,6 @@ The ids below are real ones, taken from the published trajectory folders.
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from pytest_super.kernels.docker.backend import container_name
 from pytest_super.names import MAX_STEM as MAX_FILE_STEM
 from pytest_super.names import file_stem as task_file_stem
 from pytest_super.tasks import iter_jsonl_tasks
+from tests.support.projects import junit_properties as read_junit_properties
 
 ANSWER = json.dumps({"a": 1})
 SOLUTION = ["import json\nprint(json.dumps({'a': 1}))"]
@@ -84,10 +84,7 @@ def test_a_gold_run_records_raw_categories_and_safe_file_names(data):
     )
     # the Auto tasks never run their entrypoint for 10 s: they fail by design, but they run
     result.assert_outcomes(passed=6, failed=2)
-    props = {
-        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
-        for case in ET.parse(junit).getroot().iter("testcase")
-    }
+    props = read_junit_properties(junit)
     assert props["align-to-distill_customgoal"]["super.category"] == "customgoal"
     assert props["quantifying-stereotypes-in-language_custom"]["super.category"] == "custom"
     assert props["conv_graph_configuration,data"]["super.category"] == "configuration,data"

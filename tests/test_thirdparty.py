@@ -243,3 +243,22 @@ def test_no_other_module_reaches_into_these_plugins() -> None:
         if PRIVATE_USE.search(line)
     ]
     assert not offenders, "use pytest_super/thirdparty.py:\n" + "\n".join(offenders)
+
+
+# -- pytest's junitxml ------------------------------------------------------------------------
+def test_pytests_junit_writer_has_the_shape_used() -> None:
+    from _pytest import junitxml
+
+    assert isinstance(getattr(junitxml, "xml_key", None), pytest.StashKey), (
+        f"_pytest.junitxml.xml_key gone in pytest {pytest.__version__}"
+    )
+    for owner, names in (
+        (junitxml.LogXML, ("add_global_property", "node_reporter")),
+        (junitxml._NodeReporter, ("add_attribute", "append")),
+    ):
+        for name in names:
+            assert callable(getattr(owner, name, None)), (
+                f"{owner.__name__}.{name} gone in pytest {pytest.__version__}"
+            )
+    writer = junitxml.LogXML("x.xml", None)
+    assert writer.family == "xunit1" and hasattr(writer, "global_properties")

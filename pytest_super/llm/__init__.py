@@ -43,6 +43,7 @@ from pytest_super.llm.accounting import (
     completion_cost,
     model_prices,
 )
+from pytest_super.llm.breaker import Breaker, breaker_for
 from pytest_super.llm.cache import (
     MAX_CACHE_ENTRY_BYTES,
     cache_file,
@@ -144,6 +145,7 @@ class LLMClient:
             headers["Authorization"] = f"Bearer {settings.api_key}"
         self._http = http_client(headers, settings.timeout_s)
         self._cache = Path(settings.cache_dir) if settings.cache_dir else None
+        self._breaker = self._run_breaker()
 
     def __repr__(self) -> str:
         shown = redaction.masked_url(self.settings.base_url)
@@ -171,8 +173,7 @@ class LLMClient:
         """
         if self._url_problem:
             return PreflightProblem(self._url_problem, reached=True)
-        body = self.request_body([{"role": "user", "content": PREFLIGHT_PROMPT}])
-        body["max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"] = 1
+        body = self._one_token_body()
         where = self._where()
         limit = min(PREFLIGHT_TIMEOUT_S, self.settings.timeout_s)
         key = self.settings.api_key
@@ -201,6 +202,36 @@ class LLMClient:
         if code == 200 or code in RETRY_STATUSES:
             return None
         return PreflightProblem(refusal(response, where, key), reached=True)
+
+    def _run_breaker(self) -> Breaker | None:
+        """The process's circuit breaker on this endpoint for the run (llm/breaker.py); None
+        without a run folder's flag file (a client outside a run)."""
+        s = self.settings
+        if not s.down_flag or self._url_problem or s.breaker_threshold <= 0:
+            return None
+        flag = Path(s.down_flag)
+        return breaker_for(
+            (self._url, s.model, str(flag)),
+            lambda: Breaker(s.breaker_threshold, lambda: check_endpoint(s), flag, self._where()),
+        )
+
+    def unreachable(self, limit: float) -> str | None:
+        """Why the endpoint gives no answer to a one-token request within `limit` seconds (no
+        connection, a timeout, an HTTP 5xx); None when it answers."""
+        body = self._one_token_body()
+        try:
+            response = self._post_once(body, min(limit, self.settings.timeout_s))
+        except (httpx.RequestError, ReplyTooLarge) as exc:
+            return f"{type(exc).__name__}: {scrub(str(exc), self.settings.api_key)}"
+        if response.status_code >= 500:
+            return f"HTTP {response.status_code}"
+        return None
+
+    def _one_token_body(self) -> dict[str, Any]:
+        """The check's request: a one-token reply to `PREFLIGHT_PROMPT`."""
+        body = self.request_body([{"role": "user", "content": PREFLIGHT_PROMPT}])
+        body["max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"] = 1
+        return body
 
     # -- the call ------------------------------------------------------------------------------
     def complete(
@@ -256,6 +287,7 @@ class LLMClient:
             api_key=self.settings.api_key,
             max_retries=self.settings.max_retries,
             sleep=self._sleep,
+            breaker=self._breaker,
         )
         return post_with_retries(endpoint)
 
@@ -264,3 +296,10 @@ class LLMClient:
         last byte, the answer read up to `max_reply_bytes` (`transport.post_once`)."""
         limit = self.settings.timeout_s if limit is None else limit
         return post_once(self._http, self._url, body, limit, self.settings)
+
+
+def check_endpoint(settings: LLMSettings) -> str | None:
+    """The circuit breaker's check: why the endpoint cannot be reached (None: it answers), with a
+    client of its own (the task's may be closed by then)."""
+    with LLMClient(settings) as client:
+        return client.unreachable(settings.breaker_check_s)

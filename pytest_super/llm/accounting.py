@@ -74,6 +74,13 @@ def _price_key(model: str) -> str | None:
     return max(matches, key=len) if matches else None
 
 
+def price_unknown(settings: LLMSettings) -> bool:
+    """Whether the run's cost would show 0 for want of a price: no `--super-price` and no entry
+    of the price table for the model."""
+    given = settings.price_in is not None or settings.price_out is not None
+    return not given and _price_key(settings.model) is None
+
+
 def model_prices(settings: LLMSettings) -> tuple[float, float]:
     """(USD per million prompt tokens, per million completion tokens) for the settings' model."""
     key = _price_key(settings.model)

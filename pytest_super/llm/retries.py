@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from pytest_super.errors import LLMError, LLMRefused
+from pytest_super.llm.breaker import Breaker
 from pytest_super.llm.replies import decode_json, refusal, scrub, server_message
 from pytest_super.llm.transport import ReplyTooLarge
 
@@ -40,6 +41,7 @@ class Endpoint:
     api_key: str | None
     max_retries: int
     sleep: Callable[[float], None]
+    breaker: Breaker | None = None  # the run's circuit breaker on this endpoint
 
 
 @dataclass(frozen=True)
@@ -51,14 +53,22 @@ class _Try:
     data: Any = None
     failure: str = ""
     wait: float | None = None
+    no_answer: bool = False  # no answer or a server fault: what the circuit breaker counts
 
 
 def post_with_retries(endpoint: Endpoint) -> Any:
     """The decoded JSON of the first 200 answer; `LLMRefused` for a refusal, `LLMError` once
     every try failed."""
     failure = ""
+    breaker = endpoint.breaker
     for attempt in range(endpoint.max_retries + 1):
+        if breaker is not None:
+            breaker.raise_if_down()
         outcome = _try_once(endpoint)
+        if breaker is not None and outcome.no_answer:
+            breaker.failed()
+        elif breaker is not None:
+            breaker.succeeded()
         if outcome.done:
             return outcome.data
         failure = outcome.failure
@@ -73,7 +83,10 @@ def post_with_retries(endpoint: Endpoint) -> Any:
             endpoint.max_retries,
             wait,
         )
-        endpoint.sleep(wait)
+        if breaker is not None:
+            breaker.sleep(wait, endpoint.sleep)
+        else:
+            endpoint.sleep(wait)
     raise LLMError(
         f"LLM endpoint {endpoint.where} failed after {endpoint.max_retries + 1} tries; last: "
         f"{failure}. Check that the endpoint is up and the base URL is right, or allow more "
@@ -88,9 +101,8 @@ def _try_once(endpoint: Endpoint) -> _Try:
         response = endpoint.send()
     except httpx.TransportError as exc:  # connection refused/reset, timeouts
         kind = "timed out" if isinstance(exc, httpx.TimeoutException) else "failed"
-        return _Try(
-            False, failure=f"the request {kind}: {type(exc).__name__}: {scrub(str(exc), key)}"
-        )
+        failure = f"the request {kind}: {type(exc).__name__}: {scrub(str(exc), key)}"
+        return _Try(False, failure=failure, no_answer=True)
     except httpx.RequestError as exc:  # a body that does not decode (broken gzip)
         failure = f"the answer cannot be decoded: {type(exc).__name__}: {exc}"
         return _Try(False, failure=scrub(failure, key))
@@ -105,7 +117,8 @@ def _try_once(endpoint: Endpoint) -> _Try:
             return _Try(False, failure=failure)
     if response.status_code in RETRY_STATUSES:
         failure = f"HTTP {response.status_code}: {server_message(response, key)}"
-        return _Try(False, failure=failure, wait=retry_after(response.headers.get("retry-after")))
+        wait = retry_after(response.headers.get("retry-after"))
+        return _Try(False, failure=failure, wait=wait, no_answer=response.status_code >= 500)
     raise LLMRefused(refusal(response, endpoint.where, key))
 
 

@@ -33,6 +33,11 @@ class LLMSettings:
     cache_dir: str | None = None  # --super-llm-cache
     max_retries: int = 6
     timeout_s: float = 300.0  # total deadline of one HTTP request, from connect to last byte
+    #: the circuit breaker (llm/breaker.py): failed tries in a row before the endpoint is
+    #: checked (0: never), the check's deadline, and the run's flag file (None: no breaker)
+    breaker_threshold: int = 5
+    breaker_check_s: float = 10.0
+    down_flag: str | None = None
 
     def __post_init__(self) -> None:
         # settings that hold secrets make them the run's secrets, in every process that has them

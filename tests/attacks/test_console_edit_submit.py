@@ -7,9 +7,10 @@ Real runs: pytest in a subprocess with the Docker backend and a scripted chat-co
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 
 import pytest
+
+from tests.support.projects import junit_properties as read_junit_properties
 
 SECRET = "sk-test-console-edit-submit-9d8c"
 
@@ -53,8 +54,8 @@ def run(project: pytest.Pytester, server, agent: str, *extra: str) -> pytest.Run
 
 
 def junit_properties(project: pytest.Pytester) -> dict[str, str]:
-    (case,) = ET.parse(project.path / "junit.xml").getroot().iter("testcase")
-    return {p.get("name", ""): p.get("value", "") for p in case.iter("property")}
+    (props,) = read_junit_properties(project.path / "junit.xml").values()
+    return props
 
 
 def trajectory_info(props: dict[str, str]) -> dict:

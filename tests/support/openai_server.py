@@ -74,7 +74,7 @@ def count_tokens(text: str) -> int:
 class FakeOpenAIServer:
     """Scripted OpenAI-compatible endpoint in a background thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self._items: deque[str | Status | Raw] = deque()
         # (marker, item): played once, to the first request whose raw body holds the marker
         self._routed: list[tuple[str, str | Status | Raw]] = []
@@ -155,7 +155,7 @@ class FakeOpenAIServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._httpd.daemon_threads = True
         self.port = self._httpd.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
@@ -276,3 +276,23 @@ class TrickleServer:
         self._stopped.set()
         self._listener.close()
         self._thread.join(timeout=5)
+
+
+def serve(port: int, replies: list[str]) -> None:
+    """Serve `replies` on 127.0.0.1:`port` (0: any) until the process is killed, the port printed
+    first: the endpoint as a process of its own, for tests that kill it
+    (`python -m tests.support.openai_server PORT REPLY_FILE`, the file a JSON list of texts)."""
+    import time
+
+    server = FakeOpenAIServer(port)
+    server.script(list(replies))
+    print(server.port, flush=True)
+    while True:
+        time.sleep(60)
+
+
+if __name__ == "__main__":
+    import sys
+
+    with open(sys.argv[2], encoding="utf-8") as replies:
+        serve(int(sys.argv[1]), json.load(replies))

@@ -21,6 +21,7 @@ import docker
 import docker.errors
 import yaml
 
+from pytest_super.junit import PREFIX, split_suite_property
 from pytest_super.kernels import (
     LABEL_RUN,
     LABEL_TASK,
@@ -201,6 +202,26 @@ def junit_outcomes(path: Path) -> dict[str, str]:
             (k for k in ("error", "failure", "skipped") if case.find(k) is not None), "passed"
         )
         found[case.get("name", "")] = kind
+    return found
+
+
+def junit_properties(path: Path) -> dict[str, dict[str, str]]:
+    """case name -> its `super.*` JUnit properties, wherever the family puts them: in the test
+    case (xunit1) or in the suite as `super.<case>.<field>` (xunit2, pytest's default)."""
+    root = ET.parse(path).getroot()
+    found: dict[str, dict[str, str]] = {}
+    for case in root.iter("testcase"):
+        found[case.get("name", "")] = {
+            p.get("name", ""): p.get("value", "")
+            for p in case.iter("property")
+            if p.get("name", "").startswith(PREFIX)
+        }
+    for suite in root.iter("testsuite"):
+        for properties in suite.findall("properties"):
+            for p in properties.iter("property"):
+                split = split_suite_property(p.get("name", ""))
+                if split is not None and split[0] in found:
+                    found[split[0]][PREFIX + split[1]] = p.get("value", "")
     return found
 
 
