@@ -91,6 +91,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _choose_executor(config, run)
     if run.llm_settings is not None:
         redaction.register(run.llm_settings.api_key)
+    redaction.register_url(run.kernel.docker_host)  # its credentials too (the resume command)
     config.stash[REMOVAL_FAILURES_KEY] = []
     if run.agent:
         _plan_order(config, run)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pytest_super.llm import LLMClient, LLMSettings
-from pytest_super.replay.run import read_episodes
+from pytest_super.replay.imported import read_episodes
 from pytest_super.replay.script import episode_script
 from pytest_super.serve import ServeError, serve, unpacked_run
 from tests.support.projects import PASS, make_project, task_yaml
@@ -100,7 +100,9 @@ def test_the_run_policy_serves_a_shipped_runs_recorded_replies(tmp_path: Path) -
     try:
         assert url_file.read_text().strip() == endpoint.base_url
         (run_dir,) = [p for p in (tmp_path / "work").iterdir() if p.is_dir()]
-        episode = next(e for e in read_episodes(run_dir) if len(episode_script(e).replies) >= 2)
+        episode = next(
+            e for e in read_episodes(run_dir).episodes if len(episode_script(e).replies) >= 2
+        )
         replies = [r.text for r in episode_script(episode).replies]
         query = f"Query: {episode.query}\nGo."
         assert ask(endpoint.base_url, query) == replies[0]
@@ -111,7 +113,7 @@ def test_the_run_policy_serves_a_shipped_runs_recorded_replies(tmp_path: Path) -
 
 def test_a_shipped_run_is_unpacked_and_anything_else_named(tmp_path: Path) -> None:
     run_dir = unpacked_run(REACT_EXPERT, tmp_path)
-    assert run_dir.is_dir() and read_episodes(run_dir)
+    assert run_dir.is_dir() and read_episodes(run_dir).episodes
     with pytest.raises(ServeError, match="no such file; give a run folder or a shipped run"):
         unpacked_run(tmp_path / "nothing.tar.xz", tmp_path)
     assert unpacked_run(tmp_path / "a-folder", tmp_path) == tmp_path / "a-folder"
