@@ -120,6 +120,7 @@ def test_xdist_and_ray_together_are_refused(tmp_path):
 
 
 # -- on the cluster ------------------------------------------------------------------------------
+@pytest.mark.cluster_smoke  # make test's one cluster test; the others are long (tests/conftest.py)
 def test_the_demo_benchmark_passes_on_the_cluster_on_both_nodes(cluster, tmp_path):
     reports = tmp_path / "reports"
     started = time.monotonic()

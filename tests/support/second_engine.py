@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,16 +20,34 @@ import pytest
 
 from pytest_super.kernels.docker.backend import TASK_NETWORK
 
-# One second engine per xdist worker: test_scale and test_isolation both start one, and on two
-# workers at once they must not share a socket, data root, bridge or subnet (CI once saw one
-# module's teardown stop the engine the other was using).
-_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gwm")
-_WORKER_INDEX = int(_WORKER[2:]) if _WORKER[2:].isdigit() else 99
-SECOND_SOCKET = f"/tmp/pytest-super-dockerd2-{_WORKER}.sock"
+# One second engine per process (an xdist worker, a session without xdist) at most, on a slot no
+# other process of this host holds: test_scale and test_isolation both start one, on two workers
+# at once, and sessions of other checkouts on the same host too; they must not share a socket,
+# data root, bridge or subnet (CI once saw one module's teardown stop the engine the other was
+# using). The slot is an abstract unix socket bound for the process's life: the kernel releases
+# it when the process dies, however it dies, and the next process to claim the slot removes what
+# the dead one left (its dockerd, data root, bridge: `start_second_engine`).
+SLOTS = 100  # the subnets 172.31.150-249, the pools 10.110-209 (ray_cluster.py keeps off them)
+
+
+def _claim_slot() -> tuple[int, socket.socket]:
+    for slot in range(SLOTS):
+        lock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            lock.bind(f"\0pytest-super-second-engine-{slot}")
+        except OSError:
+            lock.close()
+            continue
+        return slot, lock
+    raise RuntimeError(f"all {SLOTS} slots of second Docker engines are held by other processes")
+
+
+_SLOT, _SLOT_LOCK = _claim_slot()
+SECOND_SOCKET = f"/tmp/pytest-super-dockerd2-s{_SLOT}.sock"
 SECOND_HOST = f"unix://{SECOND_SOCKET}"
-SECOND_BRIDGE = f"psd2{_WORKER}"[:15]
-SECOND_SUBNET = f"172.31.{150 + _WORKER_INDEX % 100}"
-SECOND_ROOT = f"/tmp/pytest-super-docker2-{_WORKER}"
+SECOND_BRIDGE = f"psd2s{_SLOT}"
+SECOND_SUBNET = f"172.31.{150 + _SLOT}"
+SECOND_ROOT = f"/tmp/pytest-super-docker2-s{_SLOT}"
 
 
 def _sh(*cmd: str) -> subprocess.CompletedProcess[str]:
@@ -51,6 +71,7 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
         _cannot_start_second_engine("no dockerd binary on this machine to start a second engine")
     if shutil.which("ip") is None:
         _cannot_start_second_engine("no `ip` command (iproute2) to make the second engine's bridge")
+    _remove_left()
     made_bridge = False
     if _sh("ip", "link", "show", SECOND_BRIDGE).returncode != 0:
         steps = [
@@ -83,7 +104,7 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
             # configureNetworking: "Clear stale bridge network", skipped with live restore)
             "--live-restore",
             # its own pool for the task network: two new engines at once would pick the same subnet
-            f"--default-address-pool=base=10.{110 + _WORKER_INDEX % 100}.0.0/16,size=24",
+            f"--default-address-pool=base=10.{110 + _SLOT}.0.0/16,size=24",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -128,6 +149,21 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
         if made_bridge:
             _sh("ip", "link", "delete", SECOND_BRIDGE)
         _clear(data_root, Path(f"{SECOND_ROOT}-exec"))
+
+
+def _remove_left() -> None:
+    """Remove what a killed process left on this slot: its dockerd (its pid file names it, its
+    command line this slot's socket; SIGKILLed, waited for), then its bridge. Its data root goes
+    with `_clear`."""
+    with contextlib.suppress(OSError, ValueError):
+        pid = int(Path(f"{SECOND_ROOT}.pid").read_text().strip())
+        if f"--host={SECOND_HOST}".encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+    if _sh("ip", "link", "show", SECOND_BRIDGE).returncode == 0:
+        _sh("ip", "link", "delete", SECOND_BRIDGE)
 
 
 def _clear(*roots: Path) -> None:
