@@ -48,6 +48,8 @@ SECOND_HOST = f"unix://{SECOND_SOCKET}"
 SECOND_BRIDGE = f"psd2s{_SLOT}"
 SECOND_SUBNET = f"172.31.{150 + _SLOT}"
 SECOND_ROOT = f"/tmp/pytest-super-docker2-s{_SLOT}"
+#: written when the slot's engine stopped cleanly: its data root may be used again
+KEPT = f"{SECOND_ROOT}.kept"
 
 
 def _sh(*cmd: str) -> subprocess.CompletedProcess[str]:
@@ -86,8 +88,11 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
                     f"cannot make a bridge for a second engine: {done.stderr.strip()}"
                 )
         made_bridge = True
-    data_root = Path(SECOND_ROOT)
-    _clear(data_root, Path(f"{SECOND_ROOT}-exec"))  # what a killed earlier session left
+    data_root, exec_root, kept = Path(SECOND_ROOT), Path(f"{SECOND_ROOT}-exec"), Path(KEPT)
+    # the data root of the slot's last engine, stopped cleanly, is kept: it holds the image (a
+    # `docker save | docker load` of it took 40-190 s a module); any other is a killed one's
+    _clear(exec_root) if _take(kept) else _clear(data_root, exec_root)
+    stopped_cleanly = False
     log = open(f"{SECOND_ROOT}.log", "ab")  # noqa: SIM115 - closed in teardown
     daemon = subprocess.Popen(
         [
@@ -122,14 +127,7 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
                     tail = Path(f"{SECOND_ROOT}.log").read_text()[-1500:]
                     _cannot_start_second_engine(f"a second dockerd did not start: {tail}")
                 time.sleep(0.5)
-        try:
-            client.images.get(image)
-        except docker.errors.ImageNotFound:
-            saved = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
-            subprocess.run(
-                ["docker", "-H", SECOND_HOST, "load", "-q"], stdin=saved.stdout, check=True
-            )
-            saved.wait()
+        _hold_only(client, image)
         yield client
         for container in client.containers.list(all=True):  # live restore: they would outlive it
             with contextlib.suppress(docker.errors.APIError):
@@ -138,17 +136,47 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
             with contextlib.suppress(docker.errors.APIError):
                 network.remove()
         client.close()
+        stopped_cleanly = True
     finally:
         daemon.terminate()
         try:
             daemon.wait(timeout=60)
         except subprocess.TimeoutExpired:
+            stopped_cleanly = False
             daemon.kill()
             daemon.wait()
         log.close()
         if made_bridge:
             _sh("ip", "link", "delete", SECOND_BRIDGE)
-        _clear(data_root, Path(f"{SECOND_ROOT}-exec"))
+        if stopped_cleanly:
+            _clear(exec_root)
+            kept.touch()
+        else:
+            _clear(data_root, exec_root)
+
+
+def _take(mark: Path) -> bool:
+    """Did `mark` exist? It does not any more."""
+    try:
+        mark.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _hold_only(client: docker.DockerClient, image: str) -> None:
+    """Load `image` from the main engine unless a kept data root holds it; remove the kernel
+    images of other builds (each near 1 GB) a kept one holds."""
+    for found in client.images.list(filters={"label": "pytest-super.image=1"}):
+        if image not in found.tags:
+            with contextlib.suppress(docker.errors.APIError):
+                client.images.remove(found.id, force=True)
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        saved = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
+        subprocess.run(["docker", "-H", SECOND_HOST, "load", "-q"], stdin=saved.stdout, check=True)
+        saved.wait()
 
 
 def _remove_left() -> None:
