@@ -120,7 +120,6 @@ def test_xdist_and_ray_together_are_refused(tmp_path):
 
 
 # -- on the cluster ------------------------------------------------------------------------------
-@pytest.mark.cluster_smoke  # make test's one cluster test; the others are long (tests/conftest.py)
 def test_the_demo_benchmark_passes_on_the_cluster_on_both_nodes(cluster, tmp_path):
     reports = tmp_path / "reports"
     started = time.monotonic()
@@ -169,6 +168,9 @@ def _sleepers(root: Path, count: int, seconds: float) -> Path:
     )
 
 
+# make test's one cluster test (the others are long: tests/conftest.py): three tasks, the core's
+# records of a local run and of a cluster run the same
+@pytest.mark.cluster_smoke
 def test_a_cluster_run_gives_the_files_a_local_run_gives(cluster, tmp_path, engine):
     project = _sleepers(tmp_path / "p", 3, 0)
     local = subprocess.run(
