@@ -89,9 +89,7 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
                 )
         made_bridge = True
     data_root, exec_root, kept = Path(SECOND_ROOT), Path(f"{SECOND_ROOT}-exec"), Path(KEPT)
-    # the data root of the slot's last engine, stopped cleanly, is kept: it holds the image (a
-    # `docker save | docker load` of it took 40-190 s a module); any other is a killed one's
-    _clear(exec_root) if _take(kept) else _clear(data_root, exec_root)
+    _clear_unless_kept(data_root, exec_root, kept)
     stopped_cleanly = False
     log = open(f"{SECOND_ROOT}.log", "ab")  # noqa: SIM115 - closed in teardown
     daemon = subprocess.Popen(
@@ -155,13 +153,17 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
             _clear(data_root, exec_root)
 
 
-def _take(mark: Path) -> bool:
-    """Did `mark` exist? It does not any more."""
+def _clear_unless_kept(data_root: Path, exec_root: Path, kept: Path) -> None:
+    """Clear the exec root; the data root too, unless the slot's last engine stopped cleanly and
+    marked it `kept` (it holds the image: a `docker save | docker load` of it took 188-338 s of a
+    module's set-up on a loaded machine). Any other data root is a killed one's. The mark goes:
+    an engine killed from now on leaves a data root the next start clears."""
     try:
-        mark.unlink()
+        kept.unlink()
     except FileNotFoundError:
-        return False
-    return True
+        _clear(data_root, exec_root)
+    else:
+        _clear(exec_root)
 
 
 def _hold_only(client: docker.DockerClient, image: str) -> None:
