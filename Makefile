@@ -78,6 +78,7 @@ bench: image
 	$(BIN)/python benchmarks/bench_kernel.py
 	$(BIN)/python benchmarks/bench_local_kernel.py
 	$(BIN)/python benchmarks/bench_throughput.py
+	$(BIN)/python benchmarks/bench_replay.py
 
 cleanup: venv
 	$(BIN)/pytest-super cleanup
