@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 JOBS ?= 2
 
-.PHONY: venv docker chromium image image-colab image-colab-lock demo test test-colab test-cluster-guide lint bench cleanup
+.PHONY: venv docker chromium image image-colab image-colab-lock demo test test-all test-colab test-cluster-guide lint bench cleanup
 UV_VERSION := 0.13.9
 
 $(VENV)/.installed: pyproject.toml
@@ -45,9 +45,18 @@ demo: image
 # thread method: a hang in C code, which no signal handler reaches, included); the run goes on.
 TEST_TIMEOUT := --timeout=900 --timeout-method=thread
 
+# The two groups (docs/testing.md): `make test` is what a change to the core can break (about 20
+# minutes on 2 cores); `make test-all` adds the long suites (tests/conftest.py marks them `long`:
+# cluster faults, attacks, the registry, conformance on every backend, image builds). Both print
+# their 25 slowest tests.
+TEST_RUN := $(BIN)/pytest tests -n $(JOBS) --dist loadgroup -q -ra --durations=25 $(TEST_TIMEOUT)
+
 test: image chromium
+	$(TEST_RUN) -m "not colab and not guide and not long"
+
+test-all: image chromium
 	@scripts/ensure-registry.sh
-	$(BIN)/pytest tests -n $(JOBS) --dist loadgroup -q -ra -m "not colab and not guide" $(TEST_TIMEOUT)
+	$(TEST_RUN) -m "not colab and not guide"
 
 # docs/cluster.md's guide end to end (scripts/cluster-guide.sh: wheels, a head and a worker in a
 # private network namespace, an upgrade, a scoped stop): minutes, so `make test` runs only the
@@ -69,6 +78,7 @@ bench: image
 	$(BIN)/python benchmarks/bench_kernel.py
 	$(BIN)/python benchmarks/bench_local_kernel.py
 	$(BIN)/python benchmarks/bench_throughput.py
+	$(BIN)/python benchmarks/bench_replay.py
 
 cleanup: venv
 	$(BIN)/pytest-super cleanup

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from pathlib import Path
 
 import docker
@@ -132,8 +133,8 @@ def test_image_holds_python_tools_and_the_host_ca_bundle(built: str, client) -> 
 
 @pytest.mark.docker
 def test_a_failing_build_says_what_failed_and_leaves_no_tag(built: str, client, tmp_path) -> None:
-    reqs = tmp_path / "bad.txt"
-    reqs.write_text("pytest-super-no-such-package-zzz==0.0.1\n")
+    reqs = tmp_path / "bad.txt"  # a line of its own: a tag no other session builds at once
+    reqs.write_text(f"# {uuid.uuid4().hex}\npytest-super-no-such-package-zzz==0.0.1\n")
     tag = build_inputs(requirements=reqs).tag()
     with pytest.raises(InfrastructureError) as caught:
         build_image(offline=True, requirements=reqs, log=lambda line: None)

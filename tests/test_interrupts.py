@@ -111,15 +111,17 @@ def test_ctrl_c_on_a_slow_engine_says_what_it_does_and_a_second_one_exits_at_onc
         proxy.armed = True
         os.kill(run.pid, signal.SIGINT)
         first = time.monotonic()
-        _wait_for(lambda: f"stopping run {run_id}" in run.output(), 1.0, "the stopping line")
+        # bounds well under the engine's DELETE_DELAY_S, none near what the steps take (issue 42:
+        # the machine's load decides those): what is checked is that the run never waits for it
+        _wait_for(lambda: f"stopping run {run_id}" in run.output(), 20, "the stopping line")
         # the removal hangs on the engine: the user sees that it is still going on
-        _wait_for(lambda: proxy.deletes >= 1, 10, "the container's removal to start")
-        _wait_for(lambda: "still stopping" in run.output(), 5, "a progress line")
+        _wait_for(lambda: proxy.deletes >= 1, 20, "the container's removal to start")
+        _wait_for(lambda: "still stopping" in run.output(), 20, "a progress line")
         assert run.proc.poll() is None  # still removing, as the engine is slow
         os.kill(run.pid, signal.SIGINT)
         second = time.monotonic()
-        code = run.proc.wait(timeout=2)
-        assert time.monotonic() - second < 2.0
+        code = run.proc.wait(timeout=DELETE_DELAY_S / 4)
+        assert time.monotonic() - second < DELETE_DELAY_S / 4  # at once, not after the removal
         assert time.monotonic() - first < DELETE_DELAY_S  # it never waited for the engine
     finally:
         proxy.close()

@@ -175,6 +175,9 @@ def _sleepers(root: Path, count: int, seconds: float) -> Path:
     )
 
 
+# make test's one cluster test (the others are long: tests/conftest.py): three tasks, the core's
+# records of a local run and of a cluster run the same
+@pytest.mark.cluster_smoke
 def test_a_cluster_run_gives_the_files_a_local_run_gives(cluster, tmp_path, engine):
     project = _sleepers(tmp_path / "p", 3, 0)
     local = subprocess.run(

@@ -10,6 +10,7 @@ module makes and removes (the comment names the test).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -146,8 +147,9 @@ def test_push_of_an_image_the_engine_lacks_or_to_a_registry_that_is_down(
     image: str, capsys
 ) -> None:
     address = f"127.0.0.1:{free_port()}"
-    assert cli(["image", "push", "--registry", address, "--tag", "pytest-super-none:x"]) == 1
-    assert "'pytest-super-none:x' is not on the engine" in capsys.readouterr().err
+    absent = f"pytest-super-none:{uuid.uuid4().hex[:12]}"  # no other test's
+    assert cli(["image", "push", "--registry", address, "--tag", absent]) == 1
+    assert f"'{absent}' is not on the engine" in capsys.readouterr().err
     assert cli(["image", "push", "--registry", address]) == 1
     err = capsys.readouterr().err
     assert f"pushing {remote_name(address, image)} failed" in err

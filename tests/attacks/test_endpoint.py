@@ -25,6 +25,10 @@ from tests.support.openai_server import FakeOpenAIServer, Raw, Status, TrickleSe
 KEY = "sk-test-0123456789abcdef-endpoint"
 USER, PASSWORD, TOKEN = "proxyuser", "pr0xy-passw0rd-9876", "qt-7d1e5c0ffee42"
 MESSAGES = [{"role": "user", "content": "hi"}]
+#: a call with a total deadline of 2 s (two tries at most) ends long before this; one without it
+#: never ends (a byte every 0.5 s): pytest-timeout stops it at 60 s. No bound near the 4 s it takes
+#: (issue 42): the machine's load decided those.
+TOTAL_BOUND_S = 30
 
 #: a status line, then a header that never ends (one byte a tick)
 HEADERS_TRICKLE = (b"HTTP/1.1 200 OK\r\n", b"X-Slow: " + b"a" * 100_000)
@@ -63,7 +67,7 @@ def test_a_call_has_a_total_deadline_while_headers_or_body_trickle(trickle) -> N
         server.stop()
     assert "timed out" in str(err.value) and "failed after 2 tries" in str(err.value)
     assert server.answered == 2
-    assert took < 2 * 2 + 2, f"two tries of 2 s took {took:.1f} s"
+    assert took < TOTAL_BOUND_S, f"two tries of 2 s took {took:.1f} s"
 
 
 @pytest.mark.timeout(60)
@@ -80,7 +84,7 @@ def test_the_preflight_has_a_total_deadline(trickle) -> None:
         server.stop()
     assert problem is not None and not problem.reached, problem
     assert "did not answer within 2 s" in problem.message, problem.message
-    assert took < 4, f"the preflight took {took:.1f} s"
+    assert took < TOTAL_BOUND_S, f"the preflight took {took:.1f} s"
 
 
 @pytest.mark.timeout(60)
@@ -102,7 +106,7 @@ def test_the_total_deadline_holds_through_an_environment_s_proxy(monkeypatch) ->
     finally:
         server.stop()
     assert "total deadline of 2 s" in str(err.value) and server.answered == 2
-    assert took < 6, f"two tries of 2 s took {took:.1f} s"
+    assert took < TOTAL_BOUND_S, f"two tries of 2 s took {took:.1f} s"
 
 
 # -- reply caps ----------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -19,16 +21,36 @@ import pytest
 from pytest_super.kernels.docker.backend import TASK_NETWORK
 from pytest_super.kernels.docker.image import DEFAULT_BASE, OFFLINE_BASE
 
-# One second engine per xdist worker: test_scale and test_isolation both start one, and on two
-# workers at once they must not share a socket, data root, bridge or subnet (CI once saw one
-# module's teardown stop the engine the other was using).
-_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gwm")
-_WORKER_INDEX = int(_WORKER[2:]) if _WORKER[2:].isdigit() else 99
-SECOND_SOCKET = f"/tmp/pytest-super-dockerd2-{_WORKER}.sock"
+# One second engine per process (an xdist worker, a session without xdist) at most, on a slot no
+# other process of this host holds: test_scale and test_isolation both start one, on two workers
+# at once, and sessions of other checkouts on the same host too; they must not share a socket,
+# data root, bridge or subnet (CI once saw one module's teardown stop the engine the other was
+# using). The slot is an abstract unix socket bound for the process's life: the kernel releases
+# it when the process dies, however it dies, and the next process to claim the slot removes what
+# the dead one left (its dockerd, data root, bridge: `start_second_engine`).
+SLOTS = 100  # the subnets 172.31.150-249, the pools 10.110-209 (ray_cluster.py keeps off them)
+
+
+def _claim_slot() -> tuple[int, socket.socket]:
+    for slot in range(SLOTS):
+        lock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            lock.bind(f"\0pytest-super-second-engine-{slot}")
+        except OSError:
+            lock.close()
+            continue
+        return slot, lock
+    raise RuntimeError(f"all {SLOTS} slots of second Docker engines are held by other processes")
+
+
+_SLOT, _SLOT_LOCK = _claim_slot()
+SECOND_SOCKET = f"/tmp/pytest-super-dockerd2-s{_SLOT}.sock"
 SECOND_HOST = f"unix://{SECOND_SOCKET}"
-SECOND_BRIDGE = f"psd2{_WORKER}"[:15]
-SECOND_SUBNET = f"172.31.{150 + _WORKER_INDEX % 100}"
-SECOND_ROOT = f"/tmp/pytest-super-docker2-{_WORKER}"
+SECOND_BRIDGE = f"psd2s{_SLOT}"
+SECOND_SUBNET = f"172.31.{150 + _SLOT}"
+SECOND_ROOT = f"/tmp/pytest-super-docker2-s{_SLOT}"
+#: written when the slot's engine stopped cleanly: its data root may be used again
+KEPT = f"{SECOND_ROOT}.kept"
 
 
 def _sh(*cmd: str) -> subprocess.CompletedProcess[str]:
@@ -52,6 +74,7 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
         _cannot_start_second_engine("no dockerd binary on this machine to start a second engine")
     if shutil.which("ip") is None:
         _cannot_start_second_engine("no `ip` command (iproute2) to make the second engine's bridge")
+    _remove_left()
     made_bridge = False
     if _sh("ip", "link", "show", SECOND_BRIDGE).returncode != 0:
         steps = [
@@ -66,8 +89,9 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
                     f"cannot make a bridge for a second engine: {done.stderr.strip()}"
                 )
         made_bridge = True
-    data_root = Path(SECOND_ROOT)
-    _clear(data_root, Path(f"{SECOND_ROOT}-exec"))  # what a killed earlier session left
+    data_root, exec_root, kept = Path(SECOND_ROOT), Path(f"{SECOND_ROOT}-exec"), Path(KEPT)
+    _clear_unless_kept(data_root, exec_root, kept)
+    stopped_cleanly = False
     log = open(f"{SECOND_ROOT}.log", "ab")  # noqa: SIM115 - closed in teardown
     daemon = subprocess.Popen(
         [
@@ -84,7 +108,7 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
             # configureNetworking: "Clear stale bridge network", skipped with live restore)
             "--live-restore",
             # its own pool for the task network: two new engines at once would pick the same subnet
-            f"--default-address-pool=base=10.{110 + _WORKER_INDEX % 100}.0.0/16,size=24",
+            f"--default-address-pool=base=10.{110 + _SLOT}.0.0/16,size=24",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -102,8 +126,9 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
                     tail = Path(f"{SECOND_ROOT}.log").read_text()[-1500:]
                     _cannot_start_second_engine(f"a second dockerd did not start: {tail}")
                 time.sleep(0.5)
-        # the kernel image, and the base the engine's reaper image is built FROM (reaper.py)
-        _load(client, image, *_present(DEFAULT_BASE, OFFLINE_BASE))
+        _hold_only(client, image)
+        # and the base the engine's reaper image is built FROM (reaper.py)
+        _load(client, *_present(DEFAULT_BASE, OFFLINE_BASE))
         yield client
         for container in client.containers.list(all=True):  # live restore: they would outlive it
             with contextlib.suppress(docker.errors.APIError):
@@ -112,17 +137,61 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
             with contextlib.suppress(docker.errors.APIError):
                 network.remove()
         client.close()
+        stopped_cleanly = True
     finally:
         daemon.terminate()
         try:
             daemon.wait(timeout=60)
         except subprocess.TimeoutExpired:
+            stopped_cleanly = False
             daemon.kill()
             daemon.wait()
         log.close()
         if made_bridge:
             _sh("ip", "link", "delete", SECOND_BRIDGE)
-        _clear(data_root, Path(f"{SECOND_ROOT}-exec"))
+        if stopped_cleanly:
+            _clear(exec_root)
+            kept.touch()
+        else:
+            _clear(data_root, exec_root)
+
+
+def _clear_unless_kept(data_root: Path, exec_root: Path, kept: Path) -> None:
+    """Clear the exec root; the data root too, unless the slot's last engine stopped cleanly and
+    marked it `kept` (it holds the image: a `docker save | docker load` of it took 188-338 s of a
+    module's set-up on a loaded machine). Any other data root is a killed one's. The mark goes:
+    an engine killed from now on leaves a data root the next start clears."""
+    try:
+        kept.unlink()
+    except FileNotFoundError:
+        _clear(data_root, exec_root)
+    else:
+        _clear(exec_root)
+
+
+def _hold_only(client: docker.DockerClient, image: str) -> None:
+    """Load `image` from the main engine unless a kept data root holds it; remove the kernel
+    images of other builds (each near 1 GB) a kept one holds."""
+    for found in client.images.list(filters={"label": "pytest-super.image=1"}):
+        if image not in found.tags:
+            with contextlib.suppress(docker.errors.APIError):
+                client.images.remove(found.id, force=True)
+    _load(client, image)
+
+
+def _remove_left() -> None:
+    """Remove what a killed process left on this slot: its dockerd (its pid file names it, its
+    command line this slot's socket; SIGKILLed, waited for), then its bridge. Its data root goes
+    with `_clear`."""
+    with contextlib.suppress(OSError, ValueError):
+        pid = int(Path(f"{SECOND_ROOT}.pid").read_text().strip())
+        if f"--host={SECOND_HOST}".encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+    if _sh("ip", "link", "show", SECOND_BRIDGE).returncode == 0:
+        _sh("ip", "link", "delete", SECOND_BRIDGE)
 
 
 def _load(client: docker.DockerClient, *images: str) -> None:
