@@ -117,6 +117,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 run.progress,
                 remote=run.remote,
                 durations=lambda: config.stash.get(DURATIONS_KEY, None),
+                whose=(run.agent, run.settings.model),
             )
 
 
@@ -140,7 +141,13 @@ def _plan_order(config: pytest.Config, run: SuperRun) -> None:
     start in (ordering.choose_order: a run on one process keeps collection order unless
     --super-order says otherwise)."""
     try:
-        durations = known_durations(run.durations_file, run.report_dir, exclude_run=run.run_id)
+        durations = known_durations(
+            run.durations_file,
+            run.report_dir,
+            agent=run.agent,
+            model=run.settings.model,
+            exclude_run=run.run_id,
+        )
     except DurationsFileError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[DURATIONS_KEY] = durations
@@ -283,9 +290,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if DURATIONS_KEY in config.stash:
         durations = config.stash[DURATIONS_KEY]
         known = f", {len(durations.seconds)} known" if durations else ""
+        run = run_of(config)
+        if durations and not durations.for_eta(run.agent, run.settings.model):
+            known += " (another agent's or model's: no ETA from them)"
         lines.append(
             f"pytest-super: order {config.stash[ORDER_KEY]} "
-            f"({run_of(config).sources.get('order', 'default')}); "
+            f"({run.sources.get('order', 'default')}); "
             f"durations: {durations.source}{known}"
         )
     # names the user chose, shown escaped

@@ -162,13 +162,18 @@ def interval_s() -> float:
     return value
 
 
-def known(durations: Callable[[], Any]) -> Callable[[str], float | None]:
+def known(
+    durations: Callable[[], Any], whose: tuple[str | None, str | None]
+) -> Callable[[str], float | None]:
     """A task's known duration from `durations()` (durations.py's `Durations` the plugin keeps,
-    looked up when asked: it is chosen at collection), else None."""
+    looked up when asked: it is chosen at collection), when they are of the run's agent and model
+    (`whose`; another agent's durations order the tasks but give no ETA, issue 44), else None."""
 
     def estimate(item_id: str) -> float | None:
         table = durations()
-        return table.get(item_id) if table is not None else None
+        if table is None or not table.for_eta(*whose):
+            return None
+        return table.get(item_id)  # type: ignore[no-any-return]
 
     return estimate
 
@@ -349,13 +354,18 @@ def enabled(config: pytest.Config, mode: str, remote: bool) -> bool:
 
 
 def start(
-    config: pytest.Config, mode: str, *, remote: bool, durations: Callable[[], Any]
+    config: pytest.Config,
+    mode: str,
+    *,
+    remote: bool,
+    durations: Callable[[], Any],
+    whose: tuple[str | None, str | None],
 ) -> ProgressLine | None:
     """The status line of this run, when `mode` and the run call for one; `durations()` gives
-    the known durations (or None)."""
+    the known durations (or None), `whose` the run's agent and model."""
     if not enabled(config, mode, remote):
         return None
-    tally = Tally(estimate=known(durations))
+    tally = Tally(estimate=known(durations, whose))
     line = ProgressLine(config, tally, every_s=interval_s())
 
     config.stash[KEY] = line

@@ -468,6 +468,13 @@ def read_results(path: Path, on_bad_line: Callable[[str], None] | None = None) -
     return records
 
 
+def same_run(record: TaskRecord, agent: str | None, model: str | None) -> bool:
+    """Whether a task record is of a run of `agent` and `model` (no model: "" or None)."""
+    return (record.properties.get("agent") or "") == (agent or "") and (
+        record.properties.get("model") or ""
+    ) == (model or "")
+
+
 def final_results(
     report_dir: Path, *, agent: str, model: str | None, exclude_run: str | None = None
 ) -> dict[str, tuple[str, TaskRecord]]:
@@ -481,10 +488,7 @@ def final_results(
         if run_id == exclude_run:
             continue
         for record in read_results(results):
-            same = record.properties.get("agent") == agent and (
-                (record.properties.get("model") or None) == (model or None)
-            )
-            if same and record.outcome in ("passed", "failed"):
+            if same_run(record, agent, model) and record.outcome in ("passed", "failed"):
                 found[record.task_id] = (run_id, record)
     return found
 

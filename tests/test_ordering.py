@@ -130,26 +130,59 @@ def test_the_latest_earlier_run_with_durations_wins_and_bad_lines_are_skipped(
     _results(tmp_path / "20260101-000000-aa", record.format("a", 7), record.format("b", 1))
     _results(tmp_path / "20260102-000000-bb", record.format("a", 9), "{trunc", '{"task_id": 5}')
     _results(tmp_path / "20260103-000000-cc", '{"task_id": "a", "outcome": "skipped"}')
-    got = known.latest_earlier_run(tmp_path)
+    got = known.latest_earlier_run(tmp_path, agent=None, model=None)
     assert got.source == "earlier run 20260102-000000-bb"  # the newest has no duration
     assert dict(got.seconds) == {"a": 9.0}
-    older = known.latest_earlier_run(tmp_path, exclude_run="20260102-000000-bb")
+    older = known.latest_earlier_run(
+        tmp_path, exclude_run="20260102-000000-bb", agent=None, model=None
+    )
     assert dict(older.seconds) == {"a": 7.0, "b": 1.0}
-    assert known.latest_earlier_run(tmp_path / "none").source == "none"
+    assert known.latest_earlier_run(tmp_path / "none", agent=None, model=None).source == "none"
 
 
 def test_sources_in_order_file_then_earlier_run_then_shipped_table(tmp_path: Path) -> None:
-    shipped = known.known_durations(None, tmp_path)
+    shipped = known.known_durations(None, tmp_path, agent=None, model=None)
     assert shipped.source == "shipped table"
     assert len(shipped.seconds) == 189  # 45 Expert + 144 Masked published episodes
     assert shipped.get("tasks/masked.jsonl::acqsurvey_issue") == 1860.0
     _results(
         tmp_path / "20260101-000000-aa", '{"task_id": "a", "outcome": "failed", "duration_s": 4}'
     )
-    assert known.known_durations(None, tmp_path).source == "earlier run 20260101-000000-aa"
+    assert (
+        known.known_durations(None, tmp_path, agent=None, model=None).source
+        == "earlier run 20260101-000000-aa"
+    )
     given = tmp_path / "d.json"
     given.write_text('{"x": 1}')
-    assert known.known_durations(given, tmp_path).source == f"--super-durations {given}"
+    assert (
+        known.known_durations(given, tmp_path, agent=None, model=None).source
+        == f"--super-durations {given}"
+    )
+
+
+def test_an_earlier_run_of_another_agent_or_model_gives_no_durations(tmp_path: Path) -> None:
+    """Issue 44: durations are keyed by agent and model; a gold run's seconds are not a react
+    run's, and the ETA takes only the run's own (the shipped table is the paper's react-super
+    runs with gpt-4o-2024-08-06; a --super-durations file is the user's word)."""
+    record = (
+        '{{"task_id": "a", "outcome": "passed", "duration_s": {}, "agent": "{}", "model": "{}"}}'
+    )
+    _results(tmp_path / "20260101-000000-aa", record.format(30, "react", "gpt-4o"))
+    _results(tmp_path / "20260102-000000-bb", record.format(2, "gold", ""))
+    react = known.latest_earlier_run(tmp_path, agent="react", model="gpt-4o")
+    assert (react.source, dict(react.seconds)) == ("earlier run 20260101-000000-aa", {"a": 30.0})
+    assert react.for_eta("react", "gpt-4o") and not react.for_eta("gold", None)
+    gold = known.latest_earlier_run(tmp_path, agent="gold", model=None)
+    assert (gold.source, dict(gold.seconds)) == ("earlier run 20260102-000000-bb", {"a": 2.0})
+    assert not gold.for_eta("react", "gpt-4o")
+    assert known.latest_earlier_run(tmp_path, agent="react", model="o3").source == "none"
+    shipped = known.known_durations(None, tmp_path, agent="react", model="o3")
+    assert shipped.source == "shipped table" and not shipped.for_eta("react", "o3")
+    assert not shipped.for_eta("gold", None)
+    assert shipped.for_eta("react-super", "gpt-4o-2024-08-06")
+    given = tmp_path / "d.json"
+    given.write_text('{"a": 5}')
+    assert known.known_durations(given, tmp_path, agent="gold", model=None).for_eta("gold", None)
 
 
 def test_regenerating_the_shipped_table_gives_the_same_file(tmp_path: Path) -> None:

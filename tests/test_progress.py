@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_super.progress import INTERVAL_ENV, Tally
+from pytest_super import durations
+from pytest_super.progress import INTERVAL_ENV, Tally, known
 from tests.support.projects import FAIL, make_project, sleep_then_answer, task_yaml
 
 STATUS = re.compile(
@@ -175,6 +176,33 @@ def test_the_eta_spreads_the_known_work_left_over_the_tasks_that_run_at_once():
     assert line.startswith("pytest-super: 1 running, 2 queued, 1/4 done, 0 failed, 0 errors; ETA ")
     tally.finish("c", "failed", 40.0, node="host-b/abc")
     assert "1 failed" in tally.line(40.0, 0.0) and "host-b/abc: 1 done" in tally.line(40.0, 0.0)
+
+
+def test_the_eta_comes_only_from_durations_of_the_runs_agent_and_model(tmp_path):
+    """Issue 44: a durations file (an earlier run's results.jsonl) of the gold agent gave a react
+    run's ETA ("(in 2s)" for most of a 47 s run); now it gives none until a task of this run ends."""
+    run = tmp_path / "20260101-000000-aa"
+    run.mkdir()
+    (run / "results.jsonl").write_text(
+        "".join(
+            f'{{"task_id": "t{i}", "outcome": "passed", "duration_s": 2, "agent": "gold"}}\n'
+            for i in range(3)
+        )
+    )
+    gold = durations.latest_earlier_run(tmp_path, agent="gold", model=None)
+    assert dict(gold.seconds) == {"t0": 2.0, "t1": 2.0, "t2": 2.0}
+
+    def tally(whose):
+        made = Tally(estimate=known(lambda: gold, whose), ids={"t0", "t1", "t2"}, slots=1)
+        made.start("t0", 0.0)
+        return made
+
+    assert "ETA unknown (no duration known yet)" in tally(("react", "gpt-4o")).line(1.0, 0.0)
+    assert "ETA unknown" in tally(("gold", "gpt-4o")).line(1.0, 0.0)  # a model named: not gold's
+    assert "(in 5s)" in tally(("gold", None)).line(1.0, 0.0)  # 1 s of t0 left, then 2 + 2
+    other = tally(("react", "gpt-4o"))
+    other.finish("t0", "passed", 20.0)  # this run's own: t1 and t2 estimated at 20 s each
+    assert "(in 40s)" in other.line(20.0, 0.0)
 
 
 def test_a_task_another_scheduler_finished_counts_as_running_until_its_report():
