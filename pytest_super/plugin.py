@@ -17,6 +17,7 @@ from pytest_super import (
     collect,
     executors,
     interrupts,
+    last_failed,
     options,
     progress,
     redaction,
@@ -95,6 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[REMOVAL_FAILURES_KEY] = []
     if run.agent:
         _plan_order(config, run)
+        last_failed.scope(config, run.agent, run.settings.model)
         interrupts.stop_on_sigterm(config)
         interrupts.stop_on_ctrl_c(
             config,
@@ -215,6 +217,9 @@ def pytest_sessionfinish(session: pytest.Session) -> Any:
     interrupts.ignore_while_finishing(session.config)
     _close_pool(session.config)  # before the controller's end-of-run cleanup and reports
     _well_formed_junit(session.config)  # before junitxml writes it
+    run = run_of(session.config)
+    if run.agent:
+        last_failed.save(session.config, run.agent, run.settings.model)
     return (yield)
 
 
@@ -286,11 +291,11 @@ def pytest_configure_node(node: Any) -> None:  # xdist: hand the run id to each 
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    lines = options.report_header(run_of(config))
+    run = run_of(config)
+    lines = options.report_header(run)
     if DURATIONS_KEY in config.stash:
         durations = config.stash[DURATIONS_KEY]
         known = f", {len(durations.seconds)} known" if durations else ""
-        run = run_of(config)
         if durations and not durations.for_eta(run.agent, run.settings.model):
             known += " (another agent's or model's: no ETA from them)"
         lines.append(
@@ -298,6 +303,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             f"({run.sources.get('order', 'default')}); "
             f"durations: {durations.source}{known}"
         )
+    if run.agent:
+        lines += last_failed.header(config, run.agent, run.settings.model)
     # names the user chose, shown escaped
     return [sinks.terminal(line) for line in lines + _quiet_live_note(config)]
 
