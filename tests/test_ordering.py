@@ -235,12 +235,13 @@ def test_one_process_keeps_collection_order_unless_longest_is_asked_for(tmp_path
 
 
 def test_last_failed_keeps_working_with_longest_first(tmp_path: Path) -> None:
-    """`--lf` picks the items (pytest's cache), our order sorts what it picked."""
+    """`--lf` picks the items (pytest's cache: the record of the gold agent's last failures,
+    last_failed.py), our order sorts what it picked."""
     project = _project(tmp_path)
-    cache = project / ".pytest_cache" / "v" / "cache"
+    cache = project / ".pytest_cache" / "v" / "pytest-super"
     cache.mkdir(parents=True)
     failed = {f"tasks/expert/{t}.yaml::{t}": True for t in ("a", "long2", "c")}
-    (cache / "lastfailed").write_text(json.dumps(failed))
+    (cache / "lastfailed").write_text(json.dumps({"gold\t": failed, "react\tm": {"x": True}}))
     code, out = run_pytest(
         project,
         "--super-agent=gold",
