@@ -22,7 +22,8 @@ REPLAY = ("--super-agent=replay", *GOLD[1:])
 
 
 def _run(pytester: pytest.Pytester, *args: str, fail: str = "") -> pytest.RunResult:
-    with pytest.MonkeyPatch.context() as env:
+    with pytest.MonkeyPatch.context() as env:  # the run in process sets the controller's pid
+        env.delenv("PYTEST_SUPER_CONTROLLER_PID", raising=False)
         env.setenv("FAIL_A", "1" if "a" in fail else "0")
         env.setenv("FAIL_B", "1" if "b" in fail else "0")
         return pytester.runpytest_inprocess("test_x.py", *args)

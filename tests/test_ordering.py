@@ -234,6 +234,19 @@ def test_one_process_keeps_collection_order_unless_longest_is_asked_for(tmp_path
     assert "durations.json, 6 known" in out
 
 
+def test_the_header_says_when_the_durations_give_no_eta(tmp_path: Path) -> None:
+    """Issue 44: the shipped table (react-super with gpt-4o-2024-08-06) orders a gold run's tasks
+    but gives it no ETA, and the header says so; a --super-durations file gives any run's."""
+    project = _project(tmp_path)
+    code, out = run_pytest(project, "--super-agent=gold", "--collect-only")
+    assert code == 0, out
+    assert "durations: shipped table, 189 known (another agent's or model's: no ETA" in out, out
+    code, out = run_pytest(
+        project, "--super-agent=gold", "--collect-only", "--super-durations=durations.json"
+    )
+    assert code == 0 and "durations.json, 6 known\n" in out, out
+
+
 def test_last_failed_keeps_working_with_longest_first(tmp_path: Path) -> None:
     """`--lf` picks the items (pytest's cache: the record of the gold agent's last failures,
     last_failed.py), our order sorts what it picked."""
