@@ -1,0 +1,95 @@
+"""The hints of the engine and image errors work from an installed wheel: they name the
+repository's helpers (`make docker`, `make image`, `scripts/ensure-docker.sh`) only when
+pytest-super runs from a checkout that has them (issue 44).
+
+The package is copied into a folder of its own, as a wheel installs it (no Makefile, no scripts/
+beside it), and imported from there in a fresh interpreter."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+import pytest_super
+
+PACKAGE = Path(pytest_super.__file__).resolve().parent
+CHECKOUT = PACKAGE.parent
+
+# the messages, from the package imported wherever it stands (a socket that does not exist: no
+# engine is needed, the client's ping fails at once)
+PROBE = """
+import json, sys
+import pytest_super
+from pytest_super.errors import EngineUnavailable
+from pytest_super.kernels.docker import backend, engine, image
+messages = {}
+try:
+    engine.docker_client_for(sys.argv[1])
+except EngineUnavailable as exc:
+    messages["no engine"] = str(exc)
+messages["engine stopped"] = str(backend._start_error(ConnectionError("gone"), "t1", "img", "x"))
+messages["default image"] = image.build_hint(image.default_image_tag("default"))
+messages["colab image"] = image.build_hint(image.default_image_tag("colab"))
+messages["other image"] = image.build_hint("example/other:1")
+print(json.dumps({"package": pytest_super.__file__, "messages": messages}))
+"""
+
+
+def _messages(site: Path) -> tuple[str, dict[str, str]]:
+    socket = f"unix:///tmp/no-engine-{uuid.uuid4().hex}.sock"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            f"import sys; sys.path.insert(0, {str(site)!r})\n{PROBE}",
+            socket,
+        ],
+        cwd=site,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert len(out["messages"]) == 5, out
+    return out["package"], out["messages"]
+
+
+@pytest.fixture
+def wheel_site(tmp_path: Path) -> Path:
+    """A site folder holding the package alone, as `pip install pytest-super` leaves it."""
+    site = tmp_path / f"site-{uuid.uuid4().hex[:8]}"
+    shutil.copytree(PACKAGE, site / "pytest_super", ignore=shutil.ignore_patterns("__pycache__"))
+    return site
+
+
+def test_from_a_wheel_the_hints_name_only_what_the_wheel_has(wheel_site: Path):
+    package, messages = _messages(wheel_site)
+    assert package.startswith(str(wheel_site)), package  # the copy was imported, not the checkout
+    for what, text in messages.items():
+        assert "make " not in text and "scripts/" not in text, f"{what}: {text}"
+    assert "`sudo dockerd`" in messages["no engine"], messages["no engine"]
+    assert "https://docs.docker.com/engine/install/" in messages["no engine"]
+    assert "`sudo dockerd`" in messages["engine stopped"], messages["engine stopped"]
+    assert messages["default image"] == "`pytest-super image build`"
+    assert messages["colab image"] == "`pytest-super image build --profile colab`"
+
+
+@pytest.mark.skipif(
+    not (CHECKOUT / "Makefile").is_file() or not (CHECKOUT / "scripts/ensure-docker.sh").is_file(),
+    reason="runs from an installed wheel, not a checkout",
+)
+def test_from_a_checkout_the_hints_also_name_its_helpers():
+    _, messages = _messages(CHECKOUT)
+    assert "`scripts/ensure-docker.sh`" in messages["no engine"], messages["no engine"]
+    assert "`scripts/ensure-docker.sh`" in messages["engine stopped"]
+    assert messages["default image"] == "`pytest-super image build` (or `make image`)"
+    assert "(or `make image-colab`)" in messages["colab image"]
