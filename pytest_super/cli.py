@@ -12,6 +12,7 @@ pytest-super image build [--base IMAGE] [--tag TAG] [--requirements FILE] [--off
 pytest-super image push --registry HOST:PORT [--profile colab] [--tag TAG]
 pytest-super image lock
 pytest-super cleanup [--run RUN_ID | --all] [--backend NAME] [--executor NAME] [--<cluster address>]
+pytest-super ray-node head|worker|stop|status DIR [OPTIONS]
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import subprocess
 import sys
 import warnings
 from collections.abc import Callable, Container
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -66,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_html,
         _add_image,
         _add_cleanup,
+        _add_ray_node,
     ):
         add(sub)
     return parser
@@ -321,6 +325,39 @@ def _add_cleanup(sub: Subparsers) -> None:
         "--docker-host: here)",
     )
     p.set_defaults(func=_cleanup)
+
+
+#: the node script `ray-node` runs (package data: docs/cluster.md's node steps from a wheel)
+RAY_NODE_SCRIPT = "executors/ray/ray-node.sh"
+RAY_NODE_ACTIONS = ("head", "worker", "stop", "status")
+
+
+def _ray_node_script() -> Path:
+    return Path(str(resources.files("pytest_super").joinpath(RAY_NODE_SCRIPT)))
+
+
+def _add_ray_node(sub: Subparsers) -> None:
+    """`ray-node head|worker|stop|status DIR [OPTIONS]`: one Ray node of a cluster."""
+    header = _ray_node_script().read_text().split("\nset -euo pipefail", 1)[0]
+    p = sub.add_parser(
+        "ray-node",
+        help="start, stop or inspect one Ray node of a cluster (docs/cluster.md)",
+        description="\n".join(line[2:] for line in header.splitlines()[1:]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("action", choices=RAY_NODE_ACTIONS)
+    p.add_argument("dir", metavar="DIR", help="the node's own folder")
+    p.add_argument("options", nargs=argparse.REMAINDER, help="the action's options (above)")
+    p.set_defaults(func=_ray_node)
+
+
+def _ray_node(args: argparse.Namespace) -> int:
+    """Run the node script with bash; its --python defaults to this Python (the environment
+    pytest-super, and so Ray, is installed in)."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_NODE_PROG"}  # the script's own name
+    env["RAY_NODE_PYTHON"] = sys.executable
+    command = ["bash", str(_ray_node_script()), args.action, args.dir, *args.options]
+    return subprocess.run(command, env=env, check=False).returncode
 
 
 def _add_executor_arguments(p: argparse.ArgumentParser, what: str) -> None:

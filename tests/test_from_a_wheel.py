@@ -1,6 +1,7 @@
-"""The hints of the engine and image errors work from an installed wheel: they name the
-repository's helpers (`make docker`, `make image`, `scripts/ensure-docker.sh`) only when
-pytest-super runs from a checkout that has them (issue 44).
+"""What a user who installed the wheel is told and given works without the repository (issue 44):
+the hints of the engine and image errors name the repository's helpers (`make docker`, `make
+image`, `scripts/ensure-docker.sh`) only when pytest-super runs from a checkout that has them, and
+the cluster guide's node script is the `pytest-super ray-node` subcommand, shipped in the package.
 
 The package is copied into a folder of its own, as a wheel installs it (no Makefile, no scripts/
 beside it), and imported from there in a fresh interpreter."""
@@ -12,9 +13,11 @@ import shutil
 import subprocess
 import sys
 import uuid
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
+import tomllib
 
 import pytest_super
 
@@ -93,3 +96,52 @@ def test_from_a_checkout_the_hints_also_name_its_helpers():
     assert "`scripts/ensure-docker.sh`" in messages["engine stopped"]
     assert messages["default image"] == "`pytest-super image build` (or `make image`)"
     assert "(or `make image-colab`)" in messages["colab image"]
+
+
+def _cli(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`pytest-super ARGS` with the package imported from `site`, run in `site`."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(site)!r})\n"
+        "import pytest_super\n"
+        f"assert pytest_super.__file__.startswith({str(site)!r}), pytest_super.__file__\n"
+        "from pytest_super.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))"
+    )
+    return subprocess.run(
+        [sys.executable, "-I", "-c", code, *args],
+        cwd=site,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_node_script_is_package_data_of_the_wheel():
+    config = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["pytest_super"]
+    assert (PACKAGE / "executors/ray/ray-node.sh").is_file()
+    assert any(fnmatch("executors/ray/ray-node.sh", p) for p in patterns), patterns
+
+
+def test_ray_node_runs_from_a_wheel_its_help(wheel_site: Path):
+    done = _cli(wheel_site, "ray-node", "--help")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "pytest-super ray-node worker DIR --address HEAD:6379 --docker-host URL" in done.stdout
+    assert "--attempts K" in done.stdout and "scripts/ray-node.sh" not in done.stdout
+
+
+def test_ray_node_runs_from_a_wheel_its_argument_checks(wheel_site: Path):
+    node = wheel_site / "n"
+    sizing = ("--tasks", "3", "--super-cpus", "0.5", "--super-mem", "1g")
+    worker = ("--address", "127.0.0.1:9", "--docker-host", "unix:///nonexistent.sock")
+    done = _cli(wheel_site, "ray-node", "worker", str(node), *worker, *sizing)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("pytest-super ray-node: --tasks 3 x --super-cpus 0.5"), (
+        done.stderr
+    )
+    assert not (node / "node.pid").exists()  # nothing was started
+    done = _cli(wheel_site, "ray-node", "stop", str(node))
+    assert done.returncode == 2 and f"no node.pid in {node}" in done.stderr, done.stderr
+    done = _cli(wheel_site, "ray-node", "start", str(node))
+    assert done.returncode == 2 and "invalid choice: 'start'" in done.stderr, done.stderr
