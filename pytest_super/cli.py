@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_html,
         _add_image,
         _add_cleanup,
-        _add_ray_node,
+        _add_node_commands,
     ):
         add(sub)
     return parser
@@ -327,36 +327,38 @@ def _add_cleanup(sub: Subparsers) -> None:
     p.set_defaults(func=_cleanup)
 
 
-#: the node script `ray-node` runs (package data: docs/cluster.md's node steps from a wheel)
-RAY_NODE_SCRIPT = "executors/ray/ray-node.sh"
-RAY_NODE_ACTIONS = ("head", "worker", "stop", "status")
+#: the actions of a `NAME-node` command (executors.NODE_SCRIPTS)
+NODE_ACTIONS = ("head", "worker", "stop", "status")
 
 
-def _ray_node_script() -> Path:
-    return Path(str(resources.files("pytest_super").joinpath(RAY_NODE_SCRIPT)))
+def _node_script(relative: str) -> Path:
+    return Path(str(resources.files("pytest_super").joinpath(relative)))
 
 
-def _add_ray_node(sub: Subparsers) -> None:
-    """`ray-node head|worker|stop|status DIR [OPTIONS]`: one Ray node of a cluster."""
-    header = _ray_node_script().read_text().split("\nset -euo pipefail", 1)[0]
-    p = sub.add_parser(
-        "ray-node",
-        help="start, stop or inspect one Ray node of a cluster (docs/cluster.md)",
-        description="\n".join(line[2:] for line in header.splitlines()[1:]),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("action", choices=RAY_NODE_ACTIONS)
-    p.add_argument("dir", metavar="DIR", help="the node's own folder")
-    p.add_argument("options", nargs=argparse.REMAINDER, help="the action's options (above)")
-    p.set_defaults(func=_ray_node)
+def _add_node_commands(sub: Subparsers) -> None:
+    """`NAME-node head|worker|stop|status DIR [OPTIONS]`: one node of a cluster executor's
+    cluster, for each executor that ships a node script (the script's header is the help)."""
+    for name, relative in executors.NODE_SCRIPTS.items():
+        script = _node_script(relative)
+        header = script.read_text().split("\nset -euo pipefail", 1)[0]
+        p = sub.add_parser(
+            f"{name}-node",
+            help=f"start, stop or inspect one {name} node of a cluster (docs/cluster.md)",
+            description="\n".join(line[2:] for line in header.splitlines()[1:]),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        p.add_argument("action", choices=NODE_ACTIONS)
+        p.add_argument("dir", metavar="DIR", help="the node's own folder")
+        p.add_argument("options", nargs=argparse.REMAINDER, help="the action's options (above)")
+        p.set_defaults(func=_run_node_script, script=script)
 
 
-def _ray_node(args: argparse.Namespace) -> int:
-    """Run the node script with bash; its --python defaults to this Python (the environment
-    pytest-super, and so Ray, is installed in)."""
-    env = {k: v for k, v in os.environ.items() if k != "RAY_NODE_PROG"}  # the script's own name
-    env["RAY_NODE_PYTHON"] = sys.executable
-    command = ["bash", str(_ray_node_script()), args.action, args.dir, *args.options]
+def _run_node_script(args: argparse.Namespace) -> int:
+    """Run a node script with bash; its --python defaults to this Python (the environment
+    pytest-super, and so the cluster's library, is installed in)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_SUPER_NODE_PROG"}  # its own name
+    env["PYTEST_SUPER_NODE_PYTHON"] = sys.executable
+    command = ["bash", str(args.script), args.action, args.dir, *args.options]
     return subprocess.run(command, env=env, check=False).returncode
 
 

@@ -31,7 +31,8 @@
 #                             workers P+100..P+199 (default 6380 for a head, 20000 for a worker)
 #   --object-store-memory B   Ray's object store (default 200m; Ray's own: 30% of available memory)
 #   --python PY               the Python pytest-super[ray] is installed in (default: the one
-#                             `pytest-super ray-node` runs in, $RAY_NODE_PYTHON; else python3);
+#                             `pytest-super ray-node` runs in: $PYTEST_SUPER_NODE_PYTHON;
+#                             else python3);
 #                             `PY -m ray.scripts.scripts` is that environment's `ray` command
 #   --wait S                  seconds to wait for `Ray runtime started.` (default 120)
 #   --attempts K              starts when Ray's 30 s for the raylet to register with the GCS
@@ -40,7 +41,7 @@
 # state API on 127.0.0.1:8265; off by default).
 set -euo pipefail
 
-PROG=${RAY_NODE_PROG:-pytest-super ray-node}
+PROG=${PYTEST_SUPER_NODE_PROG:-pytest-super ray-node}
 
 die() {
   echo "$PROG: $*" >&2
@@ -93,7 +94,7 @@ start_node() {
   local role=$1 dir=$2
   shift 2
   local ip="" port=6379 ports_from="" address="" docker_host=${DOCKER_HOST:-}
-  local tasks="" super_cpus="" super_mem="" store=200m python=${RAY_NODE_PYTHON:-python3} wait_s=120 dashboard=0
+  local tasks="" super_cpus="" super_mem="" store=200m python=${PYTEST_SUPER_NODE_PYTHON:-python3} wait_s=120 dashboard=0
   local attempts=3
   while (($#)); do
     case $1 in
