@@ -288,7 +288,7 @@ def _add_image(sub: Subparsers) -> None:
     p.set_defaults(func=_image_push)
     p = image.add_parser(
         "lock",
-        help=f"resolve the colab profile again into {COLAB_LOCK} (needs uv; make image-colab-lock)",
+        help=f"resolve the colab profile again into {COLAB_LOCK} (needs uv)",
     )
     p.set_defaults(func=_image_lock)
 

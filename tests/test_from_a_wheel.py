@@ -145,3 +145,10 @@ def test_ray_node_runs_from_a_wheel_its_argument_checks(wheel_site: Path):
     assert done.returncode == 2 and f"no node.pid in {node}" in done.stderr, done.stderr
     done = _cli(wheel_site, "ray-node", "start", str(node))
     assert done.returncode == 2 and "invalid choice: 'start'" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("args", [("--help",), ("image", "--help")])
+def test_the_commands_help_from_a_wheel_names_no_repository_helper(wheel_site: Path, args):
+    done = _cli(wheel_site, *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "make " not in done.stdout and "scripts/" not in done.stdout, done.stdout
