@@ -12,6 +12,7 @@ pytest-super image build [--base IMAGE] [--tag TAG] [--requirements FILE] [--off
 pytest-super image push --registry HOST:PORT [--profile colab] [--tag TAG]
 pytest-super image lock
 pytest-super cleanup [--run RUN_ID | --all] [--backend NAME] [--executor NAME] [--<cluster address>]
+pytest-super ray-node head|worker|stop|status DIR [OPTIONS]
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import subprocess
 import sys
 import warnings
 from collections.abc import Callable, Container
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -66,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_html,
         _add_image,
         _add_cleanup,
+        _add_node_commands,
     ):
         add(sub)
     return parser
@@ -284,7 +288,7 @@ def _add_image(sub: Subparsers) -> None:
     p.set_defaults(func=_image_push)
     p = image.add_parser(
         "lock",
-        help=f"resolve the colab profile again into {COLAB_LOCK} (needs uv; make image-colab-lock)",
+        help=f"resolve the colab profile again into {COLAB_LOCK} (needs uv)",
     )
     p.set_defaults(func=_image_lock)
 
@@ -321,6 +325,41 @@ def _add_cleanup(sub: Subparsers) -> None:
         "--docker-host: here)",
     )
     p.set_defaults(func=_cleanup)
+
+
+#: the actions of a `NAME-node` command (executors.NODE_SCRIPTS)
+NODE_ACTIONS = ("head", "worker", "stop", "status")
+
+
+def _node_script(relative: str) -> Path:
+    return Path(str(resources.files("pytest_super").joinpath(relative)))
+
+
+def _add_node_commands(sub: Subparsers) -> None:
+    """`NAME-node head|worker|stop|status DIR [OPTIONS]`: one node of a cluster executor's
+    cluster, for each executor that ships a node script (the script's header is the help)."""
+    for name, relative in executors.NODE_SCRIPTS.items():
+        script = _node_script(relative)
+        header = script.read_text().split("\nset -euo pipefail", 1)[0]
+        p = sub.add_parser(
+            f"{name}-node",
+            help=f"start, stop or inspect one {name} node of a cluster (docs/cluster.md)",
+            description="\n".join(line[2:] for line in header.splitlines()[1:]),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        p.add_argument("action", choices=NODE_ACTIONS)
+        p.add_argument("dir", metavar="DIR", help="the node's own folder")
+        p.add_argument("options", nargs=argparse.REMAINDER, help="the action's options (above)")
+        p.set_defaults(func=_run_node_script, script=script)
+
+
+def _run_node_script(args: argparse.Namespace) -> int:
+    """Run a node script with bash; its --python defaults to this Python (the environment
+    pytest-super, and so the cluster's library, is installed in)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_SUPER_NODE_PROG"}  # its own name
+    env["PYTEST_SUPER_NODE_PYTHON"] = sys.executable
+    command = ["bash", str(args.script), args.action, args.dir, *args.options]
+    return subprocess.run(command, env=env, check=False).returncode
 
 
 def _add_executor_arguments(p: argparse.ArgumentParser, what: str) -> None:

@@ -26,6 +26,7 @@ from pytest_super.settings import (
     SettingError,
     SuperRun,
     all_settings,
+    find_ini,
     memory_size,
     new_run_id,
     resolve_run,
@@ -108,11 +109,37 @@ def configure(config: pytest.Config, run_id: str) -> SuperRun:
     file never stopping the others."""
     run = config.stash[RUN_KEY] = make_run(config, run_id)
     timeouts.check_user_timeout(config)
+    if getattr(config, "workerinput", None) is None:
+        _say_if_invocation_ini_unread(config, run)
     if (run.agent or run.sets) and config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args = [str(p) for p in run.task_roots]
     if run.agent:
         config.option.continue_on_collection_errors = True
     return run
+
+
+def _say_if_invocation_ini_unread(config: pytest.Config, run: SuperRun) -> None:
+    """pytest takes its config file and rootdir from the paths named (the run and its reports
+    follow it): when those lie outside the project pytest is started in, the project's config file
+    is read by neither, and the reports go under a rootdir pytest guessed (the paths' common
+    ancestor with the working folder). Say so once, with the option that reads that file."""
+    if config.inipath is not None:
+        return
+    try:
+        ini = find_ini(config.invocation_params.dir)
+    except SettingError:  # a file pytest did not read either: not this run's concern
+        return
+    if ini.path is None or not any(key.startswith("super_") for key in ini.values):
+        return
+    config.issue_config_time_warning(
+        pytest.PytestConfigWarning(
+            f"{ini.path} was not read (by pytest or pytest-super): the paths named lie "
+            f"outside {ini.path.parent}, so pytest found no config file and took "
+            f"{config.rootpath} as its rootdir; reports go to {run.report_dir}. To run with that "
+            f"file's settings, add `-c {ini.path}` (its folder becomes the rootdir)."
+        ),
+        stacklevel=2,
+    )
 
 
 def collecting_only(config: pytest.Config) -> bool:

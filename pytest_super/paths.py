@@ -9,6 +9,7 @@ output.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 
 def shown_path(path: str | os.PathLike[str]) -> str:
@@ -32,3 +33,15 @@ def _inside(path: str, folder: str) -> bool:
         return os.path.commonpath([path, folder]) == folder
     except ValueError:  # different drives (Windows), or a mix of absolute and relative
         return False
+
+
+#: the checkout's root when this pytest-super runs from a clone (an editable install), else the
+#: folder above the installed package, which holds no Makefile or scripts/
+_CHECKOUT = Path(__file__).resolve().parent.parent
+
+
+def checkout_hint(command: str, needs: str) -> str:
+    """` (or `command`)` when this pytest-super runs from a checkout that has `needs` (`Makefile`,
+    `scripts/ensure-docker.sh`), else "": a message names a repository-only helper only to a user
+    who has it, never to one who installed the wheel."""
+    return f" (or `{command}`)" if (_CHECKOUT / needs).is_file() else ""

@@ -627,6 +627,18 @@ def find_ini(rootdir: Path) -> IniFile:
     return IniFile(None, {})
 
 
+def rootdir_without_ini(start: Path) -> Path:
+    """The rootdir pytest started in `start` without arguments takes when it finds no config file
+    (`_pytest.config.findpaths.determine_setup`, pytest 9): the folder of the nearest
+    pyproject.toml, even one without a [tool.pytest] table, else of the nearest setup.py, else
+    `start` itself."""
+    for name in ("pyproject.toml", "setup.py"):
+        for base in (start, *start.parents):
+            if (base / name).is_file():
+                return base
+    return start
+
+
 def ini_lines(value: Any) -> list[str]:
     """An ini `linelist` as pytest reads it: one entry per non-empty line, or a TOML list."""
     if isinstance(value, str):
@@ -932,7 +944,7 @@ def _script_inputs(rootdir: Path, overrides: dict[str, Any]) -> Inputs:
             + ", ".join(sorted(known))
         )
     ini = find_ini(rootdir)
-    base = ini.path.parent if ini.path else rootdir
+    base = ini.path.parent if ini.path else rootdir_without_ini(rootdir)
     roots = (
         ini_paths(ini.values["super_tasks"], base)
         if "super_tasks" in ini.values

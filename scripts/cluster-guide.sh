@@ -13,7 +13,7 @@
 #    "$WHEEL[ray]"), and "$VENV/bin/pip" is .venv's pip aimed at the venv (`pip --python`);
 # then, in a network namespace of its own with only loopback, holding the node address
 # 192.0.2.10 (TEST-NET-1, on lo: Ray binds it and nothing outside the namespace can reach it):
-# 3. the head and one worker started with scripts/ray-node.sh, the worker's engine the main one
+# 3. the head and one worker started with `pytest-super ray-node` (from the wheel), the worker's engine the main one
 #    (unix sockets cross network namespaces); what they listen on (ss), `status`;
 # 4. `pytest-super image build --executor ray`, then a gold task with --super-executor=ray, and a
 #    Ray task saying which pytest-super the worker runs;
@@ -80,7 +80,7 @@ prepare() {
 # ---- inside the namespace ---------------------------------------------------------------------
 start_worker() {
   local work=$1 NODE_DIR=$1/w1 VENV=$1/w1/venv NODE_IP=$HEAD_IP
-  scripts/ray-node.sh worker "$NODE_DIR" --address "$HEAD_IP:6379" --ip "$NODE_IP" --docker-host "$ENGINE" --tasks "$TASKS" --super-cpus "$CPUS" --super-mem "$MEM" --python "$VENV/bin/python" --attempts 5
+  "$VENV/bin/pytest-super" ray-node worker "$NODE_DIR" --address "$HEAD_IP:6379" --ip "$NODE_IP" --docker-host "$ENGINE" --tasks "$TASKS" --super-cpus "$CPUS" --super-mem "$MEM" --python "$VENV/bin/python" --attempts 5
 }
 
 # a Ray task (1 CPU: only the worker offers CPUs) says which pytest-super that node imports. From
@@ -150,15 +150,15 @@ inside() {
   ip link set lo up
   ip addr add "$HEAD_IP/32" dev lo
 
-  step "3. the head and a worker (scripts/ray-node.sh)"
+  step "3. the head and a worker (pytest-super ray-node)"
   local NODE_DIR=$work/head VENV=$work/head/venv
-  scripts/ray-node.sh head "$NODE_DIR" --ip "$HEAD_IP" --python "$VENV/bin/python" --attempts 5
+  "$VENV/bin/pytest-super" ray-node head "$NODE_DIR" --ip "$HEAD_IP" --python "$VENV/bin/python" --attempts 5
   start_worker "$work"
   echo "worker-command: $(cat "$work/w1/command")"
   echo "listeners:"
   ss -ltnupH | awk '{ print "  " $1, $5, $7 }' | sed -E 's/users:\(\("([^"]+)".*/\1/' | sort -t: -k2 -n
   NODE_DIR=$work/w1
-  scripts/ray-node.sh status "$NODE_DIR"
+  "$VENV/bin/pytest-super" ray-node status "$NODE_DIR"
 
   step "4. the kernel image on every node, then a gold task on the cluster"
   "$VENV/bin/pytest-super" image build --executor ray --ray-address "$HEAD_IP:6379"
@@ -188,7 +188,7 @@ EOF
     "$VENV/bin/pip" install -q --no-deps --force-reinstall "$WHEEL"
   done
   NODE_DIR=$work/w1
-  scripts/ray-node.sh stop "$NODE_DIR"
+  "$VENV/bin/pytest-super" ray-node stop "$NODE_DIR"
   local head_after
   head_after=$(ps -e -o sid= | grep -cx " *$(cat "$work/head/node.pid")")
   echo "head processes while the worker stopped: $head_before before, $head_after after"
@@ -199,9 +199,9 @@ EOF
 
   step "6. stop the nodes: theirs only, nothing left"
   NODE_DIR=$work/w1
-  scripts/ray-node.sh stop "$NODE_DIR"
+  "$VENV/bin/pytest-super" ray-node stop "$NODE_DIR"
   NODE_DIR=$work/head
-  scripts/ray-node.sh stop "$NODE_DIR"
+  "$VENV/bin/pytest-super" ray-node stop "$NODE_DIR"
   kill -0 "$(cat "$work/bystander.pid")" || fail "the bystander 'raylet' did not survive the stops"
   echo "bystander: $work/raylet (pid $(cat "$work/bystander.pid")) still runs"
   "$BUILD_PY" - "$(cat "$work/bystander.pid")" <<'EOF'

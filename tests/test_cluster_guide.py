@@ -1,7 +1,7 @@
 """docs/cluster.md's step-by-step guide is what scripts/cluster-guide.sh runs, and it runs.
 
 The walk-through builds wheels of this checkout, installs them into a venv per "machine", starts a
-head and a worker with scripts/ray-node.sh in a network namespace of its own with only loopback
+head and a worker with `pytest-super ray-node` (from the wheel) in a network namespace of its own with only loopback
 (192.0.2.10 on its lo standing for the machines' address; the worker's engine is the main one,
 reached through its unix socket), builds the image on the nodes, runs a gold task on the cluster,
 upgrades the nodes to a second wheel and runs the task again, then stops the nodes and checks that
@@ -23,7 +23,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "cluster.md"
 WALK = ROOT / "scripts" / "cluster-guide.sh"
-NODE = ROOT / "scripts" / "ray-node.sh"
+NODE = ROOT / "scripts" / "ray-node.sh"  # the checkout's wrapper of the packaged script
+NODE_SCRIPT = ROOT / "pytest_super" / "executors" / "ray" / "ray-node.sh"
+NODE_COMMAND = '"$VENV/bin/pytest-super" ray-node '
 SECTION = "## A cluster, step by step"
 NOT_RUN = "# not run by the walk-through"
 
@@ -56,25 +58,21 @@ def test_the_guides_commands_are_the_walk_throughs_lines():
         f"docs/cluster.md shows commands scripts/cluster-guide.sh does not run: {missing}; "
         f"run them there or mark them '{NOT_RUN} (why)'"
     )
-    unshown = sorted(
-        line for line in script if line.startswith("scripts/ray-node.sh") and line not in guide
-    )
-    assert not unshown, (
-        f"scripts/cluster-guide.sh runs ray-node.sh lines the guide omits: {unshown}"
-    )
+    unshown = sorted(line for line in script if line.startswith(NODE_COMMAND) and line not in guide)
+    assert not unshown, f"scripts/cluster-guide.sh runs ray-node lines the guide omits: {unshown}"
 
 
 def test_every_option_the_guide_gives_ray_node_sh_is_one_it_reads():
     options = {
         option
         for line in _guide_commands()
-        if line.startswith("scripts/ray-node.sh")
+        if line.startswith(NODE_COMMAND)
         for option in re.findall(r"(?<= )--[a-z-]+", line)
     }
     assert {"--tasks", "--super-cpus", "--super-mem", "--docker-host"} <= options
-    script = NODE.read_text()
+    script = NODE_SCRIPT.read_text()
     unread = sorted(o for o in options if f"      {o})" not in script)
-    assert not unread, f"scripts/ray-node.sh does not parse {unread}"
+    assert not unread, f"{NODE_SCRIPT.name} does not parse {unread}"
 
 
 def _node_sh(*args: str) -> subprocess.CompletedProcess[str]:

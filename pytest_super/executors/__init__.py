@@ -52,6 +52,10 @@ EXECUTORS: dict[str, str] = {
 #: `cleanup` act on every live node of theirs: `--executor NAME`)
 CLUSTER_EXECUTORS: tuple[str, ...] = tuple(name for name in EXECUTORS if name != "local")
 
+#: the node script a built-in cluster executor ships (a file of the package, so a wheel has it):
+#: `pytest-super NAME-node ACTION DIR [OPTIONS]` runs it with bash, the script's header its help
+NODE_SCRIPTS: dict[str, str] = {"ray": "executors/ray/ray-node.sh"}
+
 #: `--super-backend` values that name an executor instead (deprecated): backend value ->
 #: (executor, the kernel backend the executor's tasks then use)
 BACKEND_ALIASES: dict[str, tuple[str, str]] = {"ray": ("ray", "docker")}
@@ -189,6 +193,7 @@ def deprecated_backend_message(backend: str) -> str:
 __all__ = [
     "BACKEND_ALIASES",
     "CLUSTER_EXECUTORS",
+    "NODE_SCRIPTS",
     "ClusterExecutor",
     "ENTRY_POINT_GROUP",
     "EXECUTORS",

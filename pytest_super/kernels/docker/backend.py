@@ -89,6 +89,7 @@ from pytest_super.kernels.docker.engine import (
     docker_client,
     engine_address,
     engine_identity,
+    start_engine_hint,
 )
 from pytest_super.kernels.docker.hostguard import guard_host
 from pytest_super.kernels.docker.image import build_hint, default_image_tag, image_for_task
@@ -590,7 +591,7 @@ def _start_error(exc: Exception, task_id: str, image: str, address: str) -> Infr
         )
     return EngineUnavailable(
         f"the Docker engine at {address} stopped answering while starting a kernel for task "
-        f"{task_id!r} ({exc}). Check `docker info`; start one with `scripts/ensure-docker.sh`."
+        f"{task_id!r} ({exc}). Check `docker info`. {start_engine_hint()}"
     )
 
 

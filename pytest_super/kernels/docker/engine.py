@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_super.errors import EngineUnavailable
 from pytest_super.kernels.base import KernelSettings
+from pytest_super.paths import checkout_hint
 from pytest_super.redaction import masked_url, scrub_url
 
 if TYPE_CHECKING:
@@ -23,10 +24,17 @@ LABEL_TASK = "pytest-super.task"
 LABEL_PID = "pytest-super.pid"
 LABEL_HOST = "pytest-super.host"
 
-_START_ENGINE_HINT = (
-    "Start an engine (`sudo dockerd`, `make docker` or `scripts/ensure-docker.sh`), or point "
-    "DOCKER_HOST / --super-docker-host at one that runs."
-)
+
+def start_engine_hint() -> str:
+    """How to start an engine: what works from an installed wheel, and this checkout's helper
+    when pytest-super runs from one."""
+    return (
+        "Start an engine (`sudo dockerd`"
+        f"{checkout_hint('scripts/ensure-docker.sh', 'scripts/ensure-docker.sh')}; to install "
+        "one: https://docs.docker.com/engine/install/), or point DOCKER_HOST / "
+        "--super-docker-host at one that runs."
+    )
+
 
 _clients: dict[str, docker.DockerClient] = {}
 _clients_lock = threading.Lock()
@@ -93,6 +101,6 @@ def _connect(docker_host: str | None, address: str) -> docker.DockerClient:
         reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
         raise EngineUnavailable(  # a password in the address is never shown (docker refuses it)
             f"no Docker engine answers at {masked_url(address)} ({scrub_url(reason, address)}). "
-            f"{_START_ENGINE_HINT}"
+            f"{start_engine_hint()}"
         ) from exc
     return client

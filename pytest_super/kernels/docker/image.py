@@ -41,6 +41,7 @@ from pytest_super.errors import InfrastructureError
 from pytest_super.kernels.docker import trust
 from pytest_super.kernels.docker.engine import docker_client_for
 from pytest_super.locks import held_lock, private_dir
+from pytest_super.paths import checkout_hint
 
 IMAGE_REPOSITORY = "pytest-super-kernel"
 DEFAULT_BASE = "python:3.10-slim"
@@ -188,8 +189,8 @@ def build_hint(tag: str) -> str:
     for profile in PROFILES:
         if tag.startswith(f"{IMAGE_REPOSITORY}:{profile}-"):
             option = "" if profile == "default" else f" --profile {profile}"
-            return f"`{BUILD_COMMAND}{option}` (or `{MAKE_TARGETS[profile]}`)"
-    return f"`{BUILD_COMMAND}` (or `make image`)"
+            return f"`{BUILD_COMMAND}{option}`{checkout_hint(MAKE_TARGETS[profile], 'Makefile')}"
+    return f"`{BUILD_COMMAND}`{checkout_hint('make image', 'Makefile')}"
 
 
 def image_exists(client: docker.DockerClient, tag: str) -> bool:
@@ -335,7 +336,8 @@ def _run_build(
             detail = "\n".join(tail[-20:])
             raise InfrastructureError(
                 f"building image {tag} failed: {chunk['error'].strip()}\n{detail}\n"
-                f"Fix the cause above and run `{BUILD_COMMAND}` (or `make image`) again."
+                f"Fix the cause above and run `{BUILD_COMMAND}`{checkout_hint('make image', 'Makefile')} "
+                "again."
             )
 
 
@@ -430,8 +432,9 @@ def _find_debootstrap(log: Callable[[str], None]) -> str:
     if os.geteuid() != 0:
         raise InfrastructureError(
             "debootstrap is needed to make an offline base image but is not installed, and "
-            "installing it needs root: run `sudo apt-get install -y debootstrap` (or "
-            "`sudo scripts/ensure-docker.sh`), or build with a registry: "
+            "installing it needs root: run `sudo apt-get install -y debootstrap`"
+            f"{checkout_hint('sudo scripts/ensure-docker.sh', 'scripts/ensure-docker.sh')}, or "
+            "build with a registry: "
             f"`{BUILD_COMMAND}` without --offline"
         )
     log("installing debootstrap with apt-get")
@@ -453,7 +456,8 @@ def lock_command(out: Path) -> list[str]:
     uv = shutil.which("uv")
     if uv is None:
         raise InfrastructureError(
-            "making the lock needs uv: `pip install uv` (or run `make image-colab-lock`)"
+            "making the lock needs uv: `pip install uv`"
+            + checkout_hint("make image-colab-lock", "Makefile")
         )
     return [
         uv,
