@@ -304,7 +304,7 @@ def test_sibling_folders_past_the_open_file_limit_end_a_task_as_disk_limit(
 
 @pytest.mark.docker
 def test_a_fill_between_two_walks_is_seen_by_the_cheap_check(
-    engine: docker.DockerClient, image: str
+    engine: docker.DockerClient, image: str, tmp_path: Path
 ) -> None:
     """The watch's interval may stretch to POLL_MAX_S for a layer that is slow to walk (600,000
     files: its cost within budget); a filler must not get that long. A box's layer grows by more
@@ -313,18 +313,22 @@ def test_a_fill_between_two_walks_is_seen_by_the_cheap_check(
     from pytest_super.kernels.docker.diskwatch import DiskWatch
 
     box = engine.containers.create(image, ["true"], name=f"pytest-super-fill-{uuid.uuid4().hex}")
+    # the box's folder on a file system of this test's own (a tmpfs): what other tests of the
+    # host write or free meanwhile (a shared engine's layers) moves nothing the check reads there
+    mount = tmp_path / "box-folder"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(mount)], check=True)
     try:
-        upper = engine.api.inspect_container(box.id)["GraphDriver"]["Data"]["UpperDir"]
         stopped: list[object] = []
         watch = DiskWatch(engine.api)
-        # 64 MiB: far more than other sessions on this host write in the instant between the
-        # walk and the first check
-        end = watch.watch(box.id, 64 << 20, lambda use, limits: stopped.append(use))
+        end = watch.watch(
+            box.id, 64 << 20, lambda use, limits: stopped.append(use), host_dirs=[str(mount)]
+        )
         try:
             uses = watch.poll(box.id)
             assert uses[box.id].bytes < 64 << 20 and not stopped, uses
             assert not watch.filling()
-            with open(os.path.join(upper, "fill"), "wb") as f:  # the box's own layer, 80 MiB
+            with open(mount / "fill", "wb") as f:  # the box's folder, 80 MiB
                 for _ in range(80):
                     f.write(os.urandom(1 << 20))
                 f.flush()
@@ -336,3 +340,4 @@ def test_a_fill_between_two_walks_is_seen_by_the_cheap_check(
             end()
     finally:
         box.remove(force=True)
+        subprocess.run(["umount", "-l", str(mount)], check=False)

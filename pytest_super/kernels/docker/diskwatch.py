@@ -146,7 +146,7 @@ class DiskWatch:
         self.interval_s = POLL_MIN_S
         #: per box: its use at its last walk, and its file systems' use (bytes, inodes) then
         self._last_use: dict[str, DiskUse] = {}
-        self._marks: dict[str, tuple[int, int]] = {}
+        self._marks: dict[str, dict[int, tuple[int, int]]] = {}
         #: walks started early because a file system filled toward a box's limit (benchmark)
         self.early_polls = 0
 
@@ -209,10 +209,14 @@ class DiskWatch:
             now = _fs_used(self._paths(container_id, entry))
             if now is None:
                 continue
-            if now[0] - mark[0] > entry.limits.bytes - last.bytes:
-                return True
-            if last.inodes is not None and now[1] - mark[1] > entry.limits.inodes - last.inodes:
-                return True
+            for device, (used_bytes, used_inodes) in now.items():  # each file system on its own:
+                if device not in mark:  # what is freed on one hides no growth on another
+                    continue
+                if used_bytes - mark[device][0] > entry.limits.bytes - last.bytes:
+                    return True
+                left_inodes = None if last.inodes is None else entry.limits.inodes - last.inodes
+                if left_inodes is not None and used_inodes - mark[device][1] > left_inodes:
+                    return True
         return False
 
     def poll(self, only: str | None = None) -> dict[str, DiskUse]:
@@ -317,23 +321,19 @@ class DiskWatch:
                 return
 
 
-def _fs_used(paths: list[str]) -> tuple[int, int] | None:
-    """(bytes, inodes) in use on the file systems holding `paths`, each file system once; None
-    when one cannot be asked (gone with its box)."""
-    seen: set[int] = set()
-    used_bytes = used_inodes = 0
+def _fs_used(paths: list[str]) -> dict[int, tuple[int, int]] | None:
+    """(bytes, inodes) in use on each file system holding `paths`, by device; None when one
+    cannot be asked (gone with its box)."""
+    used: dict[int, tuple[int, int]] = {}
     try:
         for path in paths:
             device = os.stat(path).st_dev
-            if device in seen:
-                continue
-            seen.add(device)
-            fs = os.statvfs(path)
-            used_bytes += (fs.f_blocks - fs.f_bfree) * fs.f_frsize
-            used_inodes += fs.f_files - fs.f_ffree
+            if device not in used:
+                fs = os.statvfs(path)
+                used[device] = ((fs.f_blocks - fs.f_bfree) * fs.f_frsize, fs.f_files - fs.f_ffree)
     except OSError:
         return None
-    return (used_bytes, used_inodes) if seen else None
+    return used or None
 
 
 #: folders a walk holds open at once, however wide or deep the tree: the deepest ones of the
