@@ -36,6 +36,7 @@ from pytest_super.errors import (
     ComputeLimitReached,
     DiskLimitExceeded,
     EngineUnavailable,
+    EnvironmentFault,
     EpisodeEnd,
     ExitStatus,
     FormatErrorsExceeded,
@@ -46,6 +47,7 @@ from pytest_super.errors import (
     KernelStartError,
     LLMError,
     LLMRefused,
+    NetworkFault,
     ReportWriteError,
     StepLimitReached,
     SuperError,
@@ -128,7 +130,7 @@ def _limit_step(end: EpisodeEnd) -> Action | str:
 class _ReflectingEnv:
     """Just enough of an Environment for Reflexion to ask for a plan and record it."""
 
-    task = SimpleNamespace(query="q")
+    task = SimpleNamespace(query="q", pre_executed=[])
     prefix_steps: list[Step] = []
     options = AgentOptions()
 
@@ -348,6 +350,8 @@ EXPECTED = {
     FormatErrorsExceeded: ExitStatus.FORMAT_ERRORS,
     DiskLimitExceeded: ExitStatus.DISK_LIMIT,
     KernelBroken: ExitStatus.KERNEL_ERROR,
+    EnvironmentFault: ExitStatus.ENVIRONMENT_ERROR,
+    NetworkFault: ExitStatus.NETWORK_ERROR,
 }
 
 

@@ -78,8 +78,10 @@ if spec["mode"] == "run":
     say("after", **looked())
 else:
     t0 = time.monotonic()
-    while not [f for f in looked()["folders"] if run.run_id in f]:
-        assert time.monotonic() - t0 < 240, "the task's folder never appeared"
+    # inside the task: its folder made, and its kernel's start begun (the run's start lock),
+    # which may come seconds after the folder (the node's reaper image is made first)
+    while not ((seen := looked())["lock"] and [f for f in seen["folders"] if run.run_id in f]):
+        assert time.monotonic() - t0 < 240, "the task's folder and start lock never appeared"
         time.sleep(0.5)
     say("during", **looked())
     time.sleep(2)  # inside the episode

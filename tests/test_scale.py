@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -506,7 +507,7 @@ exec /opt/venv/bin/python "$@"
 @pytest.fixture
 def fail_once_image(engine: docker.DockerClient, image: str, tmp_path: Path) -> Iterator[str]:
     """The kernel image with a `python` that fails once per pip-cache volume, then works."""
-    tag = "pytest-super-kernel:test-fail-once"
+    tag = f"pytest-super-kernel:test-fail-once-{uuid.uuid4().hex[:12]}"  # one per test
     (tmp_path / "python").write_text(FAIL_ONCE_PYTHON)
     (tmp_path / "Dockerfile").write_text(
         f"FROM {image}\nCOPY python /opt/fail-once/python\n"
