@@ -411,12 +411,6 @@ def test_image_build_on_every_node_with_one_command(cluster, image):
     assert len({line.split(":", 1)[0] for line in lines}) == 2  # one line per node
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 41's image trust: a node trusts a pulled kernel image only by an id recorded "
-    "on that node, and the controller does not yet hand its record to the nodes, so the node "
-    "refuses the registry's image and builds (offline here: debootstrap fails). Open in issue 41.",
-)
 def test_the_second_worker_node_gets_the_image_by_pulling_from_a_registry(cluster, image, tmp_path):
     """A real registry (Debian's docker-registry) and the module's cluster: worker node 1's engine
     loses the kernel image; a run with --super-registry has it pull the image (not build it).

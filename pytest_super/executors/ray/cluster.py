@@ -198,6 +198,7 @@ class RayDispatcher:
         self.pull_failures: dict[str, list[str]] = {}
         self._steps: Any = None
         self._secrets: list[Any] = []
+        self._trusted: list[tuple[str, str]] = []
         self.concurrency = 1
         self._remote: Any = None
         self._cleanup: Any = None
@@ -252,6 +253,10 @@ class RayDispatcher:
         self._cleanup = ray.remote(cleanup_on_node)
         if self.run.llm_settings is not None and self.run.llm_settings.api_key:
             self._secrets = [ray.put(self.run.llm_settings.api_key)]
+        if self.run.kernel.backend == "docker":  # the images a node may accept from a registry
+            from pytest_super.kernels.docker.trust import recorded
+
+            self._trusted = recorded()
         if self._live:
             from ray.util.queue import Queue
 
@@ -361,6 +366,7 @@ class RayDispatcher:
             pending.deadline_s,
             self._secrets,
             self._steps,
+            self._trusted,
         )
         pending.node = node.id
         node.placed.add(pending.name)

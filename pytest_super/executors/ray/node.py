@@ -215,11 +215,18 @@ def run_on_node(
     deadline_s: float | None,
     secrets: list[Any],
     steps: Any,
+    trusted: list[tuple[str, str]] | None = None,
 ) -> NodeOutcome:
     """One task on this node (the body of the Ray task): the kernel image made present first
     (not charged to the deadline), then the episode within `deadline_s` with the kernel on this
-    node's engine, the trajectory in a folder of this node's own, returned with the result."""
+    node's engine, the trajectory in a folder of this node's own, returned with the result.
+    `trusted`: the (tag, image id) pairs the controller trusts, which a pull here may match."""
     run = _with_key(run, secrets)
+    if trusted:
+        from pytest_super.kernels.docker import trust
+
+        for tag, image_id in trusted:
+            trust.record(tag, image_id)
     outcome = NodeOutcome(name=name, node=_node_name(), started_at=time.time())
     folder = nodefiles.task_folder(run.run_id)
     guard: watchdog.Watchdog | None = None

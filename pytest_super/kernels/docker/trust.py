@@ -48,6 +48,18 @@ def trusted(tag: str, image_id: str) -> bool:
     return bool(image_id) and (_folder() / _entry(tag, image_id)).is_file()
 
 
+def recorded() -> list[tuple[str, str]]:
+    """Every (tag, image id) this machine trusts: what a cluster's nodes are told to trust too
+    (the controller is the user's own; a node's record is empty until then)."""
+    found = []
+    for path in sorted(_folder().iterdir()):
+        lines = path.read_text(errors="replace").split("\n") if path.is_file() else []
+        whole = len(lines) >= 2 and bool(lines[0]) and lines[1].startswith("sha256:")
+        if whole and path.name == _entry(lines[0], lines[1]):  # a file of ours, not a stray one
+            found.append((lines[0], lines[1]))
+    return found
+
+
 def image_id(api: Any, name: str) -> str | None:
     """The id (`sha256:...`) of the engine's image `name` (a tag or an id); None if absent."""
     try:
