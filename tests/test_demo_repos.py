@@ -7,7 +7,9 @@ kernel driver, edit tool, answer parsing and landmark matching): a fresh virtual
 `pip install -r requirements.txt` gets today's numpy 2 and the dependency hurdles are real), a
 local kernel started from it (`LocalBox(python=...)`) in a fresh working directory, and git
 redirected to the mirrors. It checks the accuracy, every landmark, the script-executed metric for
-Auto tasks, the 2-minute budget, and (Expert tasks run twice) determinism.
+Auto tasks, and (Expert tasks run a second time, in the long group) determinism. The 2-minute
+budget per task is a figure, not an assertion: benchmarks/bench_demo_gold.py prints each run's time
+against it and against a baseline measured in the same run.
 
     .venv/bin/pytest tests/test_demo_repos.py -q                 # fast tests
     .venv/bin/pytest tests/test_demo_repos.py -q -m slow -s      # the gold runs, with timings
@@ -22,7 +24,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from types import ModuleType
 
@@ -69,16 +70,21 @@ def task_set(path: Path) -> str:
     return path.parent.name
 
 
-#: every demo task's gold solution; `make test` runs the Expert set's (each run twice: the four
-#: repositories, every cell kind of their solutions), `make test-all` the Masked and Auto sets'
-#: too (docs/testing.md: these runs were 798 s of make test's 1,280 s)
+#: every demo task's gold solution, as (task file, attempt). `make test` runs the Expert set's four
+#: once, on one xdist worker (`demo-gold`: the session's base virtualenv and mirrors are then made
+#: once, about 100 s each time on 2 cores); `make test-all` adds the Expert set's second runs
+#: (determinism) and the Masked and Auto sets' (docs/testing.md)
 GOLD_RUNS = [
     pytest.param(
         path,
-        marks=() if task_set(path) == "expert" else pytest.mark.long,
-        id=f"{path.parent.name}/{path.stem}",
+        attempt,
+        marks=(pytest.mark.xdist_group("demo-gold"),)
+        if task_set(path) == "expert" and attempt == 0
+        else (pytest.mark.long,),
+        id=f"{path.parent.name}/{path.stem}" + ("" if attempt == 0 else "#again"),
     )
     for path in TASK_FILES
+    for attempt in ((0, 1) if task_set(path) == "expert" else (0,))
 ]
 
 
@@ -121,10 +127,8 @@ def test_build_mirrors_skips_unchanged_and_rebuilds_stale(tmp_path: Path) -> Non
     head = mirrors.commit_hashes(dest, "bow-sentiment")
     marker = dest / "bow-sentiment" / "untracked-marker"
     marker.write_text("still here if the repository was not rebuilt")
-    started = time.perf_counter()
     mirrors.build_mirrors(dest)
-    assert time.perf_counter() - started < 2.0
-    assert marker.exists()
+    assert marker.exists()  # skipped: a rebuild would have removed the untracked file
     stamp.write_text("stale\n")
     mirrors.build_mirrors(dest)
     assert not marker.exists()
@@ -312,34 +316,32 @@ def record_timing(path: Path, runs: list[TaskResult]) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("path", GOLD_RUNS)
+@pytest.mark.parametrize(("path", "attempt"), GOLD_RUNS)
 def test_gold_solution_runs(
-    path: Path, base_site: Path, mirror_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    path: Path,
+    attempt: int,
+    base_site: Path,
+    mirror_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     data = load(path)
-    runs = []
-    for attempt in range(2 if task_set(path) == "expert" else 1):
-        workdir = tmp_path / f"run{attempt}"
-        workdir.mkdir()
-        venv = make_venv(base_site, workdir)
-        runs.append(run_gold(path, venv, mirror_dir, workdir, monkeypatch))
-    record_timing(path, runs)
-    for run in runs:
-        steps = load_trajectory(Path(run.trajectory).with_suffix(".json")).steps
-        failed = [s for s in steps if s.cell_status not in (None, "ok")]
-        assert not failed, f"cell failed: {failed[0].content}\n{failed[0].output[-2000:]}"
-        assert run.duration_s < TASK_BUDGET_S, (
-            f"took {run.duration_s:.0f} s, budget {TASK_BUDGET_S:.0f} s"
+    workdir = tmp_path / f"run{attempt}"
+    workdir.mkdir()
+    venv = make_venv(base_site, workdir)
+    run = run_gold(path, venv, mirror_dir, workdir, monkeypatch)
+    record_timing(path, [run])
+    steps = load_trajectory(Path(run.trajectory).with_suffix(".json")).steps
+    failed = [s for s in steps if s.cell_status not in (None, "ok")]
+    assert not failed, f"cell failed: {failed[0].content}\n{failed[0].output[-2000:]}"
+    if task_set(path) == "auto":
+        assert run.script_executed == 1.0, (
+            f"no cell ran {data['entrypoint']} for 10 s without a traceback:\n"
+            + "\n".join(f"[{s.duration_s:.1f} s] {s.content}\n{s.output[-500:]}" for s in steps)
         )
-        if task_set(path) == "auto":
-            assert run.script_executed == 1.0, (
-                f"no cell ran {data['entrypoint']} for 10 s without a traceback:\n"
-                + "\n".join(f"[{s.duration_s:.1f} s] {s.content}\n{s.output[-500:]}" for s in steps)
-            )
-            continue
+    else:
         assert run.submission == data["answer"] and run.accuracy == 1.0, run.last_observation
         assert run.landmarks == 1.0, (
             f"landmarks not found in any cell output: {run.landmarks_missed}"
         )
-    for workdir in tmp_path.iterdir():
-        shutil.rmtree(workdir, ignore_errors=True)
+    shutil.rmtree(workdir, ignore_errors=True)
