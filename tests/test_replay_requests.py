@@ -297,6 +297,25 @@ def test_a_bad_protocol_file_names_the_file_and_the_field(prompt_file, tmp_path)
         load_prompts(tmp_path / "prompt.yaml")
 
 
+def test_a_folder_of_templates_takes_a_protocol_file_and_a_prompt_listing_its_commands(
+    swe_prompts, tmp_path
+) -> None:
+    from pytest_super.prompts import PromptFileError, load_prompts
+
+    loaded = load_prompts(swe_prompts)
+    assert (
+        loaded.protocol is not None
+        and '"action": {"type": "interrupt"}' in (loaded.protocol["timeout"])
+    )
+    system = loaded.swe_system(window=100, command_docs="UNUSED")
+    assert "{WINDOW}" in system and "UNUSED" not in system  # the published prompt, as it was
+    folder = tmp_path / "prompts"
+    shutil.copytree(swe_prompts, folder)
+    (folder / "protocol.yaml").write_text("timeout: only this\n")
+    with pytest.raises(PromptFileError, match=r"protocol\.yaml: field 'format_error' is missing"):
+        load_prompts(folder)
+
+
 def test_an_episode_that_parted_from_the_recording_gets_no_more_replies(
     monkeypatch, tmp_path
 ) -> None:
