@@ -34,7 +34,9 @@ are silent SWE-agent's own code and configuration at the pin decide:
   cannot call gpt-4o-2024-08-06 (not in its model table), so the paper's calls went through
   SUPER's harness: temperature 0.2, top_p 0.5, max_tokens 1500, as its ReAct calls.
 
-Each reply is the one the replay endpoint serves (`pytest_super.replay.script.swe_reply`), and
+The pin's `Agent` constructor is not run (it builds a model client and parses the command files
+for the shell): the object gets the configuration above, and every method that builds a request
+is the pin's own. Each reply is the one the replay endpoint serves (`pytest_super.replay.script.swe_reply`), and
 each observation the notebook's. An episode ended by the token budget (`exit_context`) sends no
 request for that step. Writes `DIR/<run>.jsonl.xz` (default tests/data/super-reference/requests)
 in the format of scripts/reference-requests.py (deterministic).
