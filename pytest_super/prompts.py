@@ -19,7 +19,8 @@ name and observation of a submission that is not JSON). With a
 prompt.yaml the ReAct agents show the history as the reference's agent does (its reading of a
 reply, no step for the automatic interrupt) and, given a protocol.yaml, in its words
 (`PromptSet.protocol`); the repository holds no copy of them (the tests rebuild both files from
-the published notebooks).
+the published notebooks). A folder may hold a `protocol.yaml` too: the SWE-agent then shows a
+cell's output, timeout note and interrupt as the published SWE-agent episodes do.
 
 The set knows where it came from (`label`: `ours`, or the path and its sha256), for the report
 header, results.jsonl and the HTML report. A bad file is a `PromptFileError` naming the file, the
@@ -78,8 +79,8 @@ PARTS: dict[str, Part] = {
         Part("react_instance.txt", "ReAct's task message; placeholder {query}", ("{query}",)),
         Part(
             "swe_system.txt",
-            "the SWE-agent's system prompt; placeholders {window}, {command_docs}",
-            ("{command_docs}",),
+            "the SWE-agent's system prompt; placeholders {window}, {command_docs} (a prompt "
+            "that lists the commands itself, as the published one, needs neither)",
         ),
         Part(
             "swe_instance.txt",
@@ -208,7 +209,8 @@ def load_prompts(path: str | Path) -> PromptSet:
     where = Path(path).expanduser()
     if where.is_dir():
         templates, digest = _read_folder(where, shown=str(where))
-        return PromptSet(str(where.resolve()), digest, templates)
+        protocol = _read_protocol(where / PROTOCOL_FILE)  # the SWE-agent's notes, if there
+        return PromptSet(str(where.resolve()), digest, templates, protocol=protocol)
     if where.exists():  # a file, or a FIFO or device the reader names
         return _read_reference(where)
     raise PromptFileError(

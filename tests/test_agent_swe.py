@@ -4,6 +4,7 @@ scripted replies from a real HTTP server that speaks OpenAI's chat-completions p
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -402,7 +403,7 @@ def test_open_edit_run_submit(kernel, openai_server, tmp_path: Path) -> None:
 
     requests = openai_server.requests
     assert len(requests) == 4
-    assert requests[0].body["stop"] == STOP_STRINGS
+    assert STOP_STRINGS is None and "stop" not in requests[0].body  # SWE-agent sends none
     cwd = kernel.execute("import os; print(os.getcwd())", 30).output.strip()
     first = requests[0].messages
     assert first[0]["role"] == "system" and "search_dir" in first[0]["content"]
@@ -418,24 +419,31 @@ def test_open_edit_run_submit(kernel, openai_server, tmp_path: Path) -> None:
     assert '{"acc": 0.5}' in requests[3].messages[-1]["content"]
 
 
-def test_prompt_follows_cd_and_earlier_observations_are_cut(
+def test_prompt_follows_cd_and_keeps_the_last_five_observations(
     kernel, openai_server, tmp_path: Path
 ) -> None:
+    # SWE-agent's history: the task message with its first state prompt, the last five
+    # observation messages whole, each earlier one as its line count; no output is said so
     openai_server.script(
         [
             reply("Make a directory.", "!mkdir -p sub && python -c \"print('x' * 2000)\""),
             reply("Go there.", "%cd sub"),
+            reply("Set a variable.", "x = 1"),
+            *[reply(f"Print {i}.", f"print({i})") for i in range(4)],
             reply("Done.", "submit null"),
         ]
     )
     env = make_env(kernel, tmp_path, openai_server.base_url)
     assert SWEAgent().run(env).submission == "null"
-    last = openai_server.requests[2].messages
-    assert last[-1]["content"].rstrip().endswith("/sub)\nIn [ ]")
-    assert "(Current directory: " in last[-1]["content"]
-    long_output = last[-3]["content"]
-    assert long_output.startswith("(truncated) ... ") and "x" * 400 in long_output
-    assert "x" * 600 not in long_output
+    requests = openai_server.requests
+    assert "x" * 2000 in requests[1].messages[-1]["content"]  # no cut
+    last = [m["content"] for m in requests[7].messages if m["role"] == "user"]
+    assert last[0].endswith("In [ ]") and "/sub)" not in last[0]  # the first state prompt
+    assert last[1] == "Old output omitted (5 lines)"  # 2,000 x, its line break, the state
+    assert re.fullmatch(r"Old output omitted \(\d+ lines\)", last[2])
+    assert last[3].startswith("Your command ran successfully and did not produce any output.\n")
+    assert last[-1].startswith("3\n") and last[-1].endswith("/sub)\nIn [ ]")
+    assert len(last) == 8
 
 
 def test_format_errors_stay_in_the_conversation(kernel, openai_server, tmp_path: Path) -> None:

@@ -25,10 +25,16 @@ from pytest_super.environment import Environment
 from pytest_super.errors import BudgetExceeded
 from pytest_super.prompts import PromptSet
 from tests.support.published_data import published_runs
-from tests.support.reference_requests import EXPECTED, REACT_RUNS, reference_prompt_dir
+from tests.support.reference_requests import (
+    EXPECTED,
+    REACT_RUNS,
+    SWE_RUN,
+    reference_prompt_dir,
+    swe_reference_prompt_dir,
+)
 
 EXPERT, MASKED = REACT_RUNS
-SWE_EXPERT = "gpt-4o-2024-08-06_swe-agent_expert"
+SWE_EXPERT = SWE_RUN
 #: the episodes each mutation replays: short ones with what the mutation touches
 SHORT = (MASKED, "amrbart_goal")  # 3 calls: a prefix, a format error, a submission
 TEN = (EXPERT, "mera")  # 10 calls
@@ -37,6 +43,8 @@ WORDS = (MASKED, "data_label_alignment_configuration")  # `Action: Execute the s
 COMPUTE = (MASKED, "g-transformer_configuration,cpu")  # ended by the compute limit
 BUDGET = (MASKED, "acqsurvey_dependencies")  # ended by the token budget
 TWO_BLOCKS = (SWE_EXPERT, "colbert")
+SWE_SHORT = (SWE_EXPERT, "mera")  # 11 calls: cells, viewer commands, a `%cd`, a submission
+SWE_QUIET = (SWE_EXPERT, "quantifying-stereotypes-in-language")  # a cell that printed nothing
 TIMED_OUT = (
     MASKED,
     "logme-nlp_configuration",
@@ -48,11 +56,20 @@ def prompt_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return reference_prompt_dir(tmp_path_factory.mktemp("reference-prompts"))
 
 
-def replay(episode: tuple[str, str], prompt_file: Path, capsys: Any) -> tuple[int, str]:
+@pytest.fixture(scope="module")
+def swe_prompts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return swe_reference_prompt_dir(tmp_path_factory.mktemp("swe-reference-prompts"))
+
+
+def replay(
+    episode: tuple[str, str], prompt_file: Path, capsys: Any, swe_prompts: Path | None = None
+) -> tuple[int, str]:
+    """replay-run of one episode with the reference's prompts of its agent (the SWE-agent's
+    folder for the SWE-agent run) and its expected requests."""
     run, task = episode
     args = ["replay-run", str(published_runs() / run), "--task", task]
-    if run in EXPECTED:
-        args += ["--prompts", str(prompt_file), "--expected-requests", str(EXPECTED[run])]
+    prompts = swe_prompts if run == SWE_EXPERT and swe_prompts is not None else prompt_file
+    args += ["--prompts", str(prompts), "--expected-requests", str(EXPECTED[run])]
     code = cli.main(args)
     return code, capsys.readouterr().out
 
@@ -218,6 +235,38 @@ def swe_first_block(mp: pytest.MonkeyPatch, _: Path) -> None:
     mp.setattr(swe, "parse_reply", first)
 
 
+def swe_no_history(mp: pytest.MonkeyPatch, _: Path) -> None:
+    # the system message and the task's message only, every turn
+    _wrap(mp, swe.SWEAgent, "_messages", lambda messages: messages[:2])
+
+
+def swe_stop_added(mp: pytest.MonkeyPatch, _: Path) -> None:
+    # the reference's SWE-agent sends none (emptying ours changes nothing: it is empty)
+    mp.setattr(swe, "STOP_STRINGS", ["\n(Open file:"])
+
+
+def swe_system_word(mp: pytest.MonkeyPatch, _: Path) -> None:
+    mp.setattr(PromptSet, "swe_system", _changed(PromptSet.swe_system, " notebook", " workbook"))
+
+
+def swe_state_line(mp: pytest.MonkeyPatch, _: Path) -> None:
+    mp.setattr(swe, "_state_prompt", lambda open_file, cwd: f"(Open file: {open_file or 'n/a'})")
+
+
+def swe_all_observations(mp: pytest.MonkeyPatch, _: Path) -> None:
+    # SWE-agent's history processor removed: every observation shown whole
+    mp.setattr(swe, "last_observations", list)
+
+
+def swe_four_observations(mp: pytest.MonkeyPatch, _: Path) -> None:
+    mp.setattr(swe, "SHOWN_OBSERVATIONS", 4)
+
+
+def swe_no_output_silent(mp: pytest.MonkeyPatch, _: Path) -> None:
+    # an empty observation shown empty instead of SWE-agent's no-output message
+    mp.setattr(swe, "NO_OUTPUT", "")
+
+
 #: (mutation, the episode it is replayed on, what the first difference names)
 MUTATIONS: list[tuple[Callable[[pytest.MonkeyPatch, Path], None], tuple[str, str], str]] = [
     (prompt_word, SHORT, "request 1: message 0 (system)"),
@@ -243,7 +292,14 @@ MUTATIONS: list[tuple[Callable[[pytest.MonkeyPatch, Path], None], tuple[str, str
     (cd_prepended, SHORT, "request 2: message 2 (assistant)"),
     (interrupt_always, SHORT, "kernel: ours before step "),
     (no_auto_interrupt, TIMED_OUT, "kernel: ours before step "),
-    (swe_first_block, TWO_BLOCKS, "step "),
+    (swe_first_block, TWO_BLOCKS, "request 34: message 67 (user)"),
+    (swe_no_history, SWE_SHORT, "request 2: message 2 (assistant), character 0"),
+    (swe_stop_added, SWE_SHORT, "request 1: stop"),
+    (swe_system_word, SWE_SHORT, "request 1: message 0 (system)"),
+    (swe_state_line, SWE_SHORT, "request 1: message 1 (user)"),
+    (swe_all_observations, SWE_SHORT, "request 7: message 3 (user)"),
+    (swe_four_observations, SWE_SHORT, "request 6: message 3 (user)"),
+    (swe_no_output_silent, SWE_QUIET, "request 27: message 53 (user), character 0"),
 ]
 
 
@@ -251,12 +307,12 @@ MUTATIONS: list[tuple[Callable[[pytest.MonkeyPatch, Path], None], tuple[str, str
     ("mutate", "episode", "named"), MUTATIONS, ids=[m[0].__name__ for m in MUTATIONS]
 )
 def test_each_mutation_fails_the_replay_naming_episode_and_turn(
-    mutate, episode, named, prompt_file, monkeypatch, capsys
+    mutate, episode, named, prompt_file, swe_prompts, monkeypatch, capsys
 ) -> None:
-    code, printed = replay(episode, prompt_file, capsys)
+    code, printed = replay(episode, prompt_file, capsys, swe_prompts)
     assert code == 0, f"the unchanged agent must replay {episode[1]} identically:\n{printed}"
     mutate(monkeypatch, prompt_file)
-    code, printed = replay(episode, prompt_file, capsys)
+    code, printed = replay(episode, prompt_file, capsys, swe_prompts)
     first = printed.splitlines()[1] if len(printed.splitlines()) > 1 else printed
     assert code == 1, f"{mutate.__name__} went unnoticed:\n{printed}"
     assert first.startswith(f"  {episode[1]}: "), printed

@@ -22,11 +22,22 @@ from pytest_super import cli
 from pytest_super.replay.endpoint import ReplayEndpoint
 from pytest_super.replay.expected import read_expected, request_difference
 from tests.support.published_data import published_runs
-from tests.support.reference_requests import EXPECTED, REACT_RUNS, reference_prompt_dir
+from tests.support.reference_requests import (
+    EXPECTED,
+    REACT_RUNS,
+    SWE_RUN,
+    reference_prompt_dir,
+    swe_reference_prompt_dir,
+)
 
 EXPERT, MASKED = REACT_RUNS
 #: requests per shipped run: the number of model calls SUPER's agent made in its episodes
 REQUESTS = {EXPERT: (45, 2196), MASKED: (144, 3033)}
+#: the SWE-agent run's: the model calls SWE-agent v0.6.1's agent made in its 45 episodes
+SWE_REQUESTS = (45, 2352)
+#: a SWE-agent episode with a cell that ran out of time, `%cd`s, files opened and edited, cells
+#: that printed nothing and observations SWE-agent's history processor omits
+SWE_EPISODE = ("amos", 58)
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +96,78 @@ def test_every_request_of_a_shipped_run_equals_the_reference_agents(
     assert len(sent) == requests
     assert set(sent[0]) == {"messages", "stop", "temperature", "top_p", "max_tokens"}
     assert sent[-1]["messages"][-1]["role"] == "assistant"
+
+
+@pytest.fixture(scope="module")
+def swe_prompts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return swe_reference_prompt_dir(tmp_path_factory.mktemp("swe-reference-prompts"))
+
+
+def swe_replay_cli(swe_prompts: Path, *args: str) -> list[str]:
+    run = str(published_runs() / SWE_RUN)
+    expected = str(EXPECTED[SWE_RUN])
+    return [
+        "replay-run",
+        run,
+        "--prompts",
+        str(swe_prompts),
+        "--expected-requests",
+        expected,
+        *args,
+    ]
+
+
+def test_the_swe_agents_expected_requests_are_swe_agents_layout() -> None:
+    expected = read_expected(EXPECTED[SWE_RUN])
+    assert (expected.run, len(expected.episodes), expected.total()) == (SWE_RUN, *SWE_REQUESTS)
+    requests = expected.episodes[SWE_EPISODE[0]]
+    first, later = requests[0], requests[-1]
+    assert [m["role"] for m in first["messages"]] == ["system", "user"]  # no demonstration
+    assert first["messages"][0]["content"].startswith("SETTING: You are an autonomous programmer")
+    assert first["messages"][1]["content"].endswith(
+        "\n(Open file: n/a)\n(Current directory: /content)\nIn [ ]"
+    )
+    assert {k: first[k] for k in ("stop", "temperature", "top_p", "max_tokens")} == {
+        "stop": None,
+        "temperature": 0.2,
+        "top_p": 0.5,
+        "max_tokens": 1500,
+    }
+    users = [m["content"] for m in later["messages"] if m["role"] == "user"]
+    assert all(re.fullmatch(r"Old output omitted \(\d+ lines\)", u) for u in users[1:-5])
+    assert not any(u.startswith("Old output omitted") for u in users[-5:])
+    shown = [m["content"] for r in requests for m in r["messages"][-1:]]
+    assert any(
+        s.startswith("Your command ran successfully and did not produce any output.\n")
+        for s in shown
+    )
+    assert any("(Current directory: /content/amos/fairseq)" in s for s in shown)
+
+
+def test_every_swe_agent_request_of_one_episode_equals_the_references(
+    swe_prompts, tmp_path, capsys
+) -> None:
+    task, requests = SWE_EPISODE
+    out = tmp_path / "replay.json"
+    code = cli.main(swe_replay_cli(swe_prompts, "--task", task, "--json", str(out)))
+    printed = capsys.readouterr().out
+    assert "1 of 1 episodes identical" in printed, printed
+    assert f"{requests} of {requests} requests identical to the reference agent's" in printed
+    assert code == 0, printed
+    sent = json.loads(out.read_text())[0]["episodes"][0]["requests"]
+    assert len(sent) == requests and "stop" in sent[0] and sent[0]["stop"] is None
+
+
+@pytest.mark.long
+def test_every_swe_agent_request_of_the_shipped_run_equals_the_references(
+    swe_prompts, capsys
+) -> None:
+    episodes, requests = SWE_REQUESTS
+    code = cli.main(swe_replay_cli(swe_prompts))
+    printed = capsys.readouterr().out
+    assert f"{episodes} of {episodes} episodes identical" in printed, printed
+    assert f"{requests} of {requests} requests identical to the reference agent's" in printed
+    assert code == 0, printed
 
 
 def test_a_differing_request_ends_the_episode_there_and_is_named(
@@ -212,6 +295,25 @@ def test_a_bad_protocol_file_names_the_file_and_the_field(prompt_file, tmp_path)
     (tmp_path / "protocol.yaml").write_text("- a list\n")
     with pytest.raises(PromptFileError, match=r"protocol\.yaml: not a YAML mapping"):
         load_prompts(tmp_path / "prompt.yaml")
+
+
+def test_a_folder_of_templates_takes_a_protocol_file_and_a_prompt_listing_its_commands(
+    swe_prompts, tmp_path
+) -> None:
+    from pytest_super.prompts import PromptFileError, load_prompts
+
+    loaded = load_prompts(swe_prompts)
+    assert (
+        loaded.protocol is not None
+        and '"action": {"type": "interrupt"}' in (loaded.protocol["timeout"])
+    )
+    system = loaded.swe_system(window=100, command_docs="UNUSED")
+    assert "{WINDOW}" in system and "UNUSED" not in system  # the published prompt, as it was
+    folder = tmp_path / "prompts"
+    shutil.copytree(swe_prompts, folder)
+    (folder / "protocol.yaml").write_text("timeout: only this\n")
+    with pytest.raises(PromptFileError, match=r"protocol\.yaml: field 'format_error' is missing"):
+        load_prompts(folder)
 
 
 def test_an_episode_that_parted_from_the_recording_gets_no_more_replies(

@@ -7,7 +7,13 @@ left running by a timeout, or anything else, which runs as a notebook cell (`!ba
 magics). The conversation is SWE-agent's: system prompt with the command docs and a worked
 example, the task as the first user message, then one assistant reply and one observation per
 step, every observation ending with the state prompt `(Open file: ...)`, `(Current directory:
-...)`, `In [ ]`. Earlier observations are cut as SUPER cuts them (`history.truncate_history`).
+...)`, `In [ ]`; an empty observation is SWE-agent's no-output message. The history is SWE-agent's
+at v0.6.1 (commit 5f42dc84, the version the paper ran; docs/fidelity.md): the task message and the
+last five observation messages whole, each earlier observation message replaced by a line count
+(its `Last5Observations`), no other cut; no stop strings. With the reference's protocol strings
+(`PromptSet.protocol`), a cell's output is shown as the kernel printed it, a timeout's note and an
+interrupt in the reference's words, and an automatic interrupt adds nothing, as in the published
+episodes (tests/data/super-reference/requests/, scripts/reference-requests-swe.py).
 
 Shared rules with ReAct (the helpers of `history`): at most `env.limits.steps` replies; a
 malformed reply stays in the conversation with a correction as its observation and ends the
@@ -34,10 +40,10 @@ from pytest_super.agents.history import (
     record_with_usage,
     require_llm,
     step_for_cell,
-    truncate_history,
 )
 from pytest_super.agents.swe_commands import (
     END_OF_EDIT,
+    FILE_HEADER,
     WINDOW,
     Command,
     CommandFormatError,
@@ -47,11 +53,18 @@ from pytest_super.agents.swe_commands import (
     parse_command,
 )
 from pytest_super.edit import EditFormatError, parse_edit
+from pytest_super.kernels.base import CellResult
 from pytest_super.prompts import ours
 from pytest_super.trajectory import Action, Step
 
-#: a model that starts writing the next state prompt itself has finished its reply
-STOP_STRINGS = ["\n(Open file:", "\n(Current directory:"]
+#: SWE-agent's model call sends no stop strings
+STOP_STRINGS: list[str] | None = None
+#: SWE-agent's history processor (`Last5Observations` at v0.6.1): the last this many observation
+#: messages are shown whole; each earlier one (but the task's) as `OMITTED` with its line count
+SHOWN_OBSERVATIONS = 5
+OMITTED = "Old output omitted ({lines} lines)"
+#: SWE-agent's message for a command that printed nothing (its `next_step_no_output_template`)
+NO_OUTPUT = "Your command ran successfully and did not produce any output."
 
 _FENCE = re.compile(r"^[ \t]*```[^\n`]*\n(.*?)^[ \t]*```[ \t]*$", re.MULTILINE | re.DOTALL)
 _DISCUSSION = re.compile(r"^\s*DISCUSSION\s*:?\s*\n?", re.IGNORECASE)
@@ -110,6 +123,7 @@ class SWEAgent:
         errors = FormatErrors(env.limits.format_errors)
         turns = [_prefix_turn(step) for step in env.prefix_steps]
         cwd = _current_dir(env, viewer, "?")
+        opening = _state_prompt(viewer.open_file, cwd)  # the task's message keeps it
         taken = 0
         while True:
             if taken >= env.limits.steps:
@@ -117,7 +131,7 @@ class SWEAgent:
             taken += 1
             viewer.kernel = env.kernel  # a new attempt may have started a new kernel
             state = _state_prompt(viewer.open_file, cwd)
-            messages = self._messages(env, turns, state, reflections)
+            messages = self._messages(env, turns, state, opening, reflections)
             completion = ask_model(env, messages, stop=STOP_STRINGS, budget=budget)
             try:
                 thought, command = parse_reply(completion.text)
@@ -132,18 +146,20 @@ class SWEAgent:
             interrupted = running.interrupt_before(env, command.name)
             if interrupted is not None:
                 record_with_usage(env, interrupted, None)
-                notes.append(interrupted.observation)
+                if env.options.prompts.protocol is None:  # the reference shows nothing of it
+                    notes.append(interrupted.observation)
             stray = viewer.take_stray_output()
             if command.name == Action.SUBMIT:
                 step = Step(thought=thought, action=Action.SUBMIT, content=command.body)
                 record_with_usage(env, _with_stray(step, stray), completion)
                 return AgentResult(ExitStatus.SUBMITTED, command.body)
-            step = self._act(env, viewer, running, thought, command)
-            step = _with_stray(step, stray + viewer.take_stray_output())
+            step, shown = self._act(env, viewer, running, thought, command)
+            stray += viewer.take_stray_output()
+            step = _with_stray(step, stray)
             record_with_usage(env, step, completion)
             if not running.running:  # a running cell keeps the kernel busy: keep the last cwd
                 cwd = _current_dir(env, viewer, cwd)
-            notes.append(step.observation)
+            notes.append(step.observation if stray else shown)
             turns.append(
                 _Turn(completion.text, "\n".join(notes), _state_prompt(viewer.open_file, cwd))
             )
@@ -155,37 +171,50 @@ class SWEAgent:
         running: RunningCell,
         thought: str,
         command: Command,
-    ) -> Step:
-        """Run one command (not submit) and return its step, not yet recorded."""
+    ) -> tuple[Step, str]:
+        """Run one command (not submit): its step, not yet recorded, and what the model is shown
+        of it."""
         if command.name in (Action.WAIT, Action.INTERRUPT):
             if not running.running:
-                return Step(
+                step = Step(
                     thought=thought,
                     action=command.name,
                     content="",
                     observation=f"No cell is running, so there is nothing to {command.name}.",
                 )
+                return step, step.observation
             result = running.wait(env) if command.name == Action.WAIT else running.interrupt(env)
-            return step_for_cell(thought, command.name, "", None, result, env)
+            step = step_for_cell(thought, command.name, "", None, result, env)
+            return step, _shown_cell(env, result, step)
         if command.name == Action.EXECUTE:
             result = running.run(env, command.body)
-            return step_for_cell(thought, Action.EXECUTE, command.body, command.body, result, env)
+            step = step_for_cell(thought, Action.EXECUTE, command.body, command.body, result, env)
+            return step, _shown_cell(env, result, step)
         # Viewer commands are not notebook cells: their text (file contents, search hits) is the
         # observation only, so reading a file never counts as reaching a landmark. Their snippets
         # count their own time (`run_cell`).
         answer = env.run_tool(
             command.name, command.text, lambda: (viewer.run(command), True), timed=False
         )
-        return Step(
+        shown = FILE_HEADER.search(answer.observation)
+        if shown is not None:  # the file the window shows is the open one (a replayed viewer)
+            viewer.open_file = shown[1]
+        step = Step(
             thought=thought,
             action=command.name,
             content=command.text,
             observation=answer.observation,
             duration_s=answer.duration_s,
         )
+        return step, step.observation
 
     def _messages(
-        self, env: Environment, turns: list[_Turn], state: str, reflections: Sequence[str]
+        self,
+        env: Environment,
+        turns: list[_Turn],
+        state: str,
+        opening: str,
+        reflections: Sequence[str],
     ) -> list[dict[str, str]]:
         prompts = env.options.prompts
         docs = command_docs(edit_doc=prompts.swe_edit_doc(end_of_edit=END_OF_EDIT))
@@ -203,19 +232,49 @@ class SWEAgent:
                 f"(pre-executed steps were run again). Your plans from those attempts:\n{plans}\n"
             )
         messages = [{"role": "system", "content": system}]
-        if not turns:
-            messages.append({"role": "user", "content": f"{instance}\n{state}"})
-            return messages
-        messages.append({"role": "user", "content": instance})
-        observations = truncate_history([turn.observation for turn in turns])
-        for turn, observation in zip(turns, observations, strict=True):
+        prefix = bool(turns) and not turns[0].state  # pre-executed turns come first
+        task = instance if prefix else f"{instance}\n{opening}"
+        messages.append({"role": "user", "content": task})
+        for turn in turns:
             if turn.reply:
                 messages.append({"role": "assistant", "content": turn.reply})
-            text = observation if not turn.state else f"{observation}\n{turn.state}"
-            messages.append({"role": "user", "content": text})
-        if not turns[-1].state:
+            if not turn.state:
+                messages.append({"role": "user", "content": turn.observation})
+                continue
+            observation = turn.observation if turn.observation.strip() else NO_OUTPUT
+            messages.append({"role": "user", "content": f"{observation}\n{turn.state}"})
+        if turns and not turns[-1].state:
             messages[-1]["content"] += f"\n{state}"
-        return messages
+        return last_observations(messages)
+
+
+def last_observations(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """SWE-agent's history processor: the first user message (the task's) and the last
+    `SHOWN_OBSERVATIONS` user messages whole, every other user message as `OMITTED`."""
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    kept = set(users[:1] + users[-SHOWN_OBSERVATIONS:])
+    return [
+        m
+        if m["role"] != "user" or i in kept
+        else {"role": "user", "content": OMITTED.format(lines=len(m["content"].splitlines()))}
+        for i, m in enumerate(messages)
+    ]
+
+
+def _shown_cell(env: Environment, result: CellResult, step: Step) -> str:
+    """What the model is shown of a cell, a wait or an interrupt (`step`): given the reference's
+    protocol strings, the output as the kernel printed it (SWE-agent cleans nothing) and their
+    note; without them, the step's observation (our cleaned output and notes)."""
+    protocol = env.options.prompts.protocol
+    if protocol is None:
+        return step.observation
+    if step.action == Action.INTERRUPT:
+        return protocol["interrupted"]
+    if result.status == "timeout" and result.still_running:
+        return result.output + protocol["timeout"].replace(
+            "{seconds}", f"{env.limits.cell_timeout_s:g}"
+        )
+    return result.output
 
 
 def parse_reply(reply: str) -> tuple[str, Command]:

@@ -48,6 +48,8 @@ MAX_RESULTS = 100
 #: shows far less; the bound keeps a snippet's result well under any sensible output cap)
 MAX_LINE_CHARS = 2000
 END_OF_EDIT = "end_of_edit"
+#: the first line of the viewer's window: the file it shows, which the state prompt names
+FILE_HEADER = re.compile(r"^\[File: (.+) \(\d+ lines total\)\]$", re.MULTILINE)
 
 #: command name -> (signature, what it does, its arguments as (name, type, required, meaning));
 #: the system prompt lists them in this order, in the published SWE-agent episodes' layout

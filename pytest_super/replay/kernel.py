@@ -29,13 +29,17 @@ from pathlib import Path
 from pytest_super.edit import EditFormatError, parse_edit
 from pytest_super.errors import InfrastructureError
 from pytest_super.kernels.base import CellResult, CellStatus, Kernel, KernelSettings, ToolResult
-from pytest_super.replay.script import EpisodeScript, Recorded, episode_script
+from pytest_super.replay.script import (
+    REFERENCE_CWD,
+    EpisodeScript,
+    Recorded,
+    directory_after,
+    episode_script,
+)
 from pytest_super.trajectory import Action
 
 #: the environment variable naming a published run folder whose episodes the backend serves
 RUN_VARIABLE = "PYTEST_SUPER_REPLAY_RUN"
-#: the working directory the reference's kernels started in (SWE-agent's state prompt)
-REFERENCE_CWD = "/content"
 
 
 def _same_content(action: str, ours: str, recorded: str) -> bool:
@@ -166,7 +170,7 @@ class ReplayKernel:
 
     def run_tool(self, action: str, content: str) -> ToolResult | None:
         if action == "cwd":  # SWE-agent's state prompt: the reference's directory
-            return ToolResult(REFERENCE_CWD, True, 0.0)
+            return ToolResult(self.working_dir(), True, 0.0)
         recorded = self._take(str(action), content)
         if recorded is None:
             return ToolResult(self._note(str(action)), False, 0.0)
@@ -174,6 +178,13 @@ class ReplayKernel:
         if action == Action.EDIT and not self.script.swe:
             ok = recorded.observation.startswith("Edit was successful")
         return ToolResult(recorded.observation, ok, recorded_duration(recorded))
+
+    def working_dir(self) -> str:
+        """The directory the reference's kernel was in after the steps taken so far."""
+        where = REFERENCE_CWD
+        for recorded in self._queue[: self._next]:
+            where = directory_after(recorded, where)
+        return where
 
     def restart(self) -> None:
         pass  # the recorded observations already show what a restart did

@@ -22,6 +22,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from pytest_super.agents.swe_commands import FILE_HEADER
 from pytest_super.edit import EditFormatError, parse_edit
 from pytest_super.published_runs import (
     EpisodeFormatError,
@@ -52,6 +53,9 @@ REFERENCE_COMPUTE_S = 1800.0
 REFERENCE_CELL_TIMEOUT_S = 300.0
 #: the actions the replay kernel answers with a recorded observation
 KERNEL_ACTIONS = frozenset({Action.EXECUTE, Action.WAIT, Action.INTERRUPT})
+
+#: the working directory the reference's kernels started in (SWE-agent's state prompt)
+REFERENCE_CWD = "/content"
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,24 @@ def agent_for(episode: PublishedEpisode) -> str:
         "or swe-agent, the agents replay-run replays (<model>_<agent>_<set>, e.g. "
         "gpt-4o-2024-08-06_react-super_expert)"
     )
+
+
+def open_file_after(step: Step | Recorded, current: str) -> str:
+    """The open file of SWE-agent's state prompt after a recorded step: a viewer command or an
+    edit shows the file it has open in its answer's header; a cell changes nothing."""
+    if step.action in KERNEL_ACTIONS:
+        return current
+    found = FILE_HEADER.search(step.observation)
+    return found[1] if found is not None else current
+
+
+def directory_after(step: Step | Recorded, current: str) -> str:
+    """The kernel's working directory after a recorded step: a `%cd` cell prints the directory
+    it moved to (a failed one prints an error first and leaves it)."""
+    if step.action != Action.EXECUTE or not step.content.lstrip().startswith("%cd"):
+        return current
+    first = step.observation.split("\n", 1)[0].strip()
+    return first if first.startswith("/") else current
 
 
 def episode_script(episode: PublishedEpisode) -> EpisodeScript:
@@ -255,7 +277,10 @@ __all__ = [
     "EpisodeScript",
     "Recorded",
     "Reply",
+    "REFERENCE_CWD",
     "agent_for",
+    "directory_after",
     "episode_script",
+    "open_file_after",
     "usage_plan",
 ]
