@@ -2,6 +2,7 @@
 
 pytest-super download [--out tasks/super] [--set expert] [--revision COMMIT]
 pytest-super download prompts [--out DIR]
+pytest-super download lmr-bench [--out lmr-bench]
 pytest-super import expert.jsonl --set expert --out tasks/expert/
 pytest-super import-trajectories ../super-benchmark/trajectories [--out reports/]
 pytest-super replay-run RUN_FOLDER|RUN.tar.xz [--json OUT] [--prompts FILE] [--expected-requests FILE] [--task ID] [--check-prompts]
@@ -85,13 +86,16 @@ def _add_download(sub: Subparsers) -> None:
     p.add_argument(
         "what",
         nargs="?",
-        choices=("tasks", "prompts"),
+        choices=("tasks", "prompts", "lmr-bench"),
         default="tasks",
         help="tasks (default), or prompts: SUPER's agent/prompt.yaml at the pinned commit, its "
-        "sha256 checked, with its license, into ~/.cache/pytest-super/prompts/<commit>/",
+        "sha256 checked, with its license, into ~/.cache/pytest-super/prompts/<commit>/; or "
+        "lmr-bench: LMR-Bench's tree at its pinned commit, its digest checked, with its license",
     )
     p.add_argument(
-        "--out", type=Path, help="folder (default tasks/super; prompts: the cache folder)"
+        "--out",
+        type=Path,
+        help="folder (default tasks/super; prompts: the cache folder; lmr-bench: lmr-bench)",
     )
     p.add_argument(
         "--set",
@@ -412,12 +416,15 @@ def _cluster_of(args: argparse.Namespace, *, implied: bool) -> Cluster | None:
 def _download(args: argparse.Namespace) -> int:
     from pytest_super.download import DEFAULT_REVISION, download_prompts, download_tasks
 
+    if args.what != "tasks" and (args.sets or args.revision):
+        print(
+            f"pytest-super download {args.what}: --set and --revision are for tasks",
+            file=sys.stderr,
+        )
+        return 2
+    if args.what == "lmr-bench":
+        return _download_lmr_bench(args.out or Path("lmr-bench"))
     if args.what == "prompts":
-        if args.sets or args.revision:
-            print(
-                "pytest-super download prompts: --set and --revision are for tasks", file=sys.stderr
-            )
-            return 2
         path = download_prompts(args.out)
         shown, license_file = shown_path(path), shown_path(path.with_name("LICENSE.md"))
         print(f"SUPER's prompts: {shown} (license: {license_file})")
@@ -430,6 +437,19 @@ def _download(args: argparse.Namespace) -> int:
         shown = shown_path(item.path)
         print(f"{item.set_name}: {shown} ({lines} tasks, dataset commit {item.commit})")
     print(f"run them: pytest {shown_path(args.out)} --super-agent=react-super --super-model=gpt-4o")
+    return 0
+
+
+def _download_lmr_bench(out: Path) -> int:
+    from pytest_super.lmr_download import download_lmr_bench
+
+    manifest = download_lmr_bench(out)
+    shown = shown_path(out)
+    print(
+        f"LMR-Bench: {shown} ({manifest['files']} files at commit {manifest['commit']}, tree "
+        f"digest checked; license: {shown_path(out / str(manifest['license']))})"
+    )
+    print(f"run it: pytest {shown_path(out / 'benchmark')} --super-agent=gold")
     return 0
 
 
@@ -645,9 +665,9 @@ def _replay_inputs(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 
 def _report(args: argparse.Namespace) -> int:
     from pytest_super import report
+    from pytest_super.lmr_report import benchmark_tables
 
-    columns: dict[str, list[report.SummaryRow]] = {}
-    records_of = {}
+    records_of: dict[str, list[TaskRecord]] = {}
     for path in args.files:
         if not os.path.lexists(path):
             print(f"pytest-super report: {path}: no such file", file=sys.stderr)
@@ -663,13 +683,11 @@ def _report(args: argparse.Namespace) -> int:
         if not records:
             print(f"pytest-super report: {path}: no SUPER task results in it", file=sys.stderr)
             return 2
-        name = _column_name(path, records, columns)
-        columns[name] = report.summarize(records)
-        records_of[name] = records
+        records_of[_column_name(path, records, records_of)] = records
     if args.by_task:  # names read from files of other runs: no terminal escapes
         print(console_text(report.format_task_table(records_of)))
-    else:
-        print(console_text(report.format_table(columns, markdown=args.markdown)))
+    else:  # each benchmark apart: SUPER's table, then LMR-Bench's
+        print(console_text(benchmark_tables(records_of, markdown=args.markdown)))
     return 0
 
 
