@@ -5,6 +5,7 @@ pytest-super download prompts [--out DIR]
 pytest-super download lmr-bench [--out lmr-bench]
 pytest-super import expert.jsonl --set expert --out tasks/expert/
 pytest-super import-trajectories ../super-benchmark/trajectories [--out reports/]
+pytest-super import-trajectories lmr-bench [--out reports/]
 pytest-super replay-run RUN_FOLDER|RUN.tar.xz [--json OUT] [--prompts FILE] [--expected-requests FILE] [--task ID] [--check-prompts]
 pytest-super serve [--run RUN_FOLDER|RUN.tar.xz | --script REPLIES.json] [--agent swe] [--url-file F]
 pytest-super report reports/junit.xml other-run.xml
@@ -122,9 +123,13 @@ def _add_import_trajectories(sub: Subparsers) -> None:
     p = sub.add_parser(
         "import-trajectories",
         help="turn SUPER's published episodes (history.ipynb + metrics.json) into trajectories "
-        "and results.jsonl",
+        "and results.jsonl; or LMR-Bench's published runs (results.txt, OpenHands's output.jsonl)",
     )
-    p.add_argument("dir", type=Path, help="a published run folder, or a folder of them")
+    p.add_argument(
+        "dir",
+        type=Path,
+        help="a published run folder, or a folder of them; or LMR-Bench's tree (its results/)",
+    )
     p.add_argument("--out", type=Path, default=Path("reports"), help="where to write (reports/)")
     p.add_argument(
         "--rescore",
@@ -537,8 +542,11 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _import_trajectories(args: argparse.Namespace) -> int:
+    from pytest_super.lmr_import import is_lmr_bench
     from pytest_super.published_runs import import_run, published_runs
 
+    if is_lmr_bench(args.dir):
+        return _import_lmr_runs(args)
     failed = 0
     for run_dir in published_runs(args.dir):
         done = import_run(run_dir, args.out, rescore=args.rescore)
@@ -558,6 +566,25 @@ def _import_trajectories(args: argparse.Namespace) -> int:
         failed += len(done.errors)
     if failed:
         print(f"{failed} episode folders could not be read (named above)", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _import_lmr_runs(args: argparse.Namespace) -> int:
+    from pytest_super.lmr_import import import_lmr_runs
+
+    failed = 0
+    for done in import_lmr_runs(args.dir, args.out):
+        episodes = f", {done.episodes} OpenHands episodes" if done.episodes else ""
+        if done.tasks:
+            print(
+                f"imported LMR-Bench's {done.name}: {done.tasks} tasks ({done.passed} passed"
+                f"{episodes}) into {shown_path(done.folder)}"
+            )
+        for line in done.errors:  # lines quoting foreign files: no terminal escapes
+            print(console_text(f"error: not imported: {line}"), file=sys.stderr)
+        failed += len(done.errors)
+    if failed:
+        print(f"{failed} parts could not be read (named above)", file=sys.stderr)
     return 1 if failed else 0
 
 
