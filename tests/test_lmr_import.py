@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -104,6 +105,14 @@ def test_a_published_run_compares_with_ours_task_by_task(tmp_path, capsys):
     assert "LMR-Bench run" in page and 'id="lmr-tasks"' in page
     task_page = (theirs / html.page_name("13-DecBound/1")).read_text()
     assert "ls /workspace" in task_page
+    # side by side: each run's LMR-Bench table, each task's outcome and verdicts per run
+    page = html.write_comparison([ours, theirs], tmp_path / "compare").read_text()
+    assert page.count('class="summary lmr"') == 2 and 'class="summary"' not in page
+    (row,) = re.findall(
+        r'<tr class="task-row flipped"[^>]*data-task="13-DecBound/1">(.*?)</tr>', page, re.S
+    )
+    assert "unit tests – · upstream's log verdict –" in row  # ours: written without them
+    assert "unit tests 100% · upstream's log verdict PASS" in row, row
 
 
 def test_a_bad_file_or_line_is_named_and_the_rest_is_imported(tmp_path, capsys):
