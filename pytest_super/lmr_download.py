@@ -22,6 +22,7 @@ MAX_REDIRECTS redirects, the URL shown with its credentials masked.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -92,40 +93,52 @@ def download_lmr_bench(
         "codeload.github.com",
     )
     url = archive_url(base)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
     partial = out_dir.with_name(f".{out_dir.name}.partial-{uuid.uuid4().hex[:8]}")
     archive = partial.with_suffix(".tar.gz")
     try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
         fetch_archive(
             url,
             archive,
             deadline_s=deadline_s or ARCHIVE_DEADLINE_S,
             max_bytes=max_archive_bytes or MAX_ARCHIVE_BYTES,
         )
-        hashes = extract(archive, partial, shown=masked_url(url))
-        digest = tree_digest(hashes)
-        if digest != LMR_TREE_DIGEST:
-            raise DownloadError(
-                f"{masked_url(url)}: the tree's digest is {digest}, not the pinned "
-                f"{LMR_TREE_DIGEST} of {LMR_REPO} at {LMR_COMMIT}; nothing was kept. Check "
-                f"{BASE_URL_ENV} (or the network's proxy)"
-            )
-        manifest: dict[str, object] = {
-            "repo": LMR_REPO,
-            "commit": LMR_COMMIT,
-            "source": masked_url(url),
-            "tree_digest": digest,
-            "files": len(hashes),
-            "lfs_pointers": sum(1 for _, lfs in hashes.values() if lfs),
-            "license": LICENSE_FILE,
-        }
-        shutil.copyfile(LICENSE, partial / LICENSE_FILE)
-        write_atomically(partial / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+        manifest = _unpack_checked(archive, partial, masked_url(url))
         partial.rename(out_dir)
         return manifest
+    except OSError as exc:  # a folder that cannot be written, a full disk
+        raise DownloadError(
+            f"{out_dir}: the download could not be written ({exc}); nothing was kept"
+        ) from None
     finally:
-        archive.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            archive.unlink(missing_ok=True)
         shutil.rmtree(partial, ignore_errors=True)
+
+
+def _unpack_checked(archive: Path, partial: Path, shown: str) -> dict[str, object]:
+    """The archive unpacked into `partial`, its digest checked, the license and the manifest
+    written beside the tree; the manifest."""
+    hashes = extract(archive, partial, shown=shown)
+    digest = tree_digest(hashes)
+    if digest != LMR_TREE_DIGEST:
+        raise DownloadError(
+            f"{shown}: the tree's digest is {digest}, not the pinned {LMR_TREE_DIGEST} of "
+            f"{LMR_REPO} at {LMR_COMMIT}; nothing was kept. Check {BASE_URL_ENV} (or the "
+            "network's proxy)"
+        )
+    manifest: dict[str, object] = {
+        "repo": LMR_REPO,
+        "commit": LMR_COMMIT,
+        "source": shown,
+        "tree_digest": digest,
+        "files": len(hashes),
+        "lfs_pointers": sum(1 for _, lfs in hashes.values() if lfs),
+        "license": LICENSE_FILE,
+    }
+    shutil.copyfile(LICENSE, partial / LICENSE_FILE)
+    write_atomically(partial / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+    return manifest
 
 
 def _kept_manifest(out_dir: Path) -> dict[str, object] | None:
@@ -198,8 +211,10 @@ def extract(archive: Path, dest: Path, *, shown: str) -> dict[str, tuple[str, bo
                 entry, size = _write_member(source, dest / path, member, written, shown)
                 written += size
                 hashes[path] = entry
-    except (tarfile.TarError, EOFError, OSError) as exc:  # not a tarball, cut short, a clash
+    except (tarfile.TarError, EOFError) as exc:  # not a tarball, cut short
         raise ArchiveError(f"{shown}: not an archive this download can unpack ({exc})") from None
+    except OSError as exc:  # a name that is a file and a folder, a full disk
+        raise ArchiveError(f"{shown}: cannot be unpacked into {dest} ({exc})") from None
     if not hashes:
         raise ArchiveError(f"{shown}: the archive holds no file")
     return hashes

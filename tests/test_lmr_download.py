@@ -327,3 +327,11 @@ def test_the_digest_is_what_git_lists_for_the_commit_and_an_lfs_object_counts_as
     (tmp_path / "served.tar.gz").write_bytes(tarball(served))
     hashes = lmr_download.extract(tmp_path / "served.tar.gz", tmp_path / "out2", shown="mirror")
     assert lmr_download.tree_digest(hashes) == from_git
+
+
+def test_a_folder_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys):
+    (tmp_path / "a-file").write_text("not a folder")
+    out = tmp_path / "a-file" / "lmr-bench"
+    with codeload(tarball(upstream_files()), monkeypatch):
+        err = _error(capsys, ["download", "lmr-bench", "--out", str(out)])
+    assert f"{out}: the download could not be written" in err and "nothing was kept" in err, err
