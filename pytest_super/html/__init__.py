@@ -77,6 +77,8 @@ class TaskView:
         return self.record.properties.get(name)
 
     def number(self, name: str) -> float | None:
+        if name in reports.SCORES and lmr_report.is_lmr(self.record):
+            return None  # SUPER's scores mean nothing for an LMR-Bench task: its unit tests decide
         if name == "tokens":
             parts = [
                 reports.score_value(self.record, n) for n in ("prompt_tokens", "completion_tokens")
