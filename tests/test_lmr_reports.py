@@ -20,6 +20,9 @@ from pytest_super.lmr_report import published_totals
 from tests.support.projects import junit_properties
 from tests.test_html_report import EXPERT_PASS, render, screenshot
 
+#: one worker runs the module, so its mixed run is made once (`--dist loadgroup`)
+pytestmark = pytest.mark.xdist_group("lmr-reports")
+
 DEMO = Path(__file__).resolve().parents[1] / "tasks" / "lmr"
 LMR_TASKS = ["01-NgramMetrics/1", "02-LabelSmoothing/1"]  # a task of each demo paper
 EVAL = "Evaluation Metrics"
