@@ -112,6 +112,13 @@ def test_the_html_report_shows_both_benchmarks_with_upstreams_baselines(
         assert 'class="badge passed">passed' in cells[2], cells
         assert [re.sub("<[^>]+>", "", c) for c in cells[3:7]] == ["1", "0", "0", "PASS"], cells
         assert cells[7:] == ['<span class="missing">not run</span>'] * 5, cells
+    # an LMR task's page: the unit tests' counts and verdicts, no SUPER answer or scores
+    from pytest_super.html import page_name
+
+    page = (mixed_run / page_name("01-NgramMetrics/1")).read_text()
+    assert "<dt>tests run</dt><dd>1</dd>" in page and "<dd>PASS</dd>" in page
+    assert "<h2>Answer</h2>" not in page and "<dt>accuracy</dt>" not in page
+    assert "<h2>Answer</h2>" in (mixed_run / page_name("adder")).read_text()
     shot = screenshot(mixed_run / "index.html", tmp_path, "report-lmr-mixed", height=1300)
     record_property("screenshot", str(shot))
 
