@@ -2,8 +2,10 @@
 
 pytest-super download [--out tasks/super] [--set expert] [--revision COMMIT]
 pytest-super download prompts [--out DIR]
+pytest-super download lmr-bench [--out lmr-bench]
 pytest-super import expert.jsonl --set expert --out tasks/expert/
 pytest-super import-trajectories ../super-benchmark/trajectories [--out reports/]
+pytest-super import-trajectories lmr-bench [--out reports/]
 pytest-super replay-run RUN_FOLDER|RUN.tar.xz [--json OUT] [--prompts FILE] [--expected-requests FILE] [--task ID] [--check-prompts]
 pytest-super serve [--run RUN_FOLDER|RUN.tar.xz | --script REPLIES.json] [--agent swe] [--url-file F]
 pytest-super report reports/junit.xml other-run.xml
@@ -85,13 +87,16 @@ def _add_download(sub: Subparsers) -> None:
     p.add_argument(
         "what",
         nargs="?",
-        choices=("tasks", "prompts"),
+        choices=("tasks", "prompts", "lmr-bench"),
         default="tasks",
         help="tasks (default), or prompts: SUPER's agent/prompt.yaml at the pinned commit, its "
-        "sha256 checked, with its license, into ~/.cache/pytest-super/prompts/<commit>/",
+        "sha256 checked, with its license, into ~/.cache/pytest-super/prompts/<commit>/; or "
+        "lmr-bench: LMR-Bench's tree at its pinned commit, its digest checked, with its license",
     )
     p.add_argument(
-        "--out", type=Path, help="folder (default tasks/super; prompts: the cache folder)"
+        "--out",
+        type=Path,
+        help="folder (default tasks/super; prompts: the cache folder; lmr-bench: lmr-bench)",
     )
     p.add_argument(
         "--set",
@@ -118,9 +123,13 @@ def _add_import_trajectories(sub: Subparsers) -> None:
     p = sub.add_parser(
         "import-trajectories",
         help="turn SUPER's published episodes (history.ipynb + metrics.json) into trajectories "
-        "and results.jsonl",
+        "and results.jsonl; or LMR-Bench's published runs (results.txt, OpenHands's output.jsonl)",
     )
-    p.add_argument("dir", type=Path, help="a published run folder, or a folder of them")
+    p.add_argument(
+        "dir",
+        type=Path,
+        help="a published run folder, or a folder of them; or LMR-Bench's tree (its results/)",
+    )
     p.add_argument("--out", type=Path, default=Path("reports"), help="where to write (reports/)")
     p.add_argument(
         "--rescore",
@@ -412,12 +421,15 @@ def _cluster_of(args: argparse.Namespace, *, implied: bool) -> Cluster | None:
 def _download(args: argparse.Namespace) -> int:
     from pytest_super.download import DEFAULT_REVISION, download_prompts, download_tasks
 
+    if args.what != "tasks" and (args.sets or args.revision):
+        print(
+            f"pytest-super download {args.what}: --set and --revision are for tasks",
+            file=sys.stderr,
+        )
+        return 2
+    if args.what == "lmr-bench":
+        return _download_lmr_bench(args.out or Path("lmr-bench"))
     if args.what == "prompts":
-        if args.sets or args.revision:
-            print(
-                "pytest-super download prompts: --set and --revision are for tasks", file=sys.stderr
-            )
-            return 2
         path = download_prompts(args.out)
         shown, license_file = shown_path(path), shown_path(path.with_name("LICENSE.md"))
         print(f"SUPER's prompts: {shown} (license: {license_file})")
@@ -430,6 +442,19 @@ def _download(args: argparse.Namespace) -> int:
         shown = shown_path(item.path)
         print(f"{item.set_name}: {shown} ({lines} tasks, dataset commit {item.commit})")
     print(f"run them: pytest {shown_path(args.out)} --super-agent=react-super --super-model=gpt-4o")
+    return 0
+
+
+def _download_lmr_bench(out: Path) -> int:
+    from pytest_super.lmr_download import download_lmr_bench
+
+    manifest = download_lmr_bench(out)
+    shown = shown_path(out)
+    print(
+        f"LMR-Bench: {shown} ({manifest['files']} files at commit {manifest['commit']}, tree "
+        f"digest checked; license: {shown_path(out / str(manifest['license']))})"
+    )
+    print(f"run it: pytest {shown_path(out / 'benchmark')} --super-agent=gold")
     return 0
 
 
@@ -517,8 +542,11 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _import_trajectories(args: argparse.Namespace) -> int:
+    from pytest_super.lmr_import import is_lmr_bench
     from pytest_super.published_runs import import_run, published_runs
 
+    if is_lmr_bench(args.dir):
+        return _import_lmr_runs(args)
     failed = 0
     for run_dir in published_runs(args.dir):
         done = import_run(run_dir, args.out, rescore=args.rescore)
@@ -538,6 +566,25 @@ def _import_trajectories(args: argparse.Namespace) -> int:
         failed += len(done.errors)
     if failed:
         print(f"{failed} episode folders could not be read (named above)", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _import_lmr_runs(args: argparse.Namespace) -> int:
+    from pytest_super.lmr_import import import_lmr_runs
+
+    failed = 0
+    for done in import_lmr_runs(args.dir, args.out):
+        episodes = f", {done.episodes} OpenHands episodes" if done.episodes else ""
+        if done.tasks:
+            print(
+                f"imported LMR-Bench's {done.name}: {done.tasks} tasks ({done.passed} passed"
+                f"{episodes}) into {shown_path(done.folder)}"
+            )
+        for line in done.errors:  # lines quoting foreign files: no terminal escapes
+            print(console_text(f"error: not imported: {line}"), file=sys.stderr)
+        failed += len(done.errors)
+    if failed:
+        print(f"{failed} parts could not be read (named above)", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -645,9 +692,9 @@ def _replay_inputs(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 
 def _report(args: argparse.Namespace) -> int:
     from pytest_super import report
+    from pytest_super.lmr_report import benchmark_tables
 
-    columns: dict[str, list[report.SummaryRow]] = {}
-    records_of = {}
+    records_of: dict[str, list[TaskRecord]] = {}
     for path in args.files:
         if not os.path.lexists(path):
             print(f"pytest-super report: {path}: no such file", file=sys.stderr)
@@ -663,13 +710,11 @@ def _report(args: argparse.Namespace) -> int:
         if not records:
             print(f"pytest-super report: {path}: no SUPER task results in it", file=sys.stderr)
             return 2
-        name = _column_name(path, records, columns)
-        columns[name] = report.summarize(records)
-        records_of[name] = records
+        records_of[_column_name(path, records, records_of)] = records
     if args.by_task:  # names read from files of other runs: no terminal escapes
         print(console_text(report.format_task_table(records_of)))
-    else:
-        print(console_text(report.format_table(columns, markdown=args.markdown)))
+    else:  # each benchmark apart: SUPER's table, then LMR-Bench's
+        print(console_text(benchmark_tables(records_of, markdown=args.markdown)))
     return 0
 
 

@@ -106,12 +106,12 @@ def download_tasks(
         except (RepositoryNotFoundError, EntryNotFoundError) as exc:  # after its subclass above
             raise DownloadError(f"{where}: not found ({type(exc).__name__})") from None
         except HfHubHTTPError as exc:
-            shown = _shown_error(exc, constants.ENDPOINT)
+            shown = shown_error(exc, constants.ENDPOINT)
             raise DownloadError(f"{where}: {shown}".splitlines()[0]) from None
         except out_of_bounds as exc:
             raise DownloadError(
                 f"{where}: cannot be fetched within the download's bounds ("
-                f"{_shown_error(exc, constants.ENDPOINT)}); check the network, or set "
+                f"{shown_error(exc, constants.ENDPOINT)}); check the network, or set "
                 "HF_ENDPOINT to a mirror"
             ) from None
         target = out_dir / Path(filename).name
@@ -188,7 +188,7 @@ def _out_of_bounds_errors() -> tuple[type[Exception], ...]:
     return tuple(errors)
 
 
-def _shown_error(exc: Exception, url: str) -> str:
+def shown_error(exc: Exception, url: str) -> str:
     """`Type: message` of `exc`, with `url`'s credentials masked wherever they appear."""
     return scrub_url(f"{type(exc).__name__}: {exc}", url)
 
@@ -238,7 +238,11 @@ def download_prompts(out_dir: Path | None = None) -> Path:
         and _sha256(target.read_bytes()) == PROMPT_SHA256
     ):
         return target
-    base = _checked_base_url((os.environ.get(BASE_URL_ENV) or RAW_BASE_URL).rstrip("/"))
+    base = check_base_url(
+        (os.environ.get(BASE_URL_ENV) or RAW_BASE_URL).rstrip("/"),
+        BASE_URL_ENV,
+        "raw.githubusercontent.com",
+    )
     prompt = _fetch(f"{base}/{PROMPTS_REPO}/{PROMPTS_COMMIT}/{PROMPT_FILE}")
     digest = _sha256(prompt)
     if digest != PROMPT_SHA256:
@@ -255,9 +259,10 @@ def download_prompts(out_dir: Path | None = None) -> Path:
     return target
 
 
-def _checked_base_url(base: str) -> str:
-    """`base` if it is an http(s) URL with a host, checked before any download: a malformed one
-    (`http://[::1`: httpx's InvalidURL, which is not an HTTPError) is one line naming it."""
+def check_base_url(base: str, setting: str, mirror_of: str) -> str:
+    """`base` (the value of the environment variable `setting`, a mirror of `mirror_of`) if it
+    is an http(s) URL with a host, checked before any download: a malformed one (`http://[::1`:
+    httpx's InvalidURL, which is not an HTTPError) is one line naming it."""
     import httpx
 
     try:
@@ -269,8 +274,8 @@ def _checked_base_url(base: str) -> str:
         problem = f"not a URL ({exc})"
     if problem:
         raise DownloadError(
-            f"{BASE_URL_ENV} {masked_url(base)!r}: {problem}; set it to a mirror of "
-            "raw.githubusercontent.com such as https://host[:port], or unset it"
+            f"{setting} {masked_url(base)!r}: {problem}; set it to a mirror of "
+            f"{mirror_of} such as https://host[:port], or unset it"
         )
     return base
 
@@ -291,7 +296,7 @@ def _fetch(url: str) -> bytes:
         raise DownloadError(f"{shown}: more than {MAX_FILE_BYTES} bytes; not the file") from None
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise DownloadError(
-            f"{shown}: cannot be fetched ({_shown_error(exc, url)}); check the network, or set "
+            f"{shown}: cannot be fetched ({shown_error(exc, url)}); check the network, or set "
             f"{BASE_URL_ENV} to a mirror of raw.githubusercontent.com"
         ) from None
     if answer.status_code != 200:

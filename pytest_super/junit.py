@@ -22,11 +22,14 @@ reports through `JunitShaper.shape` before pytest's writer reads them:
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from pytest_super.tasks.lmr import LMR_SET
 
 PREFIX = "super."
 
@@ -41,6 +44,12 @@ SUMMARY_FIELDS = (
     "prompt_tokens",
     "completion_tokens",
     "cost_usd",
+    # LMR-Bench's: our unit-test verdict, its counts, and upstream's verdict from the test's log
+    "unit_tests",
+    "tests_run",
+    "tests_failed",
+    "tests_errored",
+    "upstream_verdict",
 )
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
@@ -87,9 +96,17 @@ def split_suite_property(name: str) -> tuple[str, str] | None:
 
 
 def summary_line(case_name: str, outcome: str, properties: Mapping[str, Any]) -> str:
-    """The `<system-out>` line of a task: its outcome and the scores it has."""
-    shown = [f"{k}={typed(properties[k])}" for k in SUMMARY_FIELDS if k in properties]
-    return f"SUPER {case_name}: {outcome} " + " ".join(s for s in shown if not s.endswith("="))
+    """The `<system-out>` line of a task: its benchmark, outcome and the scores it has (a value
+    with a space quoted: `upstream_verdict="FAIL (found 0 failure lines)"`)."""
+    shown = [f"{k}={_shown(typed(properties[k]))}" for k in SUMMARY_FIELDS if k in properties]
+    benchmark = "LMR-Bench" if properties.get("set") == LMR_SET else "SUPER"
+    return f"{benchmark} {case_name}: {outcome} " + " ".join(
+        s for s in shown if not s.endswith("=")
+    )
+
+
+def _shown(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False) if " " in value else value
 
 
 class JunitShaper:

@@ -33,7 +33,7 @@ from pytest_super.execute import (
 )
 from pytest_super.kernels import kernel_backend
 from pytest_super.llm.breaker import down_message
-from pytest_super.lmr_report import lmr_table
+from pytest_super.lmr_report import benchmark_tables
 from pytest_super.paths import shown_path
 from pytest_super.runner import TaskResult, exit_status_of
 from pytest_super.settings import SuperRun
@@ -158,10 +158,8 @@ class RunRecord:
             return None
 
     def table(self, *, markdown: bool = False) -> str:
-        rows = reports.summarize(self.records.values())
-        table = reports.format_table({self.run.agent or "run": rows}, markdown=markdown)
-        lmr = lmr_table(self.records.values(), markdown=markdown)  # LMR-Bench's own shape
-        return f"{table}\n\n{lmr}" if lmr else table
+        columns = {self.run.agent or "run": list(self.records.values())}
+        return benchmark_tables(columns, markdown=markdown)
 
     def images(self) -> str:
         return reports.images_line(self.records.values())

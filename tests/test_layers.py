@@ -43,7 +43,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "lmr_report",
             "serve",
         )
-        + ("download", "durations", "last_failed"),
+        + ("download", "lmr_download", "lmr_import", "durations", "last_failed"),
     ),
     (
         "one task, anywhere",

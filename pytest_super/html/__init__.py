@@ -24,8 +24,8 @@ from urllib.parse import quote
 import jinja2
 import markupsafe
 
+from pytest_super import lmr_report, sinks, strictjson
 from pytest_super import report as reports
-from pytest_super import sinks, strictjson
 from pytest_super.edit import EditFormatError, parse_edit
 from pytest_super.errors import SuperError, SuperWarning
 from pytest_super.kernels.jupyter.output import clean_for_model
@@ -77,6 +77,8 @@ class TaskView:
         return self.record.properties.get(name)
 
     def number(self, name: str) -> float | None:
+        if name in reports.SCORES and lmr_report.is_lmr(self.record):
+            return None  # SUPER's scores mean nothing for an LMR-Bench task: its unit tests decide
         if name == "tokens":
             parts = [
                 reports.score_value(self.record, n) for n in ("prompt_tokens", "completion_tokens")
@@ -88,6 +90,11 @@ class TaskView:
     def categories(self) -> list[str]:
         return [c for c in str(self.prop("category") or "").split(",") if c]
 
+    @property
+    def published(self) -> dict[str, str | None]:
+        """An LMR task's verdict in each of upstream's published runs (None: not scored)."""
+        return lmr_report.published_verdicts(self.task_id)
+
 
 @dataclass
 class RunView:
@@ -95,7 +102,18 @@ class RunView:
 
     run_dir: Path
     tasks: list[TaskView] = field(default_factory=list)
-    rows: list[reports.SummaryRow] = field(default_factory=list)
+    rows: list[reports.SummaryRow] = field(default_factory=list)  # SUPER's tasks
+    lmr: list[lmr_report.LmrRow] = field(default_factory=list)  # LMR-Bench's tasks
+
+    @property
+    def benchmark(self) -> str:
+        """What the run ran: `SUPER`, `LMR-Bench`, or both."""
+        ran = [name for name, rows in (("SUPER", self.rows), ("LMR-Bench", self.lmr)) if rows]
+        return " and ".join(ran) or "SUPER"
+
+    @property
+    def lmr_tasks(self) -> list[TaskView]:
+        return [t for t in self.tasks if lmr_report.is_lmr(t.record)]
 
     @property
     def run_id(self) -> str:
@@ -142,7 +160,8 @@ def load_run(run_dir: Path) -> RunView:
     records = [r for r in reports.read_results(results) if r.outcome != "skipped"]
     # a resumed run repeats a task's line when it is run again: the last line is the task's result
     latest = {r.task_id: r for r in records}
-    run = RunView(run_dir=run_dir, rows=reports.summarize(latest.values()))
+    supers, lmr = lmr_report.split(latest.values())  # each benchmark reported apart
+    run = RunView(run_dir=run_dir, rows=reports.summarize(supers), lmr=lmr_report.lmr_rows(lmr))
     for record in latest.values():
         view = TaskView(record=record, page=page_name(record.task_id))
         json_path = _trajectory_file(run_dir, record)
@@ -153,7 +172,7 @@ def load_run(run_dir: Path) -> RunView:
             if notebook.is_file():
                 view.notebook = os.path.relpath(notebook, run_dir)
         run.tasks.append(view)
-    order = {name: i for i, name in enumerate(("expert", "masked", "auto"))}
+    order = {name: i for i, name in enumerate(("expert", "masked", "auto", "lmr"))}
     run.tasks.sort(key=lambda t: (order.get(str(t.prop("set")), 9), t.task_id))
     return run
 
@@ -236,6 +255,7 @@ def _environment() -> jinja2.Environment:
         js=(HERE / "static" / "report.js").read_text(),
         columns=TASK_COLUMNS,
         percent=reports.format_percent,
+        published_totals=lmr_report.published_totals,
         scores=reports.SCORES,
         fold_lines=FOLD_LINES,
     )
