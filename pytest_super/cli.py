@@ -4,7 +4,7 @@ pytest-super download [--out tasks/super] [--set expert] [--revision COMMIT]
 pytest-super download prompts [--out DIR]
 pytest-super import expert.jsonl --set expert --out tasks/expert/
 pytest-super import-trajectories ../super-benchmark/trajectories [--out reports/]
-pytest-super replay-run RUN_FOLDER|RUN.tar.xz [--json OUT] [--prompts FILE] [--expected-requests FILE] [--task ID] [--check-prompts]
+pytest-super replay-run RUN_FOLDER|RUN.tar.xz [--json OUT] [--prompts FILE] [--expected-requests FILE] [--task ID] [--steps N] [--check-prompts]
 pytest-super serve [--run RUN_FOLDER|RUN.tar.xz | --script REPLIES.json] [--agent swe] [--url-file F]
 pytest-super report reports/junit.xml other-run.xml
 pytest-super html reports/RUN_ID [reports/OTHER_RUN ...] [--out DIR]
@@ -172,7 +172,25 @@ def _add_replay_run(sub: Subparsers) -> None:
         metavar="ID",
         help="replay only this episode (repeat for more; default: all)",
     )
+    p.add_argument(
+        "--steps",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="the run's step limit (default: ours, the reference's 100): an episode of more "
+        "model calls must end at the limit after its N-th step",
+    )
     p.set_defaults(func=_replay_run)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
+    return value
 
 
 def _add_serve(sub: Subparsers) -> None:
@@ -593,6 +611,7 @@ def _replay_runs(
                 prompts=prompts,
                 expected=expected.get(run_dir.name),
                 only=set(args.task) or None,
+                steps=args.steps,
             )
         except SuperError as exc:  # this run alone: named, the others go on
             print(

@@ -454,6 +454,8 @@ def exit_status_of(episode: PublishedEpisode) -> str:
             return SWE_EXITS[final.content].value
         if final.content.startswith("exit_"):
             return ExitStatus.NO_SUBMISSION.value
+        if final.content.startswith("step limit"):  # an episode cut by replay-run --steps
+            return ExitStatus.STEP_LIMIT.value
         if "compute" in final.content.lower():
             return ExitStatus.COMPUTE_LIMIT.value
         return ExitStatus.BUDGET_EXCEEDED.value

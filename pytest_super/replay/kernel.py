@@ -57,14 +57,9 @@ def _same_content(action: str, ours: str, recorded: str) -> bool:
     )
 
 
-#: the notebooks write each step's duration truncated to whole seconds ("Execution Start time:
-#: 17:45:22, End time: 17:45:27 (duration: 4 seconds)"): the kernel reports the middle of the
-#: second that was cut, so six 300-second cells pass a 1800-second limit as they did
-TRUNCATED_SECOND = 0.5
-
-
 def recorded_duration(recorded: Recorded) -> float:
-    return recorded.duration_s + TRUNCATED_SECOND
+    """The recorded duration with its planned fraction of a second (replay/compute_plan.py)."""
+    return recorded.duration_s + recorded.fraction
 
 
 def _short(text: str, limit: int = 80) -> str:

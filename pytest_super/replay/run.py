@@ -39,7 +39,9 @@ from pytest_super.replay.endpoint import ReplayEndpoint
 from pytest_super.replay.expected import ExpectedRequests
 from pytest_super.replay.imported import is_imported_run, read_episodes
 from pytest_super.replay.kernel import ReplayBackend, ReplayKernel, _same_content
+from pytest_super.replay.limits import at_step_limit, expected_at_step_limit
 from pytest_super.replay.script import (
+    REFERENCE_STEPS,
     EpisodeScript,
     agent_for,
     episode_script,
@@ -244,11 +246,17 @@ def replay_episode(
     llm: LLMClient | None = None,
     prompts: PromptSet | None = None,
     expected: list[dict[str, Any]] | None = None,
+    steps: int | None = None,
 ) -> tuple[EpisodeComparison, list[list[dict[str, Any]]]]:
     """Run our agent against one episode; its comparison and the requests our agent sent.
     `llm`: a client of `endpoint` to use (default: one made, and closed, for this episode);
     `prompts`: the agent's prompt set (default: ours); `expected`: the reference agent's requests
-    of the episode, each request of ours is compared with."""
+    of the episode, each request of ours is compared with; `steps`: the run's step limit, given
+    to our agent and to the episode, which ends at it if longer (`limits.at_step_limit`); by
+    default our agent takes our default and the episode the reference's (they must agree)."""
+    limited = at_step_limit(script, steps or REFERENCE_STEPS)
+    if limited is not None:
+        script, expected = limited, expected_at_step_limit(expected, steps or REFERENCE_STEPS)
     episode = script.episode
     backend.register([script])
     kernels: list[ReplayKernel] = []
@@ -271,11 +279,11 @@ def replay_episode(
         token_budget=None,  # our default: 400k on Masked, 600k otherwise
         compute_limit_s=defaults.COMPUTE_LIMIT_S,
         cell_timeout_s=defaults.CELL_TIMEOUT_S,
-        steps=defaults.STEPS,
+        steps=steps or defaults.STEPS,
         options=AgentOptions(prompts=prompts or ours()),
     )
     client = llm or endpoint_client(endpoint, episode.model)
-    steps: list[Step] = []
+    taken: list[Step] = []
     result: TaskResult | None = None
     error = ""
     try:
@@ -286,7 +294,7 @@ def replay_episode(
             settings,
             work / f"{file_stem(script.task.id)}.json",
             llm=client,
-            on_step=steps.append,
+            on_step=taken.append,
         )
     except LLMError as exc:
         error = str(exc).split("\n", 1)[0]
@@ -297,10 +305,10 @@ def replay_episode(
         run=run or episode.folder.parent.name,
         task_id=episode.task_id,
         agent=name,
-        ours=_summary_of_ours(steps, result, error),
+        ours=_summary_of_ours(taken, result, error),
         published=_summary_of_published(episode),
         differences=_in_order(
-            _request_differences(endpoint, expected) + compare(script, steps, result, error),
+            _request_differences(endpoint, expected) + compare(script, taken, result, error),
             _kernel_differences(kernels),
             endpoint,
         ),
@@ -400,10 +408,12 @@ def replay_run(
     prompts: PromptSet | None = None,
     expected: ExpectedRequests | None = None,
     only: set[str] | None = None,
+    steps: int | None = None,
 ) -> RunReplay:
     """Replay every episode of the published (or imported) run folder `run_dir` (see the module
     docstring) with the agents' prompt set `prompts` (default: ours), comparing each request with
-    `expected`'s, if given; `only`: the task ids to replay (default: all). An episode that cannot
+    `expected`'s, if given; `only`: the task ids to replay (default: all); `steps`: the run's
+    step limit (default: ours). An episode that cannot
     be read or replayed is named in `errors`, and the others are replayed."""
     run_dir = Path(run_dir)
     found = read_episodes(run_dir)
@@ -436,6 +446,7 @@ def replay_run(
                             llm=llm,
                             prompts=prompts,
                             expected=_expected_of(expected, episode.task_id),
+                            steps=steps,
                         )
                     except Exception as exc:  # noqa: BLE001 - named, and the others go on
                         replay.errors.append(

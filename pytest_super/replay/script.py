@@ -18,6 +18,7 @@ falls where the episode shows it fell (docs/fidelity.md, "Closed-loop replay").
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from pytest_super.published_runs import (
     entrypoint_from_query,
     exit_status_of,
 )
+from pytest_super.replay.compute_plan import TRUNCATED_SECOND, planned_fractions
 from pytest_super.tasks import Cell, Task
 from pytest_super.trajectory import Action, Step
 
@@ -64,6 +66,8 @@ class Recorded:
     observation: str
     duration_s: float
     pre_executed: bool = False
+    #: the part of a second the notebook cut from `duration_s`, as planned (compute_plan.py)
+    fraction: float = TRUNCATED_SECOND
 
     @property
     def timed_out(self) -> bool:
@@ -153,7 +157,22 @@ def episode_script(episode: PublishedEpisode) -> EpisodeScript:
         Reply(n, text, tokens, max(1, len(text) // 4))
         for (n, text), tokens in zip(texts, usage, strict=True)
     ]
+    script.kernel = _with_planned_durations(script.kernel, [n for n, _ in chosen], episode)
     return script
+
+
+def _with_planned_durations(
+    kernel: list[Recorded], calls: list[int], episode: PublishedEpisode
+) -> list[Recorded]:
+    """`kernel` with the fractions of a second `compute_plan.planned_fractions` plans: `calls`
+    are the notebook numbers of the steps the model chose (each made after the steps before)."""
+    fractions = planned_fractions(
+        [r.duration_s for r in kernel],
+        [sum(r.step < call for r in kernel) for call in calls],
+        REFERENCE_COMPUTE_S,
+        ends_by_compute=exit_status_of(episode) == "compute_limit",
+    )
+    return [dataclasses.replace(r, fraction=f) for r, f in zip(kernel, fractions, strict=True)]
 
 
 def _is_tool(step: Step) -> bool:
