@@ -148,13 +148,15 @@ def _add_replay_run(sub: Subparsers) -> None:
     p.add_argument(
         "--check-prompts",
         action="store_true",
-        help="also check that our first request equals each episode's recorded prompt",
+        help="also check that every request our agent sent opens with each episode's recorded "
+        "prompt (the pinned prompt.yaml's system message with --prompts reference)",
     )
     p.add_argument(
         "--prompts",
         type=Path,
-        help="the agents' prompts (SUPER's prompt.yaml, with a protocol.yaml beside it, or a "
-        "folder of templates; default: ours), and the file --check-prompts checks",
+        help="the agents' prompts: `reference` (the reference's own files at the pinned commit, "
+        "downloaded once), SUPER's prompt.yaml (with a protocol.yaml beside it), or a folder of "
+        "templates; default: ours",
     )
     p.add_argument(
         "--expected-requests",
@@ -428,7 +430,8 @@ def _cluster_of(args: argparse.Namespace, *, implied: bool) -> Cluster | None:
 
 
 def _download(args: argparse.Namespace) -> int:
-    from pytest_super.download import DEFAULT_REVISION, download_prompts, download_tasks
+    from pytest_super.download import DEFAULT_REVISION, download_tasks
+    from pytest_super.reference_files import download_prompts
 
     if args.what == "prompts":
         if args.sets or args.revision:
@@ -625,9 +628,10 @@ def _replay_runs(
             print(console_text(f"  {line}"))
         failed = failed or bool(replay.undocumented) or bool(replay.errors)
         if args.check_prompts:
-            from pytest_super.prompt_check import check_run_prompts
+            from pytest_super.prompt_check import check_sent_prompts
 
-            differences = check_run_prompts(run_dir, args.prompts)
+            sent = [(e.task_id, e.requests) for e in replay.episodes]
+            differences = check_sent_prompts(run_dir, sent, prompts)
             for line in differences:
                 print(console_text(f"  prompt: {line}"))
             failed = failed or bool(differences)

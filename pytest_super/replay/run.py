@@ -40,6 +40,7 @@ from pytest_super.replay.expected import ExpectedRequests
 from pytest_super.replay.imported import is_imported_run, read_episodes
 from pytest_super.replay.kernel import ReplayBackend, ReplayKernel, _same_content
 from pytest_super.replay.limits import at_step_limit, expected_at_step_limit
+from pytest_super.replay.reference_set import for_prompt_set
 from pytest_super.replay.script import (
     REFERENCE_STEPS,
     EpisodeScript,
@@ -251,14 +252,10 @@ def replay_episode(
     """Run our agent against one episode; its comparison and the requests our agent sent.
     `llm`: a client of `endpoint` to use (default: one made, and closed, for this episode);
     `prompts`: the agent's prompt set (default: ours); `expected`: the reference agent's requests
-    of the episode, each request of ours is compared with; `steps`: the run's step limit, given
-    to our agent and to the episode, which ends at it if longer (`limits.at_step_limit`); by
-    default our agent takes our default and the episode the reference's (they must agree)."""
-    limited = at_step_limit(script, steps or REFERENCE_STEPS)
-    if limited is not None:
-        script, expected = limited, expected_at_step_limit(expected, steps or REFERENCE_STEPS)
-    episode = script.episode
-    backend.register([script])
+    of the episode, each request of ours is compared with; `steps`: the run's step limit (by
+    default ours for our agent, the reference's for the episode: `_under_settings`)."""
+    script, expected = _under_settings(script, expected, prompts, steps)
+    episode, _ = script.episode, backend.register([script])
     kernels: list[ReplayKernel] = []
 
     def diverged() -> str | None:  # the first thing the kernel was asked otherwise
@@ -273,7 +270,7 @@ def replay_episode(
         return kernel
 
     name = agent_for(episode)
-    settings = RunSettings(  # a run's settings as our defaults make them (the reference's)
+    settings = RunSettings(  # a run's settings as ours make them (the reference's)
         agent=name,
         model=episode.model,
         token_budget=None,  # our default: 400k on Masked, 600k otherwise
@@ -317,8 +314,25 @@ def replay_episode(
     )
     _count_requests(comparison, endpoint, expected)
     if comparison.differences:
-        comparison.deviations = documented_for(comparison.run, episode.task_id)
+        pinned = bool(prompts and prompts.pinned)  # replayed with the reference's own files
+        comparison.deviations = documented_for(comparison.run, episode.task_id, pinned=pinned)
     return comparison, list(endpoint.requests)
+
+
+def _under_settings(
+    script: EpisodeScript,
+    expected: list[dict[str, Any]] | None,
+    prompts: PromptSet | None,
+    steps: int | None,
+) -> tuple[EpisodeScript, list[dict[str, Any]] | None]:
+    """The episode and the reference's requests as the run's settings make them: the requests
+    for the prompt set (`reference_set.for_prompt_set`), the episode cut at the step limit
+    (`limits.at_step_limit`; by default the reference's)."""
+    expected = for_prompt_set(expected, prompts, script.episode)
+    limited = at_step_limit(script, steps or REFERENCE_STEPS)
+    if limited is None:
+        return script, expected
+    return limited, expected_at_step_limit(expected, steps or REFERENCE_STEPS)
 
 
 def _count_requests(

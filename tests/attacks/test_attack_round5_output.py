@@ -26,9 +26,10 @@ from pathlib import Path
 import pytest
 
 from pytest_super import html
-from pytest_super.download import PROMPT_FILE, PROMPTS_COMMIT, PROMPTS_REPO, REPO_ID
+from pytest_super.download import REPO_ID
 from pytest_super.http_policy import MAX_REDIRECTS
 from pytest_super.prompts import PARTS, ours
+from pytest_super.reference_files import PROMPT_FILE, PROMPTS_COMMIT, PROMPTS_REPO
 from tests.support.openai_server import TrickleServer
 
 USER, PASSWORD = "mirror-user", "m1rr0r-Passw0rd-7731"
