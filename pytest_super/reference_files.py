@@ -71,7 +71,7 @@ def download_prompts(out_dir: Path | None = None) -> Path:
     license_path = out_dir / LICENSE_FILE
     if license_path.is_file() and _cached(target, PROMPT_SHA256):
         return target
-    base = _checked_base_url((os.environ.get(BASE_URL_ENV) or RAW_BASE_URL).rstrip("/"))
+    base = _base_url()
     prompt = _pinned(base, PROMPT_FILE, PROMPT_SHA256)
     license_text = _fetch(f"{base}/{PROMPTS_REPO}/{PROMPTS_COMMIT}/{LICENSE_FILE}")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -90,9 +90,13 @@ def download_reference(out_dir: Path | None = None) -> Path:
         saved = target.parent / Path(path).name
         if _cached(saved, digest):
             continue
-        base = base or _checked_base_url((os.environ.get(BASE_URL_ENV) or RAW_BASE_URL).rstrip("/"))
+        base = base or _base_url()
         write_atomically(saved, _pinned(base, path, digest).decode("utf-8"))
     return target
+
+
+def _base_url() -> str:
+    return _checked_base_url((os.environ.get(BASE_URL_ENV) or RAW_BASE_URL).rstrip("/"))
 
 
 def _cached(path: Path, digest: str) -> bool:

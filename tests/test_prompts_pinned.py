@@ -32,7 +32,13 @@ from pytest_super.replay.reference_set import reference_system
 from tests.support.published_data import DATA, published_runs
 from tests.support.reference_prompts import protocol_fields, upstream_prompt_yaml
 from tests.support.reference_requests import EXPECTED, REACT_RUNS
-from tests.test_prompts_reference import RawStandIn, first_notebook
+from tests.test_prompts_reference import (  # noqa: F401 - `project`: a fixture
+    REACT_SUBMIT,
+    RawStandIn,
+    first_notebook,
+    project,
+    run_local,
+)
 
 UPSTREAM = DATA / "upstream"
 EXPERT, MASKED = REACT_RUNS
@@ -92,6 +98,30 @@ def test_a_reference_file_with_another_hash_is_refused_and_nothing_saved(upstrea
     assert "nothing was saved" in text and "pytest-super download prompts" in text
     folder = tmp_path / "cache" / "pytest-super" / "prompts" / PROMPTS_COMMIT
     assert not (folder / Path(path).name).exists()
+
+
+def test_a_run_with_the_reference_in_one_word_sends_its_words(
+    upstream,
+    project,  # noqa: F811 - the fixture imported above
+    openai_server,
+):
+    """A pytest run with `--super-prompts=reference`: the pinned file's system prompt, and a reply
+    the agent cannot read answered with the pinned agent's correction, in the runs' layout."""
+    openai_server.script(["I have no format.", REACT_SUBMIT])
+    result = run_local(project, openai_server, "react-super", f"--super-prompts={REFERENCE}")
+    result.assert_outcomes(passed=1)
+    prompts = load_prompts(REFERENCE)
+    assert prompts.reference is not None and prompts.protocol is not None
+    first, second = openai_server.requests
+    assert first.messages[0] == {"role": "system", "content": reference_system(prompts.reference)}
+    assert first.messages[1]["content"].startswith("Query: Add 2 and 3.")
+    assert second.messages[2]["content"] == (
+        "Thought: \nAction: \n<content>\n\n</content>\nObservation: ```\n"
+        f"{prompts.protocol['format_error']}\n```\n"
+    )
+    result.stdout.fnmatch_lines(
+        [f"pytest-super: prompts {prompts.source} (sha256 {PROMPT_SHA256})"]
+    )
 
 
 def replay(run: str, *extra: str) -> list[str]:

@@ -250,12 +250,12 @@ def replay_episode(
     steps: int | None = None,
 ) -> tuple[EpisodeComparison, list[list[dict[str, Any]]]]:
     """Run our agent against one episode; its comparison and the requests our agent sent.
-    `llm`: a client of `endpoint` to use (default: one made, and closed, for this episode);
-    `prompts`: the agent's prompt set (default: ours); `expected`: the reference agent's requests
-    of the episode, each request of ours is compared with; `steps`: the run's step limit (by
-    default ours for our agent, the reference's for the episode: `_under_settings`)."""
+    `llm`: a client of `endpoint` (default: one made, and closed, for this episode); `prompts`:
+    the agent's prompt set (default: ours); `expected`: the reference agent's requests of the
+    episode; `steps`: the run's step limit (default: see `_under_settings`)."""
     script, expected = _under_settings(script, expected, prompts, steps)
-    episode, _ = script.episode, backend.register([script])
+    episode = script.episode
+    backend.register([script])
     kernels: list[ReplayKernel] = []
 
     def diverged() -> str | None:  # the first thing the kernel was asked otherwise
