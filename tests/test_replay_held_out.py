@@ -72,3 +72,32 @@ def test_planned_fractions_keep_the_middle_unless_it_moves_the_limit() -> None:
     assert lowered == [0.0, 0.0, 0.5]
     # impossible either way: the middle stays, and the replay shows the difference
     assert planned_fractions([10], [0, 1], 1800, ends_by_compute=True) == [0.5]
+
+
+# -- c: a discussion that opens a fence after the command block ----------------------------------
+SWE_EXPERT = published_runs() / "gpt-4o-2024-08-06_swe-agent_expert"
+
+
+def test_a_viewer_command_followed_by_an_unclosed_fence_is_that_command(tmp_path, capsys) -> None:
+    """SWE-agent's parser took the reply's last complete ``` block as the command and the rest,
+    text after the block included, as the discussion. A reply that opened a fence after its
+    `open` block and never closed it (`\\n```\\n# a comment`) was recorded as `open` with that text
+    at the end of its thought. Rebuilt with the whole discussion first, the unclosed fence paired
+    with the command block's opening one: the last complete block held only the comment, and our
+    agent ran it as a cell where the episode recorded the viewer command."""
+    folder = _copy(SWE_EXPERT, "acqsurvey", tmp_path)
+    notebook = json.loads((folder / "history.ipynb").read_text())
+    cells = notebook["cells"]
+    action = next(
+        i for i, c in enumerate(cells) if "".join(c["source"]).startswith("**Action (open)**")
+    )
+    thought = next(
+        i for i in range(action, 0, -1) if "".join(cells[i]["source"]).startswith("**Thought**")
+    )
+    text = "".join(cells[thought]["source"]).rstrip("\n")
+    cells[thought]["source"] = [text + "\n\n```\n# then I will look for the evaluation script"]
+    (folder / "history.ipynb").write_text(json.dumps(notebook))
+    code = cli.main(["replay-run", str(folder.parent)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "1 of 1 episodes identical" in printed

@@ -260,14 +260,37 @@ def _react_malformed(step: Step) -> str:
 
 
 def swe_reply(step: Step) -> str:
-    """A SWE-agent reply: the discussion, then its one command in a ``` block."""
+    """A SWE-agent reply: the discussion, then its one command in a ``` block (before the
+    discussion's unclosed fence, if it has one: `_block_at`)."""
     if step.action == Action.SUBMIT:
         command = f"submit {step.content}"
     elif step.action == Action.FORMAT_ERROR:
         return step.thought or "I will continue with the task."
     else:
         command = step.content
-    return f"DISCUSSION\n{step.thought}\n\n```\n{command}\n```"
+    before, after = _block_at(step.thought)
+    return f"DISCUSSION\n{before}```\n{command}\n```{after}"
+
+
+#: a fence line of a discussion (an opening or closing ```)
+_FENCE_LINE = re.compile(r"^[ \t]*```", re.M)
+
+
+def _block_at(thought: str) -> tuple[str, str]:
+    """Where the command block stood in the reply: SWE-agent's parser took the reply's last
+    complete block as the command and the rest as the discussion, so text after the block that
+    opens a fence it never closes (`\n```\n# a comment`) is in the discussion after it. Put back
+    at the end, that fence would pair with the command block's opening one, and the last
+    complete block would hold only the comment. The discussion is cut before its last fence line
+    when its fence lines are odd in number. Returns the text before the block (ending in a line
+    break) and after it (from the line break that followed it): SWE-agent's discussion is the two
+    joined, so the line break that ended the text before and the one after the block both show."""
+    fences = list(_FENCE_LINE.finditer(thought))
+    if len(fences) % 2 == 0:
+        return f"{thought}\n\n", ""
+    at = fences[-1].start()
+    before = thought[:at]
+    return before[:-1] if before.endswith("\n\n") else before, "\n" + thought[at:]
 
 
 __all__ = [
