@@ -46,10 +46,16 @@ def _env(**extra: str) -> dict[str, str]:
 def _cli(
     args: list[str], env: dict[str, str], patch: dict[str, float] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    """`pytest-super ARGS` in a process of its own, with `patch` set on pytest_super.download
-    first (a deadline cut to seconds, a cap cut to a MiB)."""
-    code = "import sys\nimport pytest_super.download as d\n"
-    code += "".join(f"d.{name} = {value!r}\n" for name, value in (patch or {}).items())
+    """`pytest-super ARGS` in a process of its own, with `patch` set first on the module that
+    holds each name, pytest_super.download or (the prompts' download) reference_files (a deadline
+    cut to seconds, a cap cut to a MiB)."""
+    code = (
+        "import sys\nimport pytest_super.download as d\nimport pytest_super.reference_files as r\n"
+    )
+    code += "".join(
+        f"setattr(r if hasattr(r, {name!r}) else d, {name!r}, {value!r})\n"
+        for name, value in (patch or {}).items()
+    )
     code += "from pytest_super.cli import main\nsys.exit(main(sys.argv[1:]))\n"
     return subprocess.run(
         [sys.executable, "-c", code, *args],
