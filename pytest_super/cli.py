@@ -6,7 +6,7 @@ pytest-super download lmr-bench [--out lmr-bench]
 pytest-super import expert.jsonl --set expert --out tasks/expert/
 pytest-super import-trajectories ../super-benchmark/trajectories [--out reports/]
 pytest-super import-trajectories lmr-bench [--out reports/]
-pytest-super replay-run RUN_FOLDER|RUN.tar.xz [--json OUT] [--prompts FILE] [--expected-requests FILE] [--task ID] [--check-prompts]
+pytest-super replay-run RUN_FOLDER|RUN.tar.xz [--json OUT] [--prompts FILE] [--expected-requests FILE] [--task ID] [--steps N] [--check-prompts]
 pytest-super serve [--run RUN_FOLDER|RUN.tar.xz | --script REPLIES.json] [--agent swe] [--url-file F]
 pytest-super report reports/junit.xml other-run.xml
 pytest-super html reports/RUN_ID [reports/OTHER_RUN ...] [--out DIR]
@@ -157,13 +157,15 @@ def _add_replay_run(sub: Subparsers) -> None:
     p.add_argument(
         "--check-prompts",
         action="store_true",
-        help="also check that our first request equals each episode's recorded prompt",
+        help="also check that every request our agent sent opens with each episode's recorded "
+        "prompt (the pinned prompt.yaml's system message with --prompts reference)",
     )
     p.add_argument(
         "--prompts",
         type=Path,
-        help="the agents' prompts (SUPER's prompt.yaml, with a protocol.yaml beside it, or a "
-        "folder of templates; default: ours), and the file --check-prompts checks",
+        help="the agents' prompts: `reference` (the reference's own files at the pinned commit, "
+        "downloaded once), SUPER's prompt.yaml (with a protocol.yaml beside it), or a folder of "
+        "templates; default: ours",
     )
     p.add_argument(
         "--expected-requests",
@@ -181,7 +183,25 @@ def _add_replay_run(sub: Subparsers) -> None:
         metavar="ID",
         help="replay only this episode (repeat for more; default: all)",
     )
+    p.add_argument(
+        "--steps",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="the run's step limit (default: ours, the reference's 100): an episode of more "
+        "model calls must end at the limit after its N-th step",
+    )
     p.set_defaults(func=_replay_run)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
+    return value
 
 
 def _add_serve(sub: Subparsers) -> None:
@@ -419,7 +439,8 @@ def _cluster_of(args: argparse.Namespace, *, implied: bool) -> Cluster | None:
 
 
 def _download(args: argparse.Namespace) -> int:
-    from pytest_super.download import DEFAULT_REVISION, download_prompts, download_tasks
+    from pytest_super.download import DEFAULT_REVISION, download_tasks
+    from pytest_super.reference_files import download_prompts
 
     if args.what != "tasks" and (args.sets or args.revision):
         print(
@@ -640,6 +661,7 @@ def _replay_runs(
                 prompts=prompts,
                 expected=expected.get(run_dir.name),
                 only=set(args.task) or None,
+                steps=args.steps,
             )
         except SuperError as exc:  # this run alone: named, the others go on
             print(
@@ -653,9 +675,10 @@ def _replay_runs(
             print(console_text(f"  {line}"))
         failed = failed or bool(replay.undocumented) or bool(replay.errors)
         if args.check_prompts:
-            from pytest_super.prompt_check import check_run_prompts
+            from pytest_super.prompt_check import check_sent_prompts
 
-            differences = check_run_prompts(run_dir, args.prompts)
+            sent = [(e.task_id, e.requests) for e in replay.episodes]
+            differences = check_sent_prompts(run_dir, sent, prompts)
             for line in differences:
                 print(console_text(f"  prompt: {line}"))
             failed = failed or bool(differences)

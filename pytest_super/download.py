@@ -1,5 +1,6 @@
 """Fetching SUPER's task files from the Hugging Face Hub (`pytest-super download`), and the
-reference's prompt.yaml from its repository (`pytest-super download prompts`, `download_prompts`).
+reference's prompt.yaml from its repository (`pytest-super download prompts`, `download_prompts`,
+which lives in `reference_files` so that `--super-prompts reference` can fetch it).
 
 The dataset `allenai/super` keeps its three sets as JSON lines (`tasks/expert.jsonl`,
 `tasks/masked.jsonl`, `tasks/auto_gen.jsonl`); this module downloads them with `huggingface_hub`
@@ -17,20 +18,17 @@ most `http_policy.MAX_REDIRECTS` redirects. A URL is shown with its credentials 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib
 import json
 import logging
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_super import http_policy
-from pytest_super.atomic import write_atomically
-from pytest_super.errors import SuperError
-from pytest_super.redaction import masked_url, scrub_url
+from pytest_super.redaction import masked_url
+from pytest_super.reference_files import DownloadError, shown_error
 
 REPO_ID = "allenai/super"
 #: The dataset revision downloads use unless told otherwise. The Hub cannot be reached from where
@@ -47,10 +45,6 @@ SET_FILES = {
 #: most bytes it may take from the network: the three files are a few MB
 TASK_FILE_DEADLINE_S = 600.0
 TASK_FILE_MAX_BYTES = 256 * 2**20
-
-
-class DownloadError(SuperError):
-    """The Hub (or what HF_ENDPOINT names) did not give a task file."""
 
 
 @dataclass(frozen=True)
@@ -188,11 +182,6 @@ def _out_of_bounds_errors() -> tuple[type[Exception], ...]:
     return tuple(errors)
 
 
-def shown_error(exc: Exception, url: str) -> str:
-    """`Type: message` of `exc`, with `url`'s credentials masked wherever they appear."""
-    return scrub_url(f"{type(exc).__name__}: {exc}", url)
-
-
 def _commit_of(cached: Path) -> str | None:
     """The commit a file in the Hub's cache belongs to: `.../snapshots/<commit>/<filename>`."""
     parts = cached.parts
@@ -201,104 +190,3 @@ def _commit_of(cached: Path) -> str | None:
         if index + 1 < len(parts):
             return parts[index + 1]
     return None
-
-
-# -- the reference's prompts ---------------------------------------------------------------------
-PROMPTS_REPO = "allenai/super-benchmark"
-#: the commit of the reference whose code and published runs this project follows
-PROMPTS_COMMIT = "50cefd4c213fd8f88d28728ed87e4a20b43c91a3"
-PROMPT_FILE = "super/agent/prompt.yaml"
-#: sha256 of super/agent/prompt.yaml at PROMPTS_COMMIT: a download with another is refused
-PROMPT_SHA256 = "d7c7548120d8c35fd5e9413c04dbb4c50d24c447b730878444a228f327f188da"
-LICENSE_FILE = "LICENSE.md"  # Apache-2.0, saved beside the prompt
-RAW_BASE_URL = "https://raw.githubusercontent.com"
-#: a stand-in for RAW_BASE_URL (a mirror; the tests' local server), as HF_ENDPOINT is for the Hub
-BASE_URL_ENV = "SUPER_PROMPTS_BASE_URL"
-MAX_FILE_BYTES = 2**20  # both files are a few KiB
-#: the total deadline of fetching one of them, from connect to last byte, redirects included
-PROMPT_FILE_DEADLINE_S = 60.0
-
-
-def prompts_cache() -> Path:
-    """`$XDG_CACHE_HOME/pytest-super/prompts/<commit>` (default `~/.cache/...`)."""
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "pytest-super" / "prompts" / PROMPTS_COMMIT
-
-
-def download_prompts(out_dir: Path | None = None) -> Path:
-    """Fetch the reference's prompt.yaml at the pinned commit, check its sha256, and save it with
-    the repository's license into `out_dir` (default `prompts_cache()`); return its path. A file
-    already there with the pinned hash is not fetched again."""
-    out_dir = out_dir or prompts_cache()
-    target = out_dir / Path(PROMPT_FILE).name
-    license_path = out_dir / LICENSE_FILE
-    if (
-        target.is_file()
-        and license_path.is_file()
-        and _sha256(target.read_bytes()) == PROMPT_SHA256
-    ):
-        return target
-    base = check_base_url(
-        (os.environ.get(BASE_URL_ENV) or RAW_BASE_URL).rstrip("/"),
-        BASE_URL_ENV,
-        "raw.githubusercontent.com",
-    )
-    prompt = _fetch(f"{base}/{PROMPTS_REPO}/{PROMPTS_COMMIT}/{PROMPT_FILE}")
-    digest = _sha256(prompt)
-    if digest != PROMPT_SHA256:
-        raise DownloadError(
-            f"{masked_url(f'{base}/{PROMPTS_REPO}/{PROMPTS_COMMIT}/{PROMPT_FILE}')}: sha256 "
-            f"{digest}, not the pinned {PROMPT_SHA256} of the reference's file at that commit; "
-            f"nothing was saved. Check {BASE_URL_ENV} (or the network's proxy), or use a checkout "
-            f"of {PROMPTS_REPO}"
-        )
-    license_text = _fetch(f"{base}/{PROMPTS_REPO}/{PROMPTS_COMMIT}/{LICENSE_FILE}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_atomically(license_path, license_text.decode("utf-8", errors="replace"))
-    write_atomically(target, prompt.decode("utf-8"))  # last: its presence means both are there
-    return target
-
-
-def check_base_url(base: str, setting: str, mirror_of: str) -> str:
-    """`base` (the value of the environment variable `setting`, a mirror of `mirror_of`) if it
-    is an http(s) URL with a host, checked before any download: a malformed one (`http://[::1`:
-    httpx's InvalidURL, which is not an HTTPError) is one line naming it."""
-    import httpx
-
-    try:
-        url = httpx.URL(base)
-        problem = "" if url.scheme in ("http", "https") and url.host else "not an http(s) URL"
-        if not problem:
-            url.copy_with(path="/")  # a port out of range is found here
-    except (httpx.InvalidURL, ValueError, TypeError) as exc:
-        problem = f"not a URL ({exc})"
-    if problem:
-        raise DownloadError(
-            f"{setting} {masked_url(base)!r}: {problem}; set it to a mirror of "
-            f"{mirror_of} such as https://host[:port], or unset it"
-        )
-    return base
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _fetch(url: str) -> bytes:
-    """The body of `url` (a 200 answer of at most MAX_FILE_BYTES, within PROMPT_FILE_DEADLINE_S
-    from connect to last byte), or DownloadError naming the URL with its credentials masked."""
-    import httpx
-
-    shown = masked_url(url)
-    try:
-        answer = http_policy.get(url, limit=PROMPT_FILE_DEADLINE_S, max_bytes=MAX_FILE_BYTES)
-    except http_policy.TooLarge:
-        raise DownloadError(f"{shown}: more than {MAX_FILE_BYTES} bytes; not the file") from None
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        raise DownloadError(
-            f"{shown}: cannot be fetched ({shown_error(exc, url)}); check the network, or set "
-            f"{BASE_URL_ENV} to a mirror of raw.githubusercontent.com"
-        ) from None
-    if answer.status_code != 200:
-        raise DownloadError(f"{shown}: HTTP {answer.status_code}; check {BASE_URL_ENV}")
-    return answer.content

@@ -37,8 +37,8 @@ from typing import IO, Any
 
 from pytest_super import http_policy
 from pytest_super.atomic import write_atomically
-from pytest_super.download import DownloadError, check_base_url, shown_error
 from pytest_super.redaction import masked_url
+from pytest_super.reference_files import DownloadError, check_base_url, shown_error
 
 LMR_REPO = "shuoYan97/LMR-Bench"
 LMR_COMMIT = "da757c9fe74a6993c1c7a900d15f2a6f8001f518"

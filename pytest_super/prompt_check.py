@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,47 @@ def check_run_prompts(run_dir: Path, prompts: Path) -> list[str]:
         query = read_episode(notebook.parent, model=model, agent=agent, set_name=set_name).query
         ours = first_request(prompt_set, query)
         lines += [f"{task_id}: {line}" for line in compare_messages(ours, recorded)]
+    return lines
+
+
+def check_sent_prompts(
+    run_dir: Path, episodes: Iterable[tuple[str, list[dict[str, Any]]]], prompts: PromptSet
+) -> list[str]:
+    """`replay-run --check-prompts`: every request our agent sent in each replayed episode
+    (`episodes`: task id and requests) must open with the episode's recorded `### Prompt`, the
+    system message being the pinned prompt.yaml's when `prompts` is the reference's own
+    (`replay.reference_set`). One line per episode that differs: its first differing request and
+    message, and how many of its requests differ."""
+    from pytest_super.replay.reference_set import reference_system
+
+    run_dir = Path(run_dir)
+    if not checks_prompts(run_dir):
+        return []
+    lines: list[str] = []
+    for task_id, requests in episodes:
+        try:
+            recorded = recorded_prompt(run_dir / task_id / "history.ipynb")
+        except ValueError as exc:
+            lines.append(f"{task_id}: {exc}")
+            continue
+        if prompts.pinned is not None and prompts.reference is not None and recorded:
+            recorded[0] = {
+                "role": recorded[0]["role"],
+                "content": reference_system(prompts.reference),
+            }
+        differing = [
+            (turn, found)
+            for turn, request in enumerate(requests, start=1)
+            if (found := compare_messages(list(request["messages"])[: len(recorded)], recorded))
+        ]
+        if not requests:
+            lines.append(f"{task_id}: no request was sent")
+        elif differing:
+            turn, found = differing[0]
+            lines.append(
+                f"{task_id}: request {turn}: {found[0]} ({len(differing)} of {len(requests)} "
+                "requests differ)"
+            )
     return lines
 
 

@@ -3,6 +3,8 @@
 `--super-prompts PATH` picks them (`load_prompts`):
 
 - `ours` (the default): the template files shipped in `pytest_super/agents/prompts/`;
+- `reference`: the paper's agent in one word: SUPER's own prompt.yaml at the pinned commit, with
+  the protocol strings its agent's code holds (`reference`), both downloaded once and cached;
 - a folder: template files in the same layout, one file per prompt part (`PARTS`), `{name}`
   placeholders filled by the agent (a brace that is not one of a part's placeholders stays as it
   is), every part present;
@@ -29,6 +31,7 @@ field and what to do; `--super-prompts` turns it into a usage error.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 from collections.abc import Mapping
@@ -47,6 +50,9 @@ if TYPE_CHECKING:
 
 #: the value of --super-prompts that names our own templates
 OURS = "ours"
+#: the value of --super-prompts that names the reference's own prompt.yaml and protocol strings,
+#: downloaded at the pinned commit and cached (`reference_files`, `reference_protocol`)
+REFERENCE = "reference"
 #: the package folder holding our templates
 OURS_PACKAGE = "pytest_super.agents.prompts"
 
@@ -138,6 +144,9 @@ class PromptSet:
     reference: Mapping[str, str] | None = field(default=None, repr=False)
     #: the reference's protocol strings (`PROTOCOL_FIELDS`), from a protocol.yaml beside it
     protocol: Mapping[str, str] | None = field(default=None, repr=False)
+    #: the reference's commit when the set is its own files downloaded (`--super-prompts
+    #: reference`), else None
+    pinned: str | None = None
 
     @property
     def label(self) -> str:
@@ -206,6 +215,8 @@ def load_prompts(path: str | Path) -> PromptSet:
     """The prompt set `path` names: `ours`, a folder of template files, or SUPER's prompt.yaml."""
     if str(path) == OURS:
         return ours()
+    if str(path) == REFERENCE:
+        return reference()
     where = Path(path).expanduser()
     if where.is_dir():
         templates, digest = _read_folder(where, shown=str(where))
@@ -224,6 +235,24 @@ def ours() -> PromptSet:
     """Our own prompts, shipped in the package."""
     templates, digest = _read_folder(resources.files(OURS_PACKAGE), shown=_ours_folder())
     return PromptSet(OURS, digest, templates)
+
+
+def reference() -> PromptSet:
+    """The paper's agent in one word: the reference's prompt.yaml at the pinned commit, with the
+    protocol strings its agent's code holds, downloaded once into the cache (a download that
+    fails, or a file with another hash, is a PromptFileError saying what to do)."""
+    from pytest_super.reference_files import PROMPTS_COMMIT, DownloadError, download_reference
+    from pytest_super.reference_protocol import ProtocolSourceError, protocol_of
+
+    try:
+        target = download_reference()
+        protocol = protocol_of(target.parent)
+    except (DownloadError, ProtocolSourceError) as exc:
+        raise PromptFileError(
+            f"{REFERENCE}: the reference's files could not be had: {exc}; or give the path of a "
+            "prompt.yaml (`pytest-super download prompts`)"
+        ) from None
+    return dataclasses.replace(_read_reference(target, protocol), pinned=PROMPTS_COMMIT)
 
 
 def _ours_folder() -> str:
@@ -277,8 +306,9 @@ def _read_bytes(path: Path) -> bytes:
         raise PromptFileError(f"{exc}; {hint}") from None
 
 
-def _read_reference(path: Path) -> PromptSet:
-    """SUPER's prompt.yaml: its three fields, checked; ReAct's parts come from it."""
+def _read_reference(path: Path, protocol: dict[str, str] | None = None) -> PromptSet:
+    """SUPER's prompt.yaml: its three fields, checked; ReAct's parts come from it. `protocol`:
+    the protocol strings (default: a protocol.yaml beside it, if any)."""
     data = _read_bytes(path)
     fix = (
         f"give SUPER's agent/prompt.yaml with the fields {', '.join(REFERENCE_FIELDS)} (`pytest-"
@@ -299,7 +329,8 @@ def _read_reference(path: Path) -> PromptSet:
                 "template files)"
             )
     _check_text_fields(path, loaded, REFERENCE_FIELDS, fix)
-    protocol = _read_protocol(path.parent / PROTOCOL_FILE)
+    if protocol is None:
+        protocol = _read_protocol(path.parent / PROTOCOL_FILE)
     return PromptSet(
         str(path.resolve()),
         hashlib.sha256(data).hexdigest(),

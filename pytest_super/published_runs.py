@@ -11,7 +11,7 @@ code cell whose source is the action's content and whose output is the observati
   agent can re-run them and scoring can read them;
 - `import_run`: `<out>/<run>/trajectories/<task>.json` plus `<out>/<run>/results.jsonl` with the
   published scores, so `pytest-super report` puts a run of ours next to the paper's agents;
-- `entrypoint_from_query`: the script a Masked query asks to run, when the query names exactly one.
+- `entrypoint_from_query`: the script a Masked query asks to run (the first its run block names).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from pytest_super.environment import CONTINUED_THOUGHT
 from pytest_super.errors import ExitStatus, SuperError
 from pytest_super.names import file_stem
 from pytest_super.report import ResultsWriter, TaskRecord
-from pytest_super.scoring import SCRIPT_SUFFIXES
 from pytest_super.tasks import SETS, categories_from_id, raw_category_of
 from pytest_super.trajectory import NOT_ACTIONS, Action, Step, Trajectory
 
@@ -60,7 +59,8 @@ _TIMES = re.compile(r"^Execution Start time: .*\(duration: (\d+(?:\.\d+)?) secon
 _ACTION = re.compile(r"^\*\*Action \((.*)\)\*\*:\s*$", re.DOTALL)
 _THOUGHT = "**Thought**:"
 _RUN_BLOCK = re.compile(r"successfully run\s*```(.*?)```", re.DOTALL)
-_SCRIPT = re.compile(r"[\w./-]+\.(?:py|sh|bash)\b")
+#: what a run block names to run: a module (`python -m a.b`, group 1) or a script file (group 2)
+_RUN_TARGET = re.compile(r"\bpython[\d.]*\s+(?:-\w+\s+)*-m\s+([\w.]+)|([\w./-]+\.(?:py|sh|bash))\b")
 
 
 class EpisodeFormatError(SuperError):
@@ -403,14 +403,31 @@ def _submission_text(content: str, *, swe: bool) -> str:
 
 
 def entrypoint_from_query(query: str) -> str | None:
-    """The script a Masked query asks to run ("... your goal is to successfully run ```...```"),
-    when that block names exactly one .py/.sh/.bash file; None otherwise."""
+    """The script a Masked query asks to run ("... your goal is to successfully run ```...```"):
+    the first script that block names (`run_block_scripts`); None when it runs none.
+
+    Derived from what the paper's metric did (scripts/script-executed-agreement.py): over every
+    published episode whose query has such a block and whose `metrics.json` has an `entrypoint`
+    score, the first script the block names scores as the paper scored it, also where the block
+    runs two scripts (the training script, then an evaluation) or a module (`python -m
+    colbert.train`, whose entrypoint is `colbert/train.py`)."""
     block = _RUN_BLOCK.search(query)
     if block is None:
         return None
-    names = {Path(name).name for name in _SCRIPT.findall(block.group(1))}
-    names = {n for n in names if n.endswith(SCRIPT_SUFFIXES)}
-    return names.pop() if len(names) == 1 else None
+    return next(iter(run_block_scripts(block.group(1))), None)
+
+
+def run_block_scripts(block: str) -> list[str]:
+    """The scripts a block of cells names, in order, each once: a .py/.sh/.bash file by its name,
+    a module run with `python -m` by its path (`a.b` is `a/b.py`). (Not filtered by
+    `scoring.runs_entrypoint`: a `%%bash` block's lines are shell lines it reads as Python.)"""
+    found: list[str] = []
+    for match in _RUN_TARGET.finditer(block):
+        module, path = match.group(1), match.group(2)
+        name = module.replace(".", "/") + ".py" if module else Path(path).name
+        if name not in found:
+            found.append(name)
+    return found
 
 
 # -- writing --------------------------------------------------------------------------------------
@@ -437,6 +454,8 @@ def exit_status_of(episode: PublishedEpisode) -> str:
             return SWE_EXITS[final.content].value
         if final.content.startswith("exit_"):
             return ExitStatus.NO_SUBMISSION.value
+        if final.content.startswith("step limit"):  # an episode cut by replay-run --steps
+            return ExitStatus.STEP_LIMIT.value
         if "compute" in final.content.lower():
             return ExitStatus.COMPUTE_LIMIT.value
         return ExitStatus.BUDGET_EXCEEDED.value

@@ -205,8 +205,8 @@ def _registry(value: str) -> str:
 
 
 def _prompts(value: str) -> PromptSet:
-    """`ours`, a folder of prompt templates, or SUPER's prompt.yaml (PromptFileError, a
-    ValueError, names the file and field)."""
+    """`ours`, `reference`, a folder of prompt templates, or SUPER's prompt.yaml
+    (PromptFileError, a ValueError, names the file and field)."""
     return load_prompts(value)
 
 
@@ -398,8 +398,9 @@ SETTINGS: tuple[Setting, ...] = (
         "prompts",
         _prompts,
         "ours",
-        "the agents' prompts: ours (default), SUPER's agent/prompt.yaml (`pytest-super download "
-        "prompts`), or a folder of prompt template files (docs/agents.md)",
+        "the agents' prompts: ours (default), reference (the paper's agent: the reference's files "
+        "at the pinned commit, downloaded once), SUPER's agent/prompt.yaml (`pytest-super "
+        "download prompts`), or a folder of prompt template files (docs/agents.md)",
         metavar="PATH",
     ),
     Setting(

@@ -50,7 +50,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_super.replay.kernel import TRUNCATED_SECOND  # noqa: E402
+from pytest_super.replay.compute_plan import TRUNCATED_SECOND  # noqa: E402
 from pytest_super.replay.script import (  # noqa: E402
     DEFAULT_BUDGET,
     REFERENCE_BUDGETS,
@@ -250,7 +250,7 @@ def drive_episode(
             agent.history[-1].thought = step.thought
             agent.history[-1].action = {"type": step.action, "content": step.content}
         # the notebooks cut each duration to whole seconds: the middle of the second that was
-        # cut, as the replay kernel reports it (replay/kernel.py, TRUNCATED_SECOND)
+        # cut, as the replay kernel reports it (replay/compute_plan.py, TRUNCATED_SECOND)
         end = start + datetime.timedelta(seconds=step.duration_s + TRUNCATED_SECOND)
         action = {"type": step.action, "content": step.content}
         agent.step_completed(step_class(action, step.observation, False, start, end))

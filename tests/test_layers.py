@@ -66,7 +66,17 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("the model client", ("llm",)),
     (
         "the task model and scoring",
-        ("tasks", "scoring", "lmr", "edit", "trajectory", "prompts", "netfaults"),
+        (
+            "tasks",
+            "scoring",
+            "lmr",
+            "edit",
+            "trajectory",
+            "prompts",
+            "reference_files",
+            "reference_protocol",
+            "netfaults",
+        ),
     ),
     ("the kernels", ("kernels",)),
     (

@@ -25,15 +25,15 @@ from pathlib import Path
 import pytest
 
 from pytest_super.agents.react import ReActSuperAgent
-from pytest_super.download import (
+from pytest_super.prompt_check import check_run_prompts, checks_prompts, recorded_prompt
+from pytest_super.prompts import OURS, PARTS, PromptFileError, load_prompts, ours
+from pytest_super.reference_files import (
     LICENSE_FILE,
     PROMPT_FILE,
     PROMPT_SHA256,
     PROMPTS_COMMIT,
     PROMPTS_REPO,
 )
-from pytest_super.prompt_check import check_run_prompts, checks_prompts, recorded_prompt
-from pytest_super.prompts import OURS, PARTS, PromptFileError, load_prompts, ours
 from tests.support.projects import junit_properties as read_junit_properties
 from tests.support.published_data import DATA, published_runs
 from tests.support.reference_prompts import rebuild_prompt_yaml, upstream_prompt_yaml

@@ -8,6 +8,7 @@ requests (tests/support/reference_requests.py), in process (`cli.main`). No cont
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytest_super import cli, defaults
+from pytest_super import cli, defaults, runner
 from pytest_super.agents import history, react, swe
 from pytest_super.agents.base import AgentResult, ExitStatus
 from pytest_super.agents.history import RunningCell
@@ -62,14 +63,19 @@ def swe_prompts(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def replay(
-    episode: tuple[str, str], prompt_file: Path, capsys: Any, swe_prompts: Path | None = None
+    episode: tuple[str, str],
+    prompt_file: Path,
+    capsys: Any,
+    *extra: str,
+    swe_prompts: Path | None = None,
 ) -> tuple[int, str]:
     """replay-run of one episode with the reference's prompts of its agent (the SWE-agent's
-    folder for the SWE-agent run) and its expected requests."""
+    folder for the SWE-agent run) and its expected requests, plus `extra` arguments."""
     run, task = episode
-    args = ["replay-run", str(published_runs() / run), "--task", task]
-    prompts = swe_prompts if run == SWE_EXPERT and swe_prompts is not None else prompt_file
-    args += ["--prompts", str(prompts), "--expected-requests", str(EXPECTED[run])]
+    args = ["replay-run", str(published_runs() / run), "--task", task, *extra]
+    if run in EXPECTED:
+        prompts = swe_prompts if run == SWE_EXPERT and swe_prompts is not None else prompt_file
+        args += ["--prompts", str(prompts), "--expected-requests", str(EXPECTED[run])]
     code = cli.main(args)
     return code, capsys.readouterr().out
 
@@ -180,6 +186,25 @@ def steps_5(mp: pytest.MonkeyPatch, _: Path) -> None:
     mp.setattr(defaults, "STEPS", 5)
 
 
+def _steps_moved(mp: pytest.MonkeyPatch, by: int) -> None:
+    # the step-limit check moved: the agents check `taken >= limit + by`
+    original = runner.episode_limits
+
+    def limits(*a: Any, **k: Any) -> Any:
+        found = original(*a, **k)
+        return dataclasses.replace(found, steps=found.steps + by)
+
+    mp.setattr(runner, "episode_limits", limits)
+
+
+def steps_check_later(mp: pytest.MonkeyPatch, _: Path) -> None:
+    _steps_moved(mp, 5)
+
+
+def steps_check_earlier(mp: pytest.MonkeyPatch, _: Path) -> None:
+    _steps_moved(mp, -5)
+
+
 def submit_text(mp: pytest.MonkeyPatch, _: Path) -> None:
     def changed(r: react.Reply) -> react.Reply:
         if r.action != react.Action.SUBMIT:
@@ -287,6 +312,8 @@ MUTATIONS: list[tuple[Callable[[pytest.MonkeyPatch, Path], None], tuple[str, str
     (budget_larger, BUDGET, "request "),
     (compute_larger, COMPUTE, "request "),
     (steps_5, TEN, "request 6"),
+    (steps_check_later, TEN, "request 8: an extra request"),
+    (steps_check_earlier, TEN, "request 3: ours (none)"),
     (submit_text, SHORT, "step "),
     (scored_strings, SHORT, "scored submission"),
     (cd_prepended, SHORT, "request 2: message 2 (assistant)"),
@@ -303,17 +330,43 @@ MUTATIONS: list[tuple[Callable[[pytest.MonkeyPatch, Path], None], tuple[str, str
 ]
 
 
+#: the run settings a mutation is replayed under (replay-run's options): the step-limit check is
+#: tested with a limit below the episode's 10 model calls, which no published episode reaches
+SETTINGS = {"steps_check_later": ("--steps", "7"), "steps_check_earlier": ("--steps", "7")}
+
+
 @pytest.mark.parametrize(
     ("mutate", "episode", "named"), MUTATIONS, ids=[m[0].__name__ for m in MUTATIONS]
 )
 def test_each_mutation_fails_the_replay_naming_episode_and_turn(
     mutate, episode, named, prompt_file, swe_prompts, monkeypatch, capsys
 ) -> None:
-    code, printed = replay(episode, prompt_file, capsys, swe_prompts)
+    extra = SETTINGS.get(mutate.__name__, ())
+    code, printed = replay(episode, prompt_file, capsys, *extra, swe_prompts=swe_prompts)
     assert code == 0, f"the unchanged agent must replay {episode[1]} identically:\n{printed}"
     mutate(monkeypatch, prompt_file)
-    code, printed = replay(episode, prompt_file, capsys, swe_prompts)
+    code, printed = replay(episode, prompt_file, capsys, *extra, swe_prompts=swe_prompts)
     first = printed.splitlines()[1] if len(printed.splitlines()) > 1 else printed
     assert code == 1, f"{mutate.__name__} went unnoticed:\n{printed}"
     assert first.startswith(f"  {episode[1]}: "), printed
     assert named in first, printed
+
+
+def test_a_run_step_limit_ends_a_longer_episode_at_it(prompt_file, capsys, tmp_path) -> None:
+    """Under `--steps 7` the 10-call episode ends by the step limit after its 7th step, as the
+    reference's loop of 7 iterations ends it: our agent and the cut episode agree on each of the 7
+    requests, the steps and the exit status; an episode that fits is replayed as recorded."""
+    out = tmp_path / "replay.json"
+    code, printed = replay(TEN, prompt_file, capsys, "--steps", "7", "--json", str(out))
+    assert code == 0, printed
+    assert "7 of 7 requests identical to the reference agent's" in printed
+    (episode,) = json.loads(out.read_text())[0]["episodes"]
+    assert episode["ours"]["exit_status"] == episode["published"]["exit_status"] == "step_limit"
+    assert episode["ours"]["steps"] == episode["published"]["steps"] == 7
+    assert episode["ours"]["submitted"] is False
+    code, printed = replay(SHORT, prompt_file, capsys, "--steps", "7")
+    assert code == 0 and "3 of 3 requests identical" in printed, printed
+    with pytest.raises(SystemExit) as info:
+        cli.main(["replay-run", str(published_runs() / TEN[0]), "--steps", "0"])
+    assert info.value.code == 2
+    assert "--steps: '0' is not a whole number of 1 or more" in capsys.readouterr().err

@@ -60,8 +60,8 @@ def reference_view(text: str, protocol: Mapping[str, str] | None = None) -> View
         try:
             content = str(json.loads(content))
         except ValueError:
-            if protocol is None:
-                return None
+            if protocol is None or "invalid_submission_action" not in protocol:
+                return None  # the pinned agent's parser refuses it: a format error
             name = protocol["invalid_submission_action"]
     return View(thought_part[len(_THOUGHT) :], name, content)
 
@@ -89,6 +89,6 @@ def unknown_action_observation(name: str, protocol: Mapping[str, str] | None) ->
     """What the reference shows for a reply naming `name`, an action it does not take."""
     if protocol is None:
         return None
-    if name == protocol["invalid_submission_action"]:
+    if name == protocol.get("invalid_submission_action"):
         return protocol["invalid_submission"]
     return protocol["invalid_action"] + name

@@ -38,8 +38,16 @@ from pytest_super.replay.deviations import documented_for
 from pytest_super.replay.endpoint import ReplayEndpoint
 from pytest_super.replay.expected import ExpectedRequests
 from pytest_super.replay.imported import is_imported_run, read_episodes
-from pytest_super.replay.kernel import ReplayBackend, ReplayKernel, _same_content
+from pytest_super.replay.kernel import (
+    ReplayBackend,
+    ReplayKernel,
+    _same_content,
+    is_swe_wait_cell,
+)
+from pytest_super.replay.limits import at_step_limit, expected_at_step_limit
+from pytest_super.replay.reference_set import for_prompt_set
 from pytest_super.replay.script import (
+    REFERENCE_STEPS,
     EpisodeScript,
     agent_for,
     episode_script,
@@ -140,6 +148,8 @@ def _step_text(step: Step) -> str:
 
 
 def _same_step(ours: Step, published: Step) -> bool:
+    if is_swe_wait_cell(str(ours.action), str(published.action), published.content):
+        return ours.thought.strip() == published.thought.strip()  # a documented deviation
     if str(ours.action) != str(published.action):
         return False
     if ours.action == Action.FORMAT_ERROR:
@@ -244,11 +254,13 @@ def replay_episode(
     llm: LLMClient | None = None,
     prompts: PromptSet | None = None,
     expected: list[dict[str, Any]] | None = None,
+    steps: int | None = None,
 ) -> tuple[EpisodeComparison, list[list[dict[str, Any]]]]:
     """Run our agent against one episode; its comparison and the requests our agent sent.
-    `llm`: a client of `endpoint` to use (default: one made, and closed, for this episode);
-    `prompts`: the agent's prompt set (default: ours); `expected`: the reference agent's requests
-    of the episode, each request of ours is compared with."""
+    `llm`: a client of `endpoint` (default: one made, and closed, for this episode); `prompts`:
+    the agent's prompt set (default: ours); `expected`: the reference agent's requests of the
+    episode; `steps`: the run's step limit (default: see `_under_settings`)."""
+    script, expected = _under_settings(script, expected, prompts, steps)
     episode = script.episode
     backend.register([script])
     kernels: list[ReplayKernel] = []
@@ -265,17 +277,17 @@ def replay_episode(
         return kernel
 
     name = agent_for(episode)
-    settings = RunSettings(  # a run's settings as our defaults make them (the reference's)
+    settings = RunSettings(  # a run's settings as ours make them (the reference's)
         agent=name,
         model=episode.model,
         token_budget=None,  # our default: 400k on Masked, 600k otherwise
         compute_limit_s=defaults.COMPUTE_LIMIT_S,
         cell_timeout_s=defaults.CELL_TIMEOUT_S,
-        steps=defaults.STEPS,
+        steps=steps or defaults.STEPS,
         options=AgentOptions(prompts=prompts or ours()),
     )
     client = llm or endpoint_client(endpoint, episode.model)
-    steps: list[Step] = []
+    taken: list[Step] = []
     result: TaskResult | None = None
     error = ""
     try:
@@ -286,7 +298,7 @@ def replay_episode(
             settings,
             work / f"{file_stem(script.task.id)}.json",
             llm=client,
-            on_step=steps.append,
+            on_step=taken.append,
         )
     except LLMError as exc:
         error = str(exc).split("\n", 1)[0]
@@ -297,10 +309,10 @@ def replay_episode(
         run=run or episode.folder.parent.name,
         task_id=episode.task_id,
         agent=name,
-        ours=_summary_of_ours(steps, result, error),
+        ours=_summary_of_ours(taken, result, error),
         published=_summary_of_published(episode),
         differences=_in_order(
-            _request_differences(endpoint, expected) + compare(script, steps, result, error),
+            _request_differences(endpoint, expected) + compare(script, taken, result, error),
             _kernel_differences(kernels),
             endpoint,
         ),
@@ -309,8 +321,25 @@ def replay_episode(
     )
     _count_requests(comparison, endpoint, expected)
     if comparison.differences:
-        comparison.deviations = documented_for(comparison.run, episode.task_id)
+        pinned = bool(prompts and prompts.pinned)  # replayed with the reference's own files
+        comparison.deviations = documented_for(comparison.run, episode.task_id, pinned=pinned)
     return comparison, list(endpoint.requests)
+
+
+def _under_settings(
+    script: EpisodeScript,
+    expected: list[dict[str, Any]] | None,
+    prompts: PromptSet | None,
+    steps: int | None,
+) -> tuple[EpisodeScript, list[dict[str, Any]] | None]:
+    """The episode and the reference's requests as the run's settings make them: the requests
+    for the prompt set (`reference_set.for_prompt_set`), the episode cut at the step limit
+    (`limits.at_step_limit`; by default the reference's)."""
+    expected = for_prompt_set(expected, prompts, script.episode)
+    limited = at_step_limit(script, steps or REFERENCE_STEPS)
+    if limited is None:
+        return script, expected
+    return limited, expected_at_step_limit(expected, steps or REFERENCE_STEPS)
 
 
 def _count_requests(
@@ -400,10 +429,12 @@ def replay_run(
     prompts: PromptSet | None = None,
     expected: ExpectedRequests | None = None,
     only: set[str] | None = None,
+    steps: int | None = None,
 ) -> RunReplay:
     """Replay every episode of the published (or imported) run folder `run_dir` (see the module
     docstring) with the agents' prompt set `prompts` (default: ours), comparing each request with
-    `expected`'s, if given; `only`: the task ids to replay (default: all). An episode that cannot
+    `expected`'s, if given; `only`: the task ids to replay (default: all); `steps`: the run's
+    step limit (default: ours). An episode that cannot
     be read or replayed is named in `errors`, and the others are replayed."""
     run_dir = Path(run_dir)
     found = read_episodes(run_dir)
@@ -436,6 +467,7 @@ def replay_run(
                             llm=llm,
                             prompts=prompts,
                             expected=_expected_of(expected, episode.task_id),
+                            steps=steps,
                         )
                     except Exception as exc:  # noqa: BLE001 - named, and the others go on
                         replay.errors.append(

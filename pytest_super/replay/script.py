@@ -18,6 +18,7 @@ falls where the episode shows it fell (docs/fidelity.md, "Closed-loop replay").
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from pytest_super.published_runs import (
     entrypoint_from_query,
     exit_status_of,
 )
+from pytest_super.replay.compute_plan import TRUNCATED_SECOND, planned_fractions
 from pytest_super.tasks import Cell, Task
 from pytest_super.trajectory import Action, Step
 
@@ -68,6 +70,8 @@ class Recorded:
     observation: str
     duration_s: float
     pre_executed: bool = False
+    #: the part of a second the notebook cut from `duration_s`, as planned (compute_plan.py)
+    fraction: float = TRUNCATED_SECOND
 
     @property
     def timed_out(self) -> bool:
@@ -175,7 +179,22 @@ def episode_script(episode: PublishedEpisode) -> EpisodeScript:
         Reply(n, text, tokens, max(1, len(text) // 4))
         for (n, text), tokens in zip(texts, usage, strict=True)
     ]
+    script.kernel = _with_planned_durations(script.kernel, [n for n, _ in chosen], episode)
     return script
+
+
+def _with_planned_durations(
+    kernel: list[Recorded], calls: list[int], episode: PublishedEpisode
+) -> list[Recorded]:
+    """`kernel` with the fractions of a second `compute_plan.planned_fractions` plans: `calls`
+    are the notebook numbers of the steps the model chose (each made after the steps before)."""
+    fractions = planned_fractions(
+        [r.duration_s for r in kernel],
+        [sum(r.step < call for r in kernel) for call in calls],
+        REFERENCE_COMPUTE_S,
+        ends_by_compute=exit_status_of(episode) == "compute_limit",
+    )
+    return [dataclasses.replace(r, fraction=f) for r, f in zip(kernel, fractions, strict=True)]
 
 
 def _is_tool(step: Step) -> bool:
@@ -263,14 +282,37 @@ def _react_malformed(step: Step) -> str:
 
 
 def swe_reply(step: Step) -> str:
-    """A SWE-agent reply: the discussion, then its one command in a ``` block."""
+    """A SWE-agent reply: the discussion, then its one command in a ``` block (before the
+    discussion's unclosed fence, if it has one: `_block_at`)."""
     if step.action == Action.SUBMIT:
         command = f"submit {step.content}"
     elif step.action == Action.FORMAT_ERROR:
         return step.thought or "I will continue with the task."
     else:
         command = step.content
-    return f"DISCUSSION\n{step.thought}\n\n```\n{command}\n```"
+    before, after = _block_at(step.thought)
+    return f"DISCUSSION\n{before}```\n{command}\n```{after}"
+
+
+#: a fence line of a discussion (an opening or closing ```)
+_FENCE_LINE = re.compile(r"^[ \t]*```", re.M)
+
+
+def _block_at(thought: str) -> tuple[str, str]:
+    """Where the command block stood in the reply: SWE-agent's parser took the reply's last
+    complete block as the command and the rest as the discussion, so text after the block that
+    opens a fence it never closes (`\n```\n# a comment`) is in the discussion after it. Put back
+    at the end, that fence would pair with the command block's opening one, and the last
+    complete block would hold only the comment. The discussion is cut before its last fence line
+    when its fence lines are odd in number. Returns the text before the block (ending in a line
+    break) and after it (from the line break that followed it): SWE-agent's discussion is the two
+    joined, so the line break that ended the text before and the one after the block both show."""
+    fences = list(_FENCE_LINE.finditer(thought))
+    if len(fences) % 2 == 0:
+        return f"{thought}\n\n", ""
+    at = fences[-1].start()
+    before = thought[:at]
+    return before[:-1] if before.endswith("\n\n") else before, "\n" + thought[at:]
 
 
 __all__ = [

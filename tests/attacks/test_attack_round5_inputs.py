@@ -357,7 +357,7 @@ def test_a_malformed_prompts_base_url_is_one_line(
     """Before: httpx's InvalidURL (not an HTTPError) ended `download prompts` in a traceback; an
     ftp:// URL was tried."""
     from pytest_super import cli
-    from pytest_super.download import BASE_URL_ENV
+    from pytest_super.reference_files import BASE_URL_ENV
 
     monkeypatch.setenv(BASE_URL_ENV, base)
     assert cli.main(["download", "prompts", "--out", str(tmp_path / "prompts")]) == 2

@@ -26,9 +26,10 @@ from pathlib import Path
 import pytest
 
 from pytest_super import html
-from pytest_super.download import PROMPT_FILE, PROMPTS_COMMIT, PROMPTS_REPO, REPO_ID
+from pytest_super.download import REPO_ID
 from pytest_super.http_policy import MAX_REDIRECTS
 from pytest_super.prompts import PARTS, ours
+from pytest_super.reference_files import PROMPT_FILE, PROMPTS_COMMIT, PROMPTS_REPO
 from tests.support.openai_server import TrickleServer
 
 USER, PASSWORD = "mirror-user", "m1rr0r-Passw0rd-7731"
@@ -45,10 +46,16 @@ def _env(**extra: str) -> dict[str, str]:
 def _cli(
     args: list[str], env: dict[str, str], patch: dict[str, float] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    """`pytest-super ARGS` in a process of its own, with `patch` set on pytest_super.download
-    first (a deadline cut to seconds, a cap cut to a MiB)."""
-    code = "import sys\nimport pytest_super.download as d\n"
-    code += "".join(f"d.{name} = {value!r}\n" for name, value in (patch or {}).items())
+    """`pytest-super ARGS` in a process of its own, with `patch` set first on the module that
+    holds each name, pytest_super.download or (the prompts' download) reference_files (a deadline
+    cut to seconds, a cap cut to a MiB)."""
+    code = (
+        "import sys\nimport pytest_super.download as d\nimport pytest_super.reference_files as r\n"
+    )
+    code += "".join(
+        f"setattr(r if hasattr(r, {name!r}) else d, {name!r}, {value!r})\n"
+        for name, value in (patch or {}).items()
+    )
     code += "from pytest_super.cli import main\nsys.exit(main(sys.argv[1:]))\n"
     return subprocess.run(
         [sys.executable, "-c", code, *args],

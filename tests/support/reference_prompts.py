@@ -69,7 +69,7 @@ def rebuild_prompt_yaml(notebook: Path, out: Path) -> Path:
 
 def upstream_prompt_yaml(notebook: Path, out: Path) -> Path:
     """Upstream's prompt.yaml at the pinned commit, rebuilt from `notebook`'s prompt: the file
-    the published runs used differs from it in four places, undone here (`download.PROMPT_SHA256`
+    the published runs used differs from it in four places, undone here (`reference_files.PROMPT_SHA256`
     is the result's hash). Upstream's edit action ends in a line without the list marker and the
     sentence after its first; its action list ends with a line break before `Always`; the
     demonstrations' observations before the edit demonstration are one line each, their line breaks
