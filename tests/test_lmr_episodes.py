@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_super.kernels import docker_client
-from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.docker.image import build_image
+from tests.support.lmr_runs import run_lmr
 
 pytestmark = pytest.mark.docker
 
@@ -68,22 +67,8 @@ def project(pytester: pytest.Pytester, image: str) -> pytest.Pytester:
     return pytester
 
 
-def _run(project: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, dict]]:
-    result = project.runpytest_subprocess(
-        *args, "--super-report-dir=reports", "-p", "no:cacheprovider", "--super-mem=1g"
-    )
-    (run_dir,) = (project.path / "reports").iterdir()
-    lines = (run_dir / "results.jsonl").read_text().splitlines()
-    records = {r["task_id"]: r for r in map(json.loads, lines)}
-    left = docker_client(KernelSettings()).containers.list(
-        all=True, filters={"label": f"pytest-super.run={run_dir.name}"}
-    )
-    assert [c.name for c in left] == []
-    return result, records
-
-
 def test_gold_puts_each_golden_function_in_place_and_the_unit_tests_pass(project):
-    result, records = _run(project, "lmr", "--super-agent=gold")
+    result, records = run_lmr(project, "lmr", "--super-agent=gold")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(  # the summary in LMR-Bench's shape, upstream's runs beside
         [
@@ -101,7 +86,7 @@ def test_gold_puts_each_golden_function_in_place_and_the_unit_tests_pass(project
 
 
 def test_a_masked_function_fails_as_the_agents_failure_even_with_its_test_rewritten(project):
-    result, records = _run(
+    result, records = run_lmr(
         project, "lmr/01-NgramMetrics", "lmr/02-LabelSmoothing", "--super-agent=lmr_agents:Tamper"
     )
     result.assert_outcomes(failed=3)  # failures, not errors: the agent did not do the work
@@ -150,7 +135,7 @@ def test_a_scripted_llm_agent_fills_the_function_with_the_edit_tool_and_passes(
 ):
     monkeypatch.setenv("SUPER_API_KEY", "sk-test-lmr")
     openai_server.script([FILL, SUBMIT])
-    result, records = _run(
+    result, records = run_lmr(
         project,
         "lmr/01-NgramMetrics/info.json::01-NgramMetrics/1",
         "--super-agent=react-super",
