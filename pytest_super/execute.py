@@ -19,6 +19,7 @@ the tasks it is given; a script may call it directly:
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -110,7 +111,6 @@ def run_one_task(
         raise ValueError("run_one_task needs an agent: SuperRun(agent='gold', ...)")
     name = name or task.id
     agent = load_agent(run.agent)
-    settings = kernel_settings_for(run, task, prepare=True)
     provision = kernels or _provision
     llm = None
     if run.llm_settings is not None:
@@ -119,11 +119,12 @@ def run_one_task(
     retried: list[str] = []  # why each earlier attempt failed
     try:
         for attempt in range(run.retries + 1):
-            try:
+            try:  # a task's own image is made here: a fault of the engine is retried too
+                settings = kernel_settings_for(run, task, prepare=True)
                 result = run_task(
                     task,
                     agent,
-                    lambda: provision(settings, name),
+                    functools.partial(provision, settings, name),
                     run.settings,
                     trajectory_path(run, name),
                     llm=llm,

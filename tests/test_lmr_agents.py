@@ -4,9 +4,10 @@ OpenAI-compatible server on 127.0.0.1, on the demo set in real Docker containers
 - the no-agent baseline (`--super-agent=noagent`): one model call whose function is written in
   place (a fenced reply passes, a method given alone passes, a wrong function fails as the
   agent's failure, a reply that is not Python is written nowhere and fails);
-- ReAct (through an execute cell), SWE-agent (through its edit command) and Reflexion (two
-  attempts: the first runs out of steps, the second starts in a fresh box and fills the
-  function) each pass a demo task. ReAct-SUPER's run is in test_lmr_episodes.py.
+- ReAct (through an execute cell), ReAct-SUPER (through the edit tool), SWE-agent (through its
+  edit command) and Reflexion (two attempts: the first runs out of steps, the second starts in a
+  fresh box and fills the function) each pass a demo task. ReAct's, the SWE-agent's and
+  Reflexion's runs are `long` (make test-all): make test keeps ReAct-SUPER's and the baseline's.
 
 Each task prompt is built from the instruction, the goal and the paper's text."""
 
@@ -159,6 +160,20 @@ REACT_FILL = textwrap.dedent(
     open(path, "w").write(text.replace("\\n    return ppl\\n", "\\n" + body + "    return ppl\\n", 1))
     """
 )
+FILL = textwrap.dedent(
+    """\
+    Thought: The perplexity is the exponential of the mean negative log-probability.
+    Action: edit
+    <content>
+    lm/metrics.py
+    <<<BEFORE_EDIT>>>
+        return ppl
+    <<<AFTER_EDIT>>>
+        _check(log_probs)
+        ppl = math.exp(-sum(log_probs) / len(log_probs))
+        return ppl
+    """
+)
 SUBMIT = 'Thought: Done.\nAction: submit\n<content>\n{"done": true}\n'
 
 
@@ -173,8 +188,13 @@ SWE_EDIT = "edit 17:18\n    _check(log_probs)\n    ppl = math.exp(-sum(log_probs
 @pytest.mark.parametrize(
     ("agent", "script"),
     [
-        ("react", [REACT_FILL, SUBMIT]),
-        ("swe", [swe("open lm/metrics.py"), swe(SWE_EDIT), swe('submit {"done": true}')]),
+        pytest.param("react", [REACT_FILL, SUBMIT], marks=pytest.mark.long),
+        ("react-super", [FILL, SUBMIT]),  # through the edit tool (make test keeps this one)
+        pytest.param(
+            "swe",
+            [swe("open lm/metrics.py"), swe(SWE_EDIT), swe('submit {"done": true}')],
+            marks=pytest.mark.long,
+        ),
     ],
 )
 def test_an_llm_agent_fills_the_function_and_passes(project, openai_server, agent, script):
@@ -202,6 +222,7 @@ LOOK = 'Thought: I look at the file.\nAction: execute\n<content>\nprint(open("lm
 
 
 @pytest.mark.docker
+@pytest.mark.long
 def test_reflexion_fills_the_function_in_its_second_attempt_in_a_fresh_box(project, openai_server):
     openai_server.script(
         [
