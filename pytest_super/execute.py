@@ -19,6 +19,7 @@ the tasks it is given; a script may call it directly:
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -52,12 +53,24 @@ def retry_backoff_s(attempt: int) -> float:
     return min(RETRY_BACKOFF_CAP_S, RETRY_BACKOFF_BASE_S * 2.0**attempt)
 
 
-def kernel_settings_for(run: SuperRun, task: Task) -> KernelSettings:
+def kernel_settings_for(run: SuperRun, task: Task, *, prepare: bool = False) -> KernelSettings:
     """The kernel settings of one task: the run's, with the image the run's backend gives the
-    task's profile (`kernels.settings_for_task`; docker: its tag, or the run's --super-image)."""
-    from pytest_super.kernels import settings_for_task
+    task's profile (`kernels.settings_for_task`; docker: its tag, or the run's --super-image).
+    A task with an image of its own (`task.image_spec`, not overridden by --super-image) has no
+    image until `prepare` has the backend make it (`kernels.prepare_task_image`: built once,
+    cached by content), which only the process that runs the task asks."""
+    from pytest_super.kernels import needs_own_image, prepare_task_image, settings_for_task
 
-    return settings_for_task(run.kernel, task.image)
+    if prepare and task.image_spec is not None and needs_own_image(run.kernel, task.image_spec):
+        return prepare_task_image(run.kernel, task.image_spec)
+    return settings_for_task(run.kernel, task.image, task.image_spec)
+
+
+def needs_own_image(run: SuperRun, task: Task) -> bool:
+    """Whether `task` runs in an image made for it (its folder's Dockerfile, no --super-image)."""
+    from pytest_super.kernels import needs_own_image as needs
+
+    return needs(run.kernel, task.image_spec)
 
 
 def trajectory_path(run: SuperRun, name: str) -> Path:
@@ -98,7 +111,6 @@ def run_one_task(
         raise ValueError("run_one_task needs an agent: SuperRun(agent='gold', ...)")
     name = name or task.id
     agent = load_agent(run.agent)
-    settings = kernel_settings_for(run, task)
     provision = kernels or _provision
     llm = None
     if run.llm_settings is not None:
@@ -107,11 +119,12 @@ def run_one_task(
     retried: list[str] = []  # why each earlier attempt failed
     try:
         for attempt in range(run.retries + 1):
-            try:
+            try:  # a task's own image is made here: a fault of the engine is retried too
+                settings = kernel_settings_for(run, task, prepare=True)
                 result = run_task(
                     task,
                     agent,
-                    lambda: provision(settings, name),
+                    functools.partial(provision, settings, name),
                     run.settings,
                     trajectory_path(run, name),
                     llm=llm,
@@ -128,6 +141,8 @@ def run_one_task(
                 sleep(wait)
             else:
                 result.retried = retried
+                if needs_own_image(run, task):
+                    result.image = settings.image or ""
                 return result
     except BaseException as exc:  # pytest-timeout's failure and Ctrl-C carry the attempts too
         exc.retried = retried  # type: ignore[attr-defined]

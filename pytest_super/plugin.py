@@ -33,7 +33,12 @@ from pytest_super.errors import (
     SuperError,
     TaskSetupError,
 )
-from pytest_super.execute import kernel_settings_for, retried_of, run_one_task
+from pytest_super.execute import (
+    kernel_settings_for,
+    needs_own_image,
+    retried_of,
+    run_one_task,
+)
 from pytest_super.executors import Executor, make_executor
 from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.kernels.jupyter.output import console_text
@@ -538,7 +543,8 @@ def _run_here(config: pytest.Config, run: SuperRun, item: pytest.Item, task: Tas
     """The task's episode in this process, its kernel from the pool (made ahead where it can)."""
     pool = config.stash[POOL_KEY]
     upcoming = _upcoming_task(run, item)
-    if run.registry and run.kernel.backend == "docker":  # a missing image: pulled, else built
+    # a missing image: pulled, else built (an image of the task's own is made when it runs)
+    if run.registry and run.kernel.backend == "docker" and not needs_own_image(run, task):
         _provide_image(run, task)
 
     def new_kernel(settings: KernelSettings, name: str) -> Kernel:
@@ -577,6 +583,8 @@ def _upcoming_task(run: SuperRun, item: pytest.Item) -> tuple[KernelSettings, st
     if not isinstance(upcoming, collect.SuperTaskItem):
         return None
     if upcoming.get_closest_marker("skip") or upcoming.get_closest_marker("skipif"):
+        return None
+    if needs_own_image(run, upcoming.task):  # its image is made when it runs, not ahead
         return None
     return kernel_settings_for(run, upcoming.task), upcoming.name
 

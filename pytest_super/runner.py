@@ -95,6 +95,7 @@ class TaskResult:
     kept: str = ""  # how to get into a kept container (--super-keep)
     retried: list[str] = field(default_factory=list)  # why each earlier attempt failed
     unit_test: UnitTestOutcome | None = None  # an LMR task's unit test (lmr/unit_tests.py)
+    image: str = ""  # the image made for the task (its own Dockerfile), when it has one
 
     @property
     def metric_value(self) -> float | None:
@@ -131,6 +132,7 @@ class TaskResult:
             "super.duration_s": round(self.duration_s, 3),
             "super.trajectory": self.trajectory,
             **(self.unit_test.properties() if self.unit_test else {}),
+            **({"super.image": self.image} if self.image else {}),
         }
 
 

@@ -646,7 +646,16 @@ def test_load_agent_by_name_and_path():
     assert load_agent("replay").name == "replay"
     assert load_agent("gold").name == "gold"
     assert isinstance(load_agent("pytest_super.agents.react:ReActSuperAgent"), ReActSuperAgent)
-    assert set(AGENT_NAMES) == {"react", "react-super", "swe", "reflexion", "gold", "replay"}
+    assert load_agent("noagent").name == "noagent"
+    assert set(AGENT_NAMES) == {
+        "react",
+        "react-super",
+        "swe",
+        "reflexion",
+        "gold",
+        "replay",
+        "noagent",
+    }
     with pytest.raises(ValueError, match="known agents: react, react-super, swe"):
         load_agent("nope")
     with pytest.raises(ValueError, match="no 'Missing'"):
@@ -658,4 +667,5 @@ def test_load_agent_by_name_and_path():
 def test_needs_llm():
     assert not needs_llm("gold") and not needs_llm("replay")
     assert needs_llm("react") and needs_llm("reflexion") and needs_llm("swe")
+    assert needs_llm("noagent")
     assert not needs_llm("pytest_super.agents.replay:ReplayAgent")

@@ -2,22 +2,18 @@
 containers (issue 46, items 3 and 4): the gold agent puts the golden function in place and the
 unit tests pass; an agent that leaves the function masked fails (a failure, not an error), and
 so does one that rewrites the unit test to pass (the tests are restored before scoring); the
-golden files are nowhere in the box; a scripted ReAct-SUPER agent (a real OpenAI-compatible
-server on 127.0.0.1) fills a function through the edit tool and passes, its prompt built from the
-instruction, the goal and the paper's text."""
+golden files are nowhere in the box. The LLM agents' scripted runs are in test_lmr_agents.py."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from pytest_super.kernels import docker_client
-from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.docker.image import build_image
+from tests.support.lmr_runs import run_lmr
 
 pytestmark = pytest.mark.docker
 
@@ -68,22 +64,8 @@ def project(pytester: pytest.Pytester, image: str) -> pytest.Pytester:
     return pytester
 
 
-def _run(project: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, dict]]:
-    result = project.runpytest_subprocess(
-        *args, "--super-report-dir=reports", "-p", "no:cacheprovider", "--super-mem=1g"
-    )
-    (run_dir,) = (project.path / "reports").iterdir()
-    lines = (run_dir / "results.jsonl").read_text().splitlines()
-    records = {r["task_id"]: r for r in map(json.loads, lines)}
-    left = docker_client(KernelSettings()).containers.list(
-        all=True, filters={"label": f"pytest-super.run={run_dir.name}"}
-    )
-    assert [c.name for c in left] == []
-    return result, records
-
-
 def test_gold_puts_each_golden_function_in_place_and_the_unit_tests_pass(project):
-    result, records = _run(project, "lmr", "--super-agent=gold")
+    result, records = run_lmr(project, "lmr", "--super-agent=gold")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(  # the summary in LMR-Bench's shape, upstream's runs beside
         [
@@ -101,7 +83,7 @@ def test_gold_puts_each_golden_function_in_place_and_the_unit_tests_pass(project
 
 
 def test_a_masked_function_fails_as_the_agents_failure_even_with_its_test_rewritten(project):
-    result, records = _run(
+    result, records = run_lmr(
         project, "lmr/01-NgramMetrics", "lmr/02-LabelSmoothing", "--super-agent=lmr_agents:Tamper"
     )
     result.assert_outcomes(failed=3)  # failures, not errors: the agent did not do the work
@@ -126,40 +108,3 @@ def test_a_masked_function_fails_as_the_agents_failure_even_with_its_test_rewrit
         steps = json.loads(trajectory.read_text())["steps"]
         (look,) = [s for s in steps if s["content"] == "find"]
         assert "END" in look["observation"] and "golden" not in look["observation"].lower()
-
-
-FILL = textwrap.dedent(
-    """\
-    Thought: The perplexity is the exponential of the mean negative log-probability.
-    Action: edit
-    <content>
-    lm/metrics.py
-    <<<BEFORE_EDIT>>>
-        return ppl
-    <<<AFTER_EDIT>>>
-        _check(log_probs)
-        ppl = math.exp(-sum(log_probs) / len(log_probs))
-        return ppl
-    """
-)
-SUBMIT = 'Thought: Done.\nAction: submit\n<content>\n{"done": true}\n'
-
-
-def test_a_scripted_llm_agent_fills_the_function_with_the_edit_tool_and_passes(
-    project, openai_server, monkeypatch
-):
-    monkeypatch.setenv("SUPER_API_KEY", "sk-test-lmr")
-    openai_server.script([FILL, SUBMIT])
-    result, records = _run(
-        project,
-        "lmr/01-NgramMetrics/info.json::01-NgramMetrics/1",
-        "--super-agent=react-super",
-        "--super-model=gpt-4o",
-        f"--super-base-url={openai_server.base_url}",
-    )
-    result.assert_outcomes(passed=1)
-    assert records["01-NgramMetrics/1"]["tests_run"] == 1
-    first = "\n".join(m["content"] for m in openai_server.requests[0].messages)
-    assert "Implement the `perplexity` function in lm/metrics.py" in first
-    assert "the function `perplexity` in `lm/metrics.py`" in first
-    assert "Perplexity is the exponential of the average negative log-probability" in first

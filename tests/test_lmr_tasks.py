@@ -255,7 +255,13 @@ def _demo_task() -> LmrTask:
     ("done", "passed", "why", "upstream"),
     [
         ({"exit_code": 0, "result": {"run": 2}, "log": "INFO Test Passed"}, True, "", "PASS"),
-        # upstream's tests catch their AssertionError and log it: unittest says passed
+        # upstream's tests catch their AssertionError and log it: the runner saw it logged
+        ({"exit_code": 1, "result": {"run": 1, "failed": 1,
+                                     "logged": [["t.T.test_x", "Test Failed: 3 != 4"]]},
+          "log": "Test Failed: 3 != 4"}, False,
+         "1 failure line(s) logged by the test itself (its assertion caught, so unittest counts "
+         "it passed): t.T.test_x: logged 'Test Failed: 3 != 4'", "FAIL (found 1 failure lines)"),
+        # a failure line written to the log file, not logged while a test ran: unittest decides
         ({"exit_code": 0, "result": {"run": 1}, "log": "Test Failed: 3 != 4"}, True, "",
          "FAIL (found 1 failure lines)"),
         ({"exit_code": 0, "result": {"run": 0}, "log": None}, False, "ran no test", "FAIL (no log)"),

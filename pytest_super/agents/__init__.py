@@ -22,6 +22,7 @@ _BUILTINS: dict[str, str] = {
     "reflexion": "pytest_super.agents.reflexion:ReflexionAgent",
     "gold": "pytest_super.agents.gold:GoldAgent",
     "replay": "pytest_super.agents.replay:ReplayAgent",
+    "noagent": "pytest_super.agents.noagent:NoAgent",  # LMR-Bench's no-agent baseline
 }
 
 #: the names of the built-in agents

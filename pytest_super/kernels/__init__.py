@@ -6,7 +6,8 @@ lifecycle: `provision` a kernel for a task, `cleanup_run` what a run left behind
 `local` (`local.py`) and `replay` (`replay/kernel.py`: a published episode played back) are built
 in; others come from the entry-point group `pytest_super.backends` or as `package.module:Class` (`registry.Registry`, as agents do). `kernel_backend` gives the one
 `KernelSettings.backend` names, `provision_kernel` starts a kernel with it, `settings_for_task`
-asks it for a task's image. Nothing here is Docker's: the Docker engine's connection and labels
+asks it for a task's image, `prepare_task_image` has it make the image a task's own files describe
+(`base.ImageSpec`: an LMR-Bench folder's Dockerfile). Nothing here is Docker's: the Docker engine's connection and labels
 (`docker/engine.py`) and the cleanup of its leftovers (`docker/cleanup.py`) are still answered by
 name for older imports (`__getattr__`), loaded only when asked for.
 """
@@ -18,7 +19,15 @@ import importlib
 import threading
 from typing import TYPE_CHECKING
 
-from pytest_super.kernels.base import ImageBackend, Kernel, KernelBackend, KernelSettings
+from pytest_super.kernels.base import (
+    ImageBackend,
+    ImageSpec,
+    Kernel,
+    KernelBackend,
+    KernelSettings,
+    TaskImageBackend,
+    TaskImageUnsupported,
+)
 from pytest_super.registry import Registry, qualified_name
 
 if TYPE_CHECKING:  # Docker's names, as `__getattr__` gives them (for type checkers)
@@ -136,14 +145,40 @@ def kernel_backend(settings: KernelSettings) -> KernelBackend:
     return backend
 
 
-def settings_for_task(settings: KernelSettings, profile: str) -> KernelSettings:
+def settings_for_task(
+    settings: KernelSettings, profile: str, spec: ImageSpec | None = None
+) -> KernelSettings:
     """The kernel settings of one task whose image profile is `profile`: `settings` with the image
     the backend gives it (`base.ImageBackend.image_for`); a backend without images keeps
-    `settings.image`."""
+    `settings.image`. Nothing is built: a task with an image of its own (`spec`) keeps
+    `settings.image` (None unless `--super-image` names one) until `prepare_task_image` makes
+    it, when the task runs."""
+    if needs_own_image(settings, spec):
+        return settings
     backend = kernel_backend(settings)
     if not isinstance(backend, ImageBackend):
         return settings
     return dataclasses.replace(settings, image=backend.image_for(settings, profile))
+
+
+def needs_own_image(settings: KernelSettings, spec: ImageSpec | None) -> bool:
+    """Whether a task of `spec` runs in an image made for it: it has one and the run's
+    `--super-image` (`settings.image`, the run's settings) does not override it."""
+    return spec is not None and not settings.image
+
+
+def prepare_task_image(settings: KernelSettings, spec: ImageSpec) -> KernelSettings:
+    """The run's `settings` with the image the task's `spec` describes, made present by the
+    backend (`base.TaskImageBackend.prepare_image`). `TaskImageUnsupported` when the backend
+    cannot make images."""
+    backend = kernel_backend(settings)
+    if not isinstance(backend, TaskImageBackend):
+        raise TaskImageUnsupported(
+            f"the kernel backend {settings.backend!r} cannot make the image this task needs "
+            f"(the Dockerfile {spec.dockerfile!r} in {spec.context}): run it with "
+            "--super-backend=docker, or give an image for every task with --super-image"
+        )
+    return dataclasses.replace(settings, image=backend.prepare_image(settings, spec))
 
 
 def provision_kernel(settings: KernelSettings, *, task_id: str) -> Kernel:
@@ -173,6 +208,8 @@ __all__ = [
     "kernel_backend",
     "kernel_backend_class",
     "known_backend_names",
+    "needs_own_image",
+    "prepare_task_image",
     "provision_kernel",
     "settings_for_task",
 ]

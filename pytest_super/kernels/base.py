@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
 from pytest_super import defaults
+from pytest_super.errors import InfrastructureError
 
 CellStatus = Literal["ok", "error", "timeout", "died"]
 
@@ -250,6 +251,45 @@ class ImageBackend(Protocol):
     def image_for(self, settings: KernelSettings, profile: str) -> str | None:
         """The image (or environment) a kernel for a task of `profile` runs in, as the task's
         results record it (`super.image`); `settings.image` is the run's `--super-image`."""
+        ...
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """The image one task needs built for itself (an LMR-Bench folder's Dockerfile), in neutral
+    terms: a backend that runs kernels in images builds it (`TaskImageBackend.prepare_image`).
+
+    `context` is the build context folder (absolute); `dockerfile` its Dockerfile, relative to
+    it; `build_args` the build arguments, in order; `exclude` top-level paths of the context
+    that are never sent to the build (the golden files, which must never be in the box)."""
+
+    context: str
+    dockerfile: str = "Dockerfile"
+    build_args: tuple[tuple[str, str], ...] = ()
+    exclude: tuple[str, ...] = ()
+
+
+class TaskImageUnsupported(InfrastructureError):
+    """A task needs an image of its own (`ImageSpec`) and the run's backend cannot make one;
+    running it again would not help."""
+
+    retryable = False
+
+
+@runtime_checkable
+class TaskImageBackend(Protocol):
+    """A backend that can run a task in the image the task's own files describe (`ImageSpec`).
+    Optional: a task that needs one, on a backend without `prepare_image`, is an error that says
+    so (a backend may also implement it to refuse with its own reason). `--super-image`
+    overrides it: then `prepare_image` is not called and the task runs in the run's image."""
+
+    def prepare_image(self, settings: KernelSettings, spec: ImageSpec) -> str:
+        """Make the task's image present and return its name, as the task's results record it
+        (`super.image`); the kernel of `dataclasses.replace(settings, image=name)` runs in it,
+        in a kernel of this harness. Build once per run, cache by the content of what goes into
+        it. Raises `InfrastructureError`: `EnvironmentFault` when the task's own environment
+        cannot be made (a base image the engine cannot get, a build step that fails), naming
+        the cause."""
         ...
 
 

@@ -26,7 +26,13 @@ from typing import Any
 
 from jupyter_client.connect import write_connection_file
 
-from pytest_super.kernels.base import Kernel, KernelSettings, console_command
+from pytest_super.kernels.base import (
+    ImageSpec,
+    Kernel,
+    KernelSettings,
+    TaskImageUnsupported,
+    console_command,
+)
 from pytest_super.kernels.jupyter.runtime import JupyterKernel
 
 SECRET_NAME_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
@@ -246,6 +252,15 @@ class LocalBackend:
     def image_for(self, settings: KernelSettings, profile: str) -> str:
         """No image: a subprocess of this machine's Python (`base.ImageBackend`)."""
         return "(local kernel)"
+
+    def prepare_image(self, settings: KernelSettings, spec: ImageSpec) -> str:
+        """Not supported (`base.TaskImageBackend`): a local kernel runs in this machine's Python,
+        never in an image; the error says what to do."""
+        raise TaskImageUnsupported(
+            f"not supported: this task needs an image (the Dockerfile {spec.dockerfile!r} in "
+            f"{spec.context}) and the local backend runs kernels in this machine's Python, not in "
+            "images: run it with --super-backend=docker"
+        )
 
     def cleanup_run(self, settings: KernelSettings, run_id: str) -> list[str]:
         return []

@@ -44,16 +44,17 @@ def _span(node: Function) -> tuple[int, int]:
     return first, node.end_lineno
 
 
-def put_golden(
-    masked: str, golden: str, name: str, class_name: str | None, *, where: tuple[str, str]
-) -> str:
-    """`masked` with the definition of `name` replaced by the one of `golden` (`where`: the two
-    files' names, for the errors)."""
-    target = find_function(masked, name, class_name, where[0])
-    source = find_function(golden, name, class_name, where[1])
-    golden_lines = golden.splitlines(keepends=True)
-    start, end = _span(source)
-    text = textwrap.dedent("".join(golden_lines[start:end]))
+def function_text(source: str, name: str, class_name: str | None, where: str) -> str:
+    """The definition of `name` in `source` (decorators included), dedented."""
+    node = find_function(source, name, class_name, where)
+    start, end = _span(node)
+    return textwrap.dedent("".join(source.splitlines(keepends=True)[start:end]))
+
+
+def put_function(masked: str, text: str, name: str, class_name: str | None, *, where: str) -> str:
+    """`masked` with the definition of `name` (in `class_name`) replaced by `text`, a whole
+    definition, indented as the masked one stands (`where`: the masked file's name)."""
+    target = find_function(masked, name, class_name, where)
     masked_lines = masked.splitlines(keepends=True)
     first, last = _span(target)
     indent = masked_lines[first][: len(masked_lines[first]) - len(masked_lines[first].lstrip())]
@@ -61,3 +62,13 @@ def put_golden(
     if not body.endswith("\n"):
         body += "\n"
     return "".join(masked_lines[:first]) + body + "".join(masked_lines[last:])
+
+
+def put_golden(
+    masked: str, golden: str, name: str, class_name: str | None, *, where: tuple[str, str]
+) -> str:
+    """`masked` with the definition of `name` replaced by the one of `golden` (`where`: the two
+    files' names, for the errors)."""
+    find_function(masked, name, class_name, where[0])  # the masked file's error comes first
+    text = function_text(golden, name, class_name, where[1])
+    return put_function(masked, text, name, class_name, where=where[0])

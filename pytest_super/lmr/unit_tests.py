@@ -6,8 +6,12 @@ log removed. Then the test file runs in a process of its own, from the repositor
 upstream runs it (`PYTHONPATH` the repository, the test's folder first on `sys.path`), under a
 deadline of its own (`UNIT_TEST_TIMEOUT_S`). A small runner loads the file with unittest and
 writes unittest's own result (tests run, failures, errors, each problem's traceback) to a file
-named for this scoring only. The task passes when the process exited 0 and ran at least one
-test. Upstream's verdict is recorded beside ours: its grep of the test's log
+named for this scoring only. The task passes when the process exited 0, ran at least one
+test, none failed or errored, and no test logged a failure line itself: upstream's tests often
+catch their own `AssertionError` (or never assert) and only log "Test Failed", so unittest counts
+them passed; the runner's logging handler reads each log record a test emits while it runs (not
+the log file) and one holding the word "Failed" (upstream's scorer's word) is that test's
+failure (docs/lmr-bench.md, "The pass rule"). Upstream's verdict is recorded beside ours: its grep of the test's log
 (`unit_test/logs/<test>.log`: PASS when no "Failed" and at least one "Passed").
 """
 
@@ -29,23 +33,53 @@ from pytest_super.tasks.lmr import LmrTask
 UNIT_TEST_TIMEOUT_S = 600.0
 OUTPUT_TAIL = 3000
 
-#: runs one unittest file and writes unittest's result (python -c RUNNER TEST_FILE RESULT_FILE)
+#: runs one unittest file and writes unittest's result (python -c RUNNER TEST_FILE RESULT_FILE);
+#: a log record holding "Failed" that a test emits while it runs counts as that test's failure
+#: (`logged`): upstream's tests catch their own assertion and only log "Test Failed"
 RUNNER = """
-import importlib.util, json, os, sys, traceback, unittest
+import importlib.util, json, logging, os, re, sys, traceback, unittest
 test_file, result_file = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.dirname(os.path.abspath(test_file)))
-record = {"run": 0, "failed": 0, "errored": 0, "skipped": 0, "problems": [], "load_error": ""}
+record = {"run": 0, "failed": 0, "errored": 0, "skipped": 0, "problems": [], "load_error": "",
+          "logged": []}
 ok = False
+
+class Seen(logging.Handler):
+    current = "(outside a test)"
+    def emit(self, entry):
+        try:
+            text = entry.getMessage()
+        except Exception:
+            return
+        if re.search(r"\\bFailed\\b", text):
+            record["logged"].append([self.current, text[:500]])
+
+class Result(unittest.TextTestResult):
+    def startTest(self, test):
+        seen.current = test.id()
+        super().startTest(test)
+    def stopTest(self, test):
+        super().stopTest(test)
+        seen.current = "(outside a test)"
+
+seen = Seen()
 try:
     spec = importlib.util.spec_from_file_location("lmr_unit_test", test_file)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    spec.loader.exec_module(module)  # its logging.basicConfig first: ours must not stop it
+    root = logging.getLogger()
+    root.addHandler(seen)
+    if root.level > logging.INFO:
+        root.setLevel(logging.INFO)
     suite = unittest.defaultTestLoader.loadTestsFromModule(module)
-    result = unittest.TextTestRunner(stream=sys.stderr, verbosity=2).run(suite)
-    record.update(run=result.testsRun, failed=len(result.failures), errored=len(result.errors),
-                  skipped=len(result.skipped),
-                  problems=[t.id() + ": " + tb for t, tb in result.failures + result.errors])
-    ok = result.wasSuccessful() and result.testsRun > 0
+    runner = unittest.TextTestRunner(stream=sys.stderr, verbosity=2, resultclass=Result)
+    result = runner.run(suite)
+    problems = result.failures + result.errors
+    caught = {name for name, _ in record["logged"]} - {t.id() for t, _ in problems}
+    record.update(run=result.testsRun, failed=len(result.failures) + len(caught),
+                  errored=len(result.errors), skipped=len(result.skipped),
+                  problems=[t.id() + ": " + tb for t, tb in problems])
+    ok = result.wasSuccessful() and result.testsRun > 0 and not record["logged"]
 except BaseException:
     record["load_error"] = traceback.format_exc()
 with open(result_file, "w") as out:
@@ -207,6 +241,13 @@ def outcome(done: dict[str, Any], task: LmrTask) -> UnitTestOutcome:
         found.why = f"{task.unit_test_file} could not be loaded"
     elif found.run == 0:
         found.why = f"{task.unit_test_file} ran no test"
+    elif record.get("logged"):
+        logged = [f"{name}: logged {text!r}" for name, text in record["logged"]]
+        found.problems[:0] = logged
+        found.why = (
+            f"{len(logged)} failure line(s) logged by the test itself (its assertion caught, "
+            f"so unittest counts it passed): {logged[0]}"
+        )
     elif exit_code != 0 or found.failed or found.errored:
         found.why = (
             f"{found.failed} failed and {found.errored} errored of {found.run} tests "

@@ -28,7 +28,14 @@ from pathlib import Path
 
 from pytest_super.edit import EditFormatError, parse_edit
 from pytest_super.errors import InfrastructureError
-from pytest_super.kernels.base import CellResult, CellStatus, Kernel, KernelSettings, ToolResult
+from pytest_super.kernels.base import (
+    CellResult,
+    CellStatus,
+    ImageSpec,
+    Kernel,
+    KernelSettings,
+    ToolResult,
+)
 from pytest_super.replay.script import (
     REFERENCE_CWD,
     EpisodeScript,
@@ -247,6 +254,10 @@ class ReplayBackend:
         with self._lock:
             for script in scripts:
                 self._scripts[script.task.id] = script
+
+    def prepare_image(self, settings: KernelSettings, spec: ImageSpec) -> str:
+        """A replayed episode runs no code: a task's own image is not made (`base.TaskImageBackend`)."""
+        return "(replayed episode: no image)"
 
     def provision(self, settings: KernelSettings, *, task_id: str) -> Kernel:
         with self._lock:

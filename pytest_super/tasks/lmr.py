@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_super.errors import TaskFileError
+from pytest_super.kernels.base import ImageSpec
 from pytest_super.paths import shown_path
 from pytest_super.tasks.model import Task
 
@@ -57,6 +58,7 @@ class LmrTask(Task):
     paper_name: str = ""
     paper_url: str = ""
     retrieval: tuple[str, ...] = ()
+    instruction: str = ""  # the implementation's instruction as info.json gives it
 
     @property
     def repo_path(self) -> Path:
@@ -67,6 +69,27 @@ class LmrTask(Task):
         """The folder's Dockerfile, if it has one (else the default kernel image)."""
         path = Path(self.folder) / "Dockerfile"
         return path if path.is_file() else None
+
+
+#: the build args upstream's Dockerfiles declare: the user the image makes (its `useradd`; our
+#: kernel runs as root in the box and mounts nothing of the host, so a fixed id serves: upstream's
+#: host ids would fail there as root's, `groupadd -g 0`), and `DIR`, the repository's folder
+BUILD_UID = "1000"
+BUILD_GID = "1000"
+#: what of the folder never goes into the build context (upstream's `COPY . .` would copy it)
+NOT_IN_IMAGE = ("golden_files",)
+
+
+def folder_image(folder: Path, repo_folder: str) -> ImageSpec | None:
+    """The image a task folder's Dockerfile builds (None without one: the default image)."""
+    if not (folder / "Dockerfile").is_file():
+        return None
+    return ImageSpec(
+        context=str(folder.resolve()),
+        dockerfile="Dockerfile",
+        build_args=(("UID", BUILD_UID), ("GID", BUILD_GID), ("DIR", repo_folder)),
+        exclude=NOT_IN_IMAGE,
+    )
 
 
 #: (task id, the task or the error that names its broken part)
@@ -307,10 +330,12 @@ def _implementation(info: Path, data: dict[str, Any], entry: Any, where: str) ->
     goal_file = text.path("goal_file", repo)
     unit_test = text.path("unit_test_file", repo, hint=_unit_tests_hint(repo))
     goal = Goal(goal_file, text.required("goal_function"), text.optional("class_name"), unit_test)
+    instruction = text.required("instruction")
     return LmrTask(
         id=f"{folder.name}/{index}",
         set=LMR_SET,
-        query=task_prompt(text.required("instruction"), goal, data, paper_text(info, repo)),
+        query=task_prompt(instruction, goal, data, paper_text(info, repo)),
+        instruction=instruction,
         categories=(category_marker(category),),
         raw_category=category or UNCATEGORIZED,
         source=str(info),
@@ -325,6 +350,7 @@ def _implementation(info: Path, data: dict[str, Any], entry: Any, where: str) ->
         paper_name=str(data.get("paper_name") or ""),
         paper_url=str(data.get("paper_url") or ""),
         retrieval=_retrieval(info, entry, where),
+        image_spec=folder_image(folder, data["repo_folder_name"]),
     )
 
 

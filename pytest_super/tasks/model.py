@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pytest_super.kernels.base import ImageSpec
+
 SETS = ("expert", "masked", "auto")
 CATEGORIES = ("dependencies", "cpu", "configuration", "data", "issue", "goal", "other")
 # The kernel image profile a task runs in unless it names one (`image:`) or --super-image is
@@ -104,6 +106,9 @@ class Task:
     solution: tuple[Cell, ...] = ()
     limits: Limits = field(default_factory=Limits)
     image: str = YAML_IMAGE  # the kernel image profile (pytest_super.kernels.docker.image.PROFILES)
+    #: the image the task's own files describe (an LMR-Bench folder's Dockerfile), made by the
+    #: backend when the task runs (`kernels.prepare_task_image`); None: the profile's image
+    image_spec: ImageSpec | None = None
     source: str = ""  # the file it came from
     line: int | None = None  # the line, for JSONL
     raw_category: str = ""  # a masked id's category suffix as written (e.g. "customgoal")

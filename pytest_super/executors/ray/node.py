@@ -88,9 +88,11 @@ def _ensure_image(run: SuperRun, task: Task, outcome: NodeOutcome) -> None:
     images only; concurrent tasks on the node wait for one pull or build (the build lock), the
     others find it made. A named image (--super-image) is pulled, never built. What was done is
     put in `outcome`."""
-    from pytest_super.execute import kernel_settings_for
+    from pytest_super.execute import kernel_settings_for, needs_own_image
     from pytest_super.kernels.docker.registry import own_profile, provide_image
 
+    if needs_own_image(run, task):  # the task's own image: made on this node when it runs
+        return
     image = kernel_settings_for(run, task).image or ""
     if run.kernel.image and not run.registry:  # named: it must be there already
         return

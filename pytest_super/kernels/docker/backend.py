@@ -61,7 +61,7 @@ from pytest_super.errors import (
     ImageMissing,
     InfrastructureError,
 )
-from pytest_super.kernels.base import Kernel, KernelSettings, console_command
+from pytest_super.kernels.base import ImageSpec, Kernel, KernelSettings, console_command
 from pytest_super.kernels.docker.cleanup import (
     HOST_FOLDER_PREFIX,
     KEPT_SUFFIX,
@@ -373,6 +373,13 @@ class DockerBackend:
     def image_for(self, settings: KernelSettings, profile: str) -> str:
         """`--super-image` if given, else the tag of the profile's image (`base.ImageBackend`)."""
         return image_for_task(profile, settings.image)
+
+    def prepare_image(self, settings: KernelSettings, spec: ImageSpec) -> str:
+        """The task's Dockerfile built, then our kernel layer on it (`task_image.py`;
+        `base.TaskImageBackend`)."""
+        from pytest_super.kernels.docker.task_image import prepare_task_image
+
+        return prepare_task_image(settings, spec)
 
     def cleanup_run(self, settings: KernelSettings, run_id: str) -> list[str]:
         client = docker_client(settings)

@@ -114,13 +114,19 @@ class BuildInputs:
         return f"{IMAGE_REPOSITORY}:{self.profile}-{self.digest()}"
 
 
-def _image_file(name: str) -> str:
+def image_file(name: str) -> str:
     return (
         resources.files("pytest_super.kernels.docker")
         .joinpath("image_context")
         .joinpath(name)
         .read_text()
     )
+
+
+def ca_bundle_bytes() -> bytes:
+    """The CA bundle an image of ours carries: the host's (`host_ca_bundle`), else certifi's."""
+    bundle = host_ca_bundle()
+    return (bundle or _base_ca_fallback()).read_bytes()
 
 
 def host_ca_bundle() -> Path | None:
@@ -153,20 +159,20 @@ def build_inputs(
     if colab:  # built FROM the default image; an explicit base is the default image's base
         parent = build_inputs(base=base)
         return BuildInputs(
-            dockerfile=_image_file("Dockerfile.colab"),
+            dockerfile=image_file("Dockerfile.colab"),
             requirements=reqs,
             ca_bundle=parent.ca_bundle,
             profile=profile,
             base=None,
             files=tuple(
-                (name, _image_file(name))
+                (name, image_file(name))
                 for name in (COLAB_REQUIREMENTS, COLAB_LOCK, COLAB_INSTALLER, COLAB_CHECK)
             ),
             parent=parent,
         )
     bundle = host_ca_bundle()
     return BuildInputs(
-        dockerfile=_image_file("Dockerfile"),
+        dockerfile=image_file("Dockerfile"),
         requirements=reqs,
         ca_bundle=bundle.read_bytes() if bundle else b"",
         profile=profile,
