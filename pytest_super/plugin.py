@@ -288,9 +288,8 @@ def pytest_configure_node(node: Any) -> None:  # xdist: hand the run id to each 
     workerinput = thirdparty.node_input(node)
     workerinput["super_run_id"] = run_of(node.config).run_id
     # and how the controller hands out items (a worker's own --dist reads "no"): ordering.for_xdist
-    workerinput["super_dist"], workerinput["super_maxschedchunk"] = thirdparty.distribution(
-        node.config
-    )
+    dist, chunk = thirdparty.distribution(node.config)
+    workerinput.update(super_dist=dist, super_maxschedchunk=chunk)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -410,9 +409,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     item.stash[NEXT_ITEM_KEY] = nextitem  # whose kernel the pool makes while this item runs
 
 
-@pytest.hookimpl(optionalhook=True)
+@pytest.hookimpl(optionalhook=True)  # pytest-timeout's: a task item's timer is ours (timeouts.py)
 def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
-    """pytest-timeout's documented hook: a task item's deadline is ours (timeouts.py)."""
     return timeouts.set_task_timer(item, settings)
 
 

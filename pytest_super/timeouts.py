@@ -67,7 +67,7 @@ class TaskTimedOut(pytest.fail.Exception):  # type: ignore[misc,name-defined]
         self.retried: list[str] = []
 
 
-def runs_a_task(item: Any) -> bool:
+def runs_a_task(item: object) -> bool:
     """Whether `item` runs a task's episode: it uses the `super_result` fixture (every task item
     does; a test of the user's may too)."""
     return isinstance(item, pytest.Item) and "super_result" in getattr(item, "fixturenames", ())
@@ -86,7 +86,7 @@ def set_task_timer(item: pytest.Item, settings: Any) -> bool | None:
     return True
 
 
-def cancel_task_timer(item: Any) -> bool | None:
+def cancel_task_timer(item: object) -> bool | None:
     """pytest-timeout's `pytest_timeout_cancel_timer`: the item's `Alarm` off (True), None when
     it has none (pytest-timeout's own timer, if any, is cancelled by pytest-timeout)."""
     stash = getattr(item, "stash", None)

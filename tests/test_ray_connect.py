@@ -348,13 +348,15 @@ def _interrupted_cleanly(code: int, out: str) -> None:
 
 def _wait_connecting(proc: subprocess.Popen[str], port: int, timeout: float = 120) -> None:
     """Until `proc` waits for its connection to `port` (a socket of its network namespace in
-    SYN_SENT: the address check's connect, packets dropped)."""
-    table = Path(f"/proc/{proc.pid}/net/tcp")
+    SYN_SENT: the address check's connect, packets dropped; grpc connects to an IPv4 address from
+    an IPv6 socket, listed in tcp6)."""
+    tables = [Path(f"/proc/{proc.pid}/net/{name}") for name in ("tcp", "tcp6")]
     started = time.monotonic()
     while time.monotonic() - started < timeout:
         assert proc.poll() is None, _finish(proc)[1][-3000:]
         with contextlib.suppress(OSError):
-            for line in table.read_text().splitlines()[1:]:
+            lines = [line for table in tables for line in table.read_text().splitlines()[1:]]
+            for line in lines:
                 fields = line.split()
                 if fields[2].endswith(f":{port:04X}") and fields[3] == "02":
                     return

@@ -146,7 +146,8 @@ def _not_connected(address: str, details: str) -> RayUnavailable:
     if http1:
         status = http1.group("status")
         said = f"an HTTP/1.x server answered (HTTP status {status}), not Ray's GCS (gRPC)"
-    elif "connect() timed out" in what:
+    elif "connect() timed out" in what or what == "tcp handshaker shutdown":
+        # the TCP connection's own timeout, or the attempt's (TCP_CONNECT_S both) first
         said = (
             f"nothing answered the connection within {TCP_CONNECT_S:g} s (packets dropped on the "
             "way: a firewall, a wrong host?)"
