@@ -1,7 +1,8 @@
 """The longest deadline a timer takes, deadlines computed from limits clamped to it (a
 foundation: the environment, the runner and the pytest-timeout glue all clamp the same way), and
-the one mechanism that enforces a task's deadline below pytest (`enforce`: a Ray node's task,
-`run_record.run_tasks`); under pytest, pytest-timeout enforces it."""
+the one timer that enforces a task's deadline everywhere: `enforce` below pytest (a Ray node's
+task, `run_record.run_tasks`), and under pytest the same `Alarm` started and cancelled through
+pytest-timeout's documented hooks (timeouts.py's `TaskTimer`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Any
 
 #: the longest deadline handed to a timer: one year, and never more than `threading.TIMEOUT_MAX`
 #: (pytest-timeout's thread method, a kernel's waits; 49 days on Windows). `signal.setitimer`
@@ -36,33 +38,61 @@ class DeadlineExpired(BaseException):  # noqa: N818 - like KeyboardInterrupt, it
         self.seconds = seconds
 
 
+class Alarm:
+    """A deadline on SIGALRM and the real-time timer, as pytest-timeout's signal method keeps one:
+    `start()` makes `expired(seconds)` raised in the main thread `seconds` from now, whatever it
+    waits in; `cancel()` turns it off and puts the earlier SIGALRM handler back. On the main
+    thread only (a signal is handled there): elsewhere, and without seconds, it does nothing."""
+
+    def __init__(
+        self, seconds: float | None, expired: Callable[[float], BaseException] = DeadlineExpired
+    ) -> None:
+        self.seconds = timer_seconds(seconds) if seconds and seconds > 0 else 0.0
+        self._expired = expired
+        self._previous: Any = None
+        self._running = False
+
+    def start(self) -> bool:
+        """Whether the alarm was set (False off the main thread or without seconds)."""
+        if not self.seconds or threading.current_thread() is not threading.main_thread():
+            return False
+
+        def expire(signum: int, frame: FrameType | None) -> None:
+            raise self._expired(self.seconds)
+
+        self._previous = signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        self._running = True
+        return True
+
+    def cancel(self) -> None:
+        if not self._running:
+            return
+        self._running = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self._previous)
+
+
 @contextlib.contextmanager
 def enforce(seconds: float | None) -> Iterator[None]:
     """Raise `DeadlineExpired` in this thread `seconds` from now (None or 0: no deadline), the
-    one deadline mechanism below pytest (pytest-timeout keeps pytest's): the real-time timer
-    and SIGALRM, as pytest-timeout's signal method does, so it reaches into any wait of Python's.
-    On the main thread only (a signal is handled there): elsewhere the block runs without one.
-    Inside a block with an earlier deadline, the earlier one holds; the outer timer goes on
-    afterwards with what was left of it."""
-    if not seconds or seconds <= 0 or threading.current_thread() is not threading.main_thread():
+    deadline of a task below pytest (an `Alarm`, as under pytest): it reaches into any wait of
+    Python's. On the main thread only (a signal is handled there): elsewhere the block runs
+    without one. Inside a block with an earlier deadline, the earlier one holds; the outer timer
+    goes on afterwards with what was left of it."""
+    alarm = Alarm(seconds)
+    if not alarm.seconds or threading.current_thread() is not threading.main_thread():
         yield
         return
-    seconds = timer_seconds(seconds)
     left, _ = signal.getitimer(signal.ITIMER_REAL)
-    if left and left <= seconds:  # an outer deadline comes first: it holds
+    if left and left <= alarm.seconds:  # an outer deadline comes first: it holds
         yield
         return
-
-    def expire(signum: int, frame: FrameType | None) -> None:
-        raise DeadlineExpired(seconds)
-
     started = time.monotonic()
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    alarm.start()
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        alarm.cancel()
         if left:  # the outer deadline, with what was left of it
             signal.setitimer(signal.ITIMER_REAL, max(left - (time.monotonic() - started), 1e-3))

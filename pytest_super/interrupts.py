@@ -36,13 +36,13 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import pytest
 
 from pytest_super import progress, thirdparty, tracebacks
+from pytest_super.process_identity import child_pids
 
 _PREVIOUS = pytest.StashKey[Any]()
 _PREVIOUS_SIGINT = pytest.StashKey[Any]()
@@ -207,15 +207,9 @@ class _CtrlC:
 def _interrupt_children() -> None:
     """SIGINT to this process's direct children (the xdist workers), read from /proc (Linux;
     elsewhere nothing: the terminal's Ctrl-C reaches the whole process group anyway)."""
-    me = str(os.getpid())
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields and len(fields) > 1 and fields[1] == me:
-            with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
-                os.kill(int(stat.parent.name), signal.SIGINT)
+    for child in child_pids(os.getpid()):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(child, signal.SIGINT)
 
 
 def stop_on_ctrl_c(

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from pytest_super import thirdparty
+
 #: the cache key of our record: {"<agent>\t<model>": {node id: true}}
 CACHE_KEY = "pytest-super/lastfailed"
 
@@ -53,7 +55,7 @@ def save(config: pytest.Config, agent: str, model: str | None) -> None:
     """At the session's end, on the controller: this run's record, as pytest left it, filed under
     its agent and model."""
     plugin = _lfplugin(config)
-    if plugin is None or hasattr(config, "workerinput") or config.getoption("cacheshow"):
+    if plugin is None or thirdparty.is_worker(config) or config.getoption("cacheshow"):
         return
     record = _record(config)
     record[_whose(agent, model)] = dict(plugin.lastfailed)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_super import executors, timeouts
+from pytest_super import executors, thirdparty, timeouts
 from pytest_super.paths import shown_path
 from pytest_super.redaction import masked_url
 from pytest_super.settings import (
@@ -109,7 +109,7 @@ def configure(config: pytest.Config, run_id: str) -> SuperRun:
     file never stopping the others."""
     run = config.stash[RUN_KEY] = make_run(config, run_id)
     timeouts.check_user_timeout(config)
-    if getattr(config, "workerinput", None) is None:
+    if not thirdparty.is_worker(config):
         _say_if_invocation_ini_unread(config, run)
     if (run.agent or run.sets) and config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args = [str(p) for p in run.task_roots]
@@ -163,7 +163,7 @@ def make_run(config: pytest.Config, run_id: str) -> SuperRun:
 
 
 def _inputs(config: pytest.Config) -> Inputs:
-    workerinput = getattr(config, "workerinput", None)
+    workerinput = thirdparty.worker_input(config)
 
     def warn(message: str) -> None:
         config.issue_config_time_warning(pytest.PytestConfigWarning(message), stacklevel=2)

@@ -22,6 +22,7 @@ from pytest_super import (
     progress,
     redaction,
     sinks,
+    thirdparty,
     timeouts,
 )
 from pytest_super import report as reports
@@ -89,7 +90,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "super_task(path): the task file the super_task fixture loads"
     )
-    workerinput = getattr(config, "workerinput", None)
+    workerinput = thirdparty.worker_input(config)
     run_id = workerinput["super_run_id"] if workerinput else options.new_run_id()
     if workerinput is None:
         os.environ["PYTEST_SUPER_CONTROLLER_PID"] = str(os.getpid())
@@ -168,11 +169,11 @@ def _one_process(config: pytest.Config, run: SuperRun) -> bool:
     xdist workers."""
     if run.remote:
         return False
-    workerinput = getattr(config, "workerinput", None)
+    workerinput = thirdparty.worker_input(config)
     if workerinput is not None:
         return int(workerinput.get("workercount", 1)) <= 1
-    workers = getattr(config.option, "numprocesses", None)
-    return not isinstance(workers, int) or workers <= 1
+    workers = thirdparty.requested_workers(config)
+    return workers is None or workers <= 1
 
 
 def _say_if_price_unknown(settings: Any) -> None:
@@ -253,7 +254,7 @@ def _close_pool(config: pytest.Config) -> None:
     if pool is None:
         return
     failures = pool.close()
-    workeroutput = getattr(config, "workeroutput", None)
+    workeroutput = thirdparty.worker_output(config)
     if workeroutput is not None:
         workeroutput["super_removal_failures"] = failures
     else:
@@ -262,7 +263,7 @@ def _close_pool(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:  # xdist: a worker's failed removals
-    failures = getattr(node, "workeroutput", {}).get("super_removal_failures", [])
+    failures = thirdparty.node_output(node).get("super_removal_failures", [])
     node.config.stash[REMOVAL_FAILURES_KEY].extend(failures)
 
 
@@ -289,10 +290,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:  # xdist: hand the run id to each worker
-    node.workerinput["super_run_id"] = run_of(node.config).run_id
+    workerinput = thirdparty.node_input(node)
+    workerinput["super_run_id"] = run_of(node.config).run_id
     # and how the controller hands out items (a worker's own --dist reads "no"): ordering.for_xdist
-    node.workerinput["super_dist"] = getattr(node.config.option, "dist", "load")
-    node.workerinput["super_maxschedchunk"] = getattr(node.config.option, "maxschedchunk", None)
+    dist, chunk = thirdparty.distribution(node.config)
+    workerinput.update(super_dist=dist, super_maxschedchunk=chunk)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -318,8 +320,8 @@ def _quiet_live_note(config: pytest.Config) -> list[str]:
     """--super-live under xdist prints nothing (xdist does not pass on what its workers print):
     said at the start, instead of a run that is silently quiet."""
     run = run_of(config)
-    workers = getattr(config.option, "numprocesses", None)
-    if not run.live or run.remote or not isinstance(workers, int) or workers < 1:
+    workers = thirdparty.requested_workers(config)
+    if not run.live or run.remote or workers is None or workers < 1:
         return []
     return [
         f"pytest-super: --super-live shows no steps under xdist (-n {workers}): pytest-xdist does "
@@ -378,7 +380,7 @@ def _in_start_order(config: pytest.Config, items: list[pytest.Item]) -> list[pyt
     if not any(durations.get(item.nodeid) is not None for item in items):
         return items  # nothing known of these items (the shipped table knows SUPER's ids only)
     ordered = in_order(items, lambda item: durations.get(item.nodeid), config.stash[ORDER_KEY])
-    workerinput = getattr(config, "workerinput", None)
+    workerinput = thirdparty.worker_input(config)
     if workerinput is None:
         return ordered
     return for_xdist(
@@ -410,6 +412,16 @@ def _skip_finished_tasks(run: SuperRun, items: list[collect.SuperTaskItem]) -> N
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     item.stash[NEXT_ITEM_KEY] = nextitem  # whose kernel the pool makes while this item runs
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-timeout's: a task item's timer is ours (timeouts.py)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
+    return timeouts.set_task_timer(item, settings)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_timeout_cancel_timer(item: pytest.Item) -> bool | None:
+    return timeouts.cancel_task_timer(item)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -512,7 +524,7 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
         )
         raise
     except pytest.fail.Exception as exc:
-        if timeouts.is_timeout(exc):  # pytest-timeout (signal method) stopped the episode
+        if isinstance(exc, timeouts.TaskTimedOut):  # its deadline passed (here or on a node)
             item.user_properties.extend(
                 [
                     *_retried_property(retried_of(exc)),

@@ -336,7 +336,7 @@ class ProgressLine:
         self.tally.slots = thirdparty.active_worker_count(self.config) or self.tally.slots
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if not hasattr(self.config, "workerinput") and session.items:
+        if not thirdparty.is_worker(self.config) and session.items:
             self.tally.ids = {item.nodeid for item in session.items}
 
 
@@ -345,9 +345,9 @@ KEY = pytest.StashKey[ProgressLine]()
 
 def enabled(config: pytest.Config, mode: str, remote: bool) -> bool:
     """auto: a Ray or xdist run (on the controller); on: any run; off: never."""
-    if mode == "off" or hasattr(config, "workerinput"):
+    if mode == "off" or thirdparty.is_worker(config):
         return False
-    xdist = bool(getattr(config.option, "numprocesses", None)) and not getattr(
+    xdist = bool(thirdparty.requested_workers(config)) and not getattr(
         config.option, "collectonly", False
     )
     return mode == "on" or remote or xdist

@@ -874,7 +874,7 @@ def _pip_cache(
     return volume
 
 
-def _check_agent(spec: str) -> None:
+def _check_agent(spec: str, source: str = "--super-agent") -> None:
     """Reject an agent name at start-up, not in every task (SUPER's harness accepted names it
     then rejected)."""
     from pytest_super.agents import load_agent
@@ -882,7 +882,45 @@ def _check_agent(spec: str) -> None:
     try:
         load_agent(spec)
     except ValueError as exc:
-        raise SettingError(f"--super-agent: {exc}") from None
+        raise SettingError(f"{source}: {exc}") from None
+
+
+#: the fields of `SuperRun` that are settings of the table: a `SuperRun` built directly has them
+#: read as the option's text would be (`_check_fields`)
+_CHECKED_FIELDS = (
+    "retries",
+    "repeat",
+    "max_containers",
+    "progress",
+    "order",
+    "backend",
+    "executor",
+)
+
+
+def _check_fields(run: SuperRun) -> None:
+    """The option path's `SettingError` for a field of a directly built `SuperRun` that the
+    option would refuse, its source `SuperRun(<name>=...)` in the place of `--super-<name>`:
+    `SuperRun(retries=-5)` is "SuperRun(retries=...) -5: expected a whole number from 0 to
+    100", as `--super-retries=-5` is "--super-retries -5: ...". A value of another type than
+    the setting holds (`retries="3"`) is refused too."""
+    for name in _CHECKED_FIELDS:
+        value, s = getattr(run, name), _BY_NAME[name]
+        if value is None and s.default is None:
+            continue
+        source = f"SuperRun({name}=...)"
+        raw = value if isinstance(value, str) else str(value)
+        try:
+            read = s.read(raw)
+        except ValueError as exc:
+            raise SettingError(f"{source} {_shown(raw)}: {exc}") from None
+        if read != value or type(read) is not type(value):
+            raise SettingError(
+                f"{source} {value!r}: a {type(value).__name__}, where the setting holds a "
+                f"{type(read).__name__} ({read!r})"
+            )
+    if run.agent:
+        _check_agent(run.agent, "SuperRun(agent=...)")
 
 
 def _llm_settings(agent: str | None, values: dict[str, Any], run_dir: Path) -> LLMSettings | None:
@@ -1051,6 +1089,7 @@ class SuperRun:
     prompts: PromptSet | None = None
 
     def __post_init__(self) -> None:
+        _check_fields(self)  # built directly, it is refused what the options refuse
         if self.prompts is None:
             object.__setattr__(self, "prompts", self.settings.options.prompts)
         elif self.settings.options.prompts != self.prompts:

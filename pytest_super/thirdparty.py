@@ -6,15 +6,16 @@ named next to its use with the versions checked (the pins of pyproject.toml: pyt
 pytest-timeout>=2.4; checked against pytest-xdist 3.8.0, pytest-timeout 2.4.0, pytest 9).
 tests/test_thirdparty.py asserts that the installed versions are in that range and that every
 name here still exists with the shape used, and names the attribute and the version when one
-moved. Documented API stays where it is used: xdist's hooks, `config.workerinput` /
-`workeroutput`, pytest-timeout's `Settings`, its hooks and its `timeout` marker.
+moved. Every attribute xdist sets is read here too, documented or not (`config.workerinput`,
+`workeroutput`, the options `numprocesses`, `dist`, `maxschedchunk`; tests/test_layers.py checks
+that no other module reads one). pytest-timeout is read through `get_env_settings` (not in its
+`__all__`) and its documented `timeout` marker; its hooks and xdist's stay where they are used.
 """
 
 from __future__ import annotations
 
 import math
 import queue
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,19 +28,21 @@ TIMEOUT_CHECKED = "2.4.0"
 
 # -- pytest-timeout ---------------------------------------------------------------------------
 
-#: pytest-timeout's failure text (`%s`: the seconds): its module constant
-#: `pytest_timeout.PYTEST_FAILURE_MESSAGE` (not documented; since 2.4.0, checked 2.4.0: "Timeout
-#: (>%ss) from pytest-timeout."), which its signal method passes to `pytest.fail`; versions
-#: before 2.4.0 had no constant and wrote "Timeout >%ss"
-TIMEOUT_FAILURE_TEMPLATE: str = getattr(pytest_timeout, "PYTEST_FAILURE_MESSAGE", "Timeout >%ss")
-
 _DEADLINE = pytest.StashKey["_Deadline"]()
 
 
 @dataclass(frozen=True)
 class _Deadline:
-    marker: object  # the closest `timeout` marker the value was read with (None: none)
+    marker: pytest.Mark | None  # the closest `timeout` marker the value was read with
     seconds: float | None
+
+
+def _marker_seconds(marker: pytest.Mark | None) -> float | None:
+    """The seconds a `timeout` marker gives (None: none); ValueError when they do not read."""
+    if marker is None:
+        return None
+    value = marker.args[0] if marker.args else marker.kwargs.get("timeout")
+    return None if value is None else float(value)
 
 
 def timeout_plugin_active(config: pytest.Config) -> bool:
@@ -66,9 +69,10 @@ def item_deadline_s(item: pytest.Item) -> float | None:
     pytest-timeout not loaded). Read once and kept on the item's stash, read again only when a
     different marker is closest (a default marker added at collection).
 
-    `pytest_timeout._get_item_settings(item)` (private; checked 2.4.0): the very function its
-    `pytest_runtest_protocol` reads the item's `Settings` with. A marker it cannot read (its own
-    error when the test runs) leaves the timeout for every test."""
+    The marker is read by its documented form (pytest-timeout's README: `timeout(seconds)` or
+    `timeout(timeout=seconds)`, with `method` and `func_only`); one that gives no seconds, or
+    seconds it cannot read (its own error when the test runs), leaves the timeout for every
+    test, as pytest-timeout's own reading does (tests/test_thirdparty.py compares the two)."""
     marker = item.get_closest_marker("timeout")
     cached = item.stash.get(_DEADLINE, None)
     if cached is not None and cached.marker is marker:
@@ -78,14 +82,13 @@ def item_deadline_s(item: pytest.Item) -> float | None:
     return seconds
 
 
-def _read_item_deadline_s(item: pytest.Item, marker: object) -> float | None:
+def _read_item_deadline_s(item: pytest.Item, marker: pytest.Mark | None) -> float | None:
     if not timeout_plugin_active(item.config):
         return None
     try:
-        if marker is None:
+        timeout = _marker_seconds(marker)
+        if timeout is None:
             timeout = configured_timeout_s(item.config)
-        else:
-            timeout = pytest_timeout._get_item_settings(item).timeout
     except (TypeError, ValueError):
         try:
             timeout = configured_timeout_s(item.config)
@@ -97,31 +100,56 @@ def _read_item_deadline_s(item: pytest.Item, marker: object) -> float | None:
     return seconds if seconds > 0 and not math.isnan(seconds) else None
 
 
-def timeout_failure_pattern(template: str) -> re.Pattern[str]:
-    """The failure messages a `%s`-template gives, for any number of seconds."""
-    head, sep, tail = template.partition("%s")
-    if not sep:
-        return re.compile(re.escape(template))
-    return re.compile(re.escape(head) + r"[^\s)]+" + re.escape(tail))
-
-
-_TIMEOUT_FAILURE = timeout_failure_pattern(TIMEOUT_FAILURE_TEMPLATE)
-
-
-def is_timeout_failure(exc: BaseException) -> bool:
-    """Whether `exc` is pytest-timeout's signal method stopping a test: the `pytest.fail` it
-    raises with `TIMEOUT_FAILURE_TEMPLATE`. (Its thread method kills the process.)"""
-    return (
-        isinstance(exc, pytest.fail.Exception) and _TIMEOUT_FAILURE.fullmatch(str(exc)) is not None
-    )
-
-
-def timeout_failure_message(seconds: float) -> str:
-    """pytest-timeout's own failure text for a deadline of `seconds`."""
-    return TIMEOUT_FAILURE_TEMPLATE % f"{seconds:g}"
-
-
 # -- pytest-xdist -----------------------------------------------------------------------------
+#: the attributes xdist sets on pytest's config, its options and its worker nodes, read only here
+#: (`config.workerinput`, `workeroutput` on a worker: its README's "Identifying the worker
+#: process during a test" and "Sending data from workers"; `-n`, `--dist`, `--maxschedchunk`)
+XDIST_ATTRIBUTES = ("workerinput", "workeroutput", "numprocesses", "dist", "maxschedchunk")
+
+
+def worker_input(config: pytest.Config) -> dict[str, Any] | None:
+    """What the controller handed this xdist worker (`workerid`, `workercount`, and what
+    `pytest_configure_node` adds); None in the controller or without xdist."""
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    return workerinput
+
+
+def is_worker(config: pytest.Config) -> bool:
+    """Whether this process is an xdist worker (not the controller, not a run without xdist)."""
+    return worker_input(config) is not None
+
+
+def worker_output(config: pytest.Config) -> dict[str, Any] | None:
+    """What this xdist worker hands back to the controller (`node.workeroutput` there, read by
+    `node_output`); None in the controller or without xdist."""
+    workeroutput: dict[str, Any] | None = getattr(config, "workeroutput", None)
+    return workeroutput
+
+
+def node_input(node: Any) -> dict[str, Any]:
+    """In the controller (`pytest_configure_node`): what is handed to the worker `node`."""
+    workerinput: dict[str, Any] = node.workerinput
+    return workerinput
+
+
+def node_output(node: Any) -> dict[str, Any]:
+    """In the controller (`pytest_testnodedown`): what the worker `node` handed back ({} when
+    it died before it could)."""
+    workeroutput: dict[str, Any] = getattr(node, "workeroutput", {})
+    return workeroutput
+
+
+def requested_workers(config: pytest.Config) -> int | None:
+    """`-n`'s number of workers as the controller reads it (None: no `-n`, or xdist not
+    loaded); read on a worker, it is the worker's own option, not the run's."""
+    workers = getattr(config.option, "numprocesses", None)
+    return workers if isinstance(workers, int) else None
+
+
+def distribution(config: pytest.Config) -> tuple[str, int | None]:
+    """(`--dist`, `--maxschedchunk`) as the controller hands out items ("load", None without
+    xdist); a worker's own `--dist` reads "no", so the controller hands them on (plugin.py)."""
+    return getattr(config.option, "dist", "load"), getattr(config.option, "maxschedchunk", None)
 
 
 def undispatched_worker_events(

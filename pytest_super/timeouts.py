@@ -1,49 +1,100 @@
 """pytest-timeout, through what it exposes: whether the user set a timeout for every test, and
-whether a failure is pytest-timeout stopping the test.
+the timer of every task item.
 
 What pytest-timeout makes public: `__all__` is `Settings` and `is_debugging`; its README documents
 the hooks `pytest_timeout_set_timer` / `pytest_timeout_cancel_timer`, `Settings`, `is_debugging`
 and the ways to set a timeout (from low to high priority: ini `timeout`, the `PYTEST_TIMEOUT`
-environment variable, `--timeout`, a `timeout` marker). It has no documented failure constant
-(`TIMEOUT_DESC` is the `--timeout` help text). What it does not document is reached only through
-thirdparty.py (the one adapter to other plugins' internals, with its pinned test):
+environment variable, `--timeout`, a `timeout` marker). What it does not document is reached only
+through thirdparty.py (the one adapter to other plugins' internals, with its pinned test): the
+user's timeout is what `get_env_settings(config)` resolves (option, then environment, then ini),
+an item's deadline what pytest-timeout applies to it (`thirdparty.item_deadline_s`).
 
-- the user's timeout is what `get_env_settings(config)` resolves (option, then environment, then
-  ini), an item's deadline what pytest-timeout applies to it (`thirdparty.item_deadline_s`);
-- its failure is told by `PYTEST_FAILURE_MESSAGE`, the module constant (since 2.4.0) its signal
-  method passes to `pytest.fail`: the failure is matched against that template, never against a
-  fragment of text, so a new wording of it is followed.
+The timer: a plugin that owns an item's deadline says so through pytest-timeout's hooks, and
+pytest-timeout stands aside. For the items that run a task (those that use the `super_result`
+fixture: every task item) the plugin's hooks start and cancel `deadlines.Alarm`, the timer a Ray
+node and `run_tasks` use too, which raises `TaskTimedOut` at the deadline pytest-timeout hands
+over (`--timeout`, `PYTEST_TIMEOUT`, ini `timeout`, a `timeout` marker, the default marker of
+`task_timeout_s`). Every other test keeps pytest-timeout's timer, and so does a task item whose
+timeout method is `thread` (the process ended with every thread's stack printed: a hang in C
+code, which no signal reaches).
 """
 
 from __future__ import annotations
 
 import math
 import os
+from typing import Any
 
 import pytest
 
 from pytest_super import thirdparty
-from pytest_super.deadlines import MAX_TIMER_S
+from pytest_super.deadlines import MAX_TIMER_S, Alarm
 from pytest_super.thirdparty import item_deadline_s
 
 __all__ = [
     "FAILURE_TEMPLATE",
     "MAX_TIMER_S",
+    "TaskTimedOut",
+    "cancel_task_timer",
     "check_user_timeout",
     "configured_timeout_s",
     "failure_message",
-    "failure_pattern",
-    "is_timeout",
     "item_deadline_s",
+    "set_task_timer",
     "user_timeout_configured",
 ]
 
-#: the text pytest-timeout's signal method fails a test with (`%s`: the seconds); versions before
-#: 2.4.0 had no constant and wrote "Timeout >%ss"
-FAILURE_TEMPLATE: str = thirdparty.TIMEOUT_FAILURE_TEMPLATE
-failure_pattern = thirdparty.timeout_failure_pattern
-is_timeout = thirdparty.is_timeout_failure
-failure_message = thirdparty.timeout_failure_message
+#: the failure of a task past its deadline (`%s`: the seconds): the words of pytest-timeout's
+#: signal method, so a run reads the same whichever timer stopped a test
+FAILURE_TEMPLATE = "Timeout (>%ss) from pytest-timeout."
+
+_ALARM = pytest.StashKey[Alarm]()
+
+
+def failure_message(seconds: float) -> str:
+    return FAILURE_TEMPLATE % f"{seconds:g}"
+
+
+class TaskTimedOut(pytest.fail.Exception):  # type: ignore[misc,name-defined]
+    """A task past its deadline: raised by its item's timer (`set_task_timer`), or for a task its
+    Ray node stopped at its deadline. A failure of pytest's own kind (`pytest.fail`), as
+    pytest-timeout's signal method raises; `super_result` records it as a timeout."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(failure_message(seconds))
+        self.seconds = seconds
+        #: why each earlier attempt failed (`execute.retried_of`; a Ray node's retries)
+        self.retried: list[str] = []
+
+
+def runs_a_task(item: object) -> bool:
+    """Whether `item` runs a task's episode: it uses the `super_result` fixture (every task item
+    does; a test of the user's may too)."""
+    return isinstance(item, pytest.Item) and "super_result" in getattr(item, "fixturenames", ())
+
+
+def set_task_timer(item: pytest.Item, settings: Any) -> bool | None:
+    """pytest-timeout's `pytest_timeout_set_timer` for a task item: our `Alarm`, raising
+    `TaskTimedOut` `settings.timeout` seconds from now (True: pytest-timeout sets none). None
+    for any other test, for the `thread` method, and off the main thread: pytest-timeout's."""
+    if not runs_a_task(item) or settings.method == "thread":
+        return None
+    alarm = Alarm(settings.timeout, TaskTimedOut)
+    if not alarm.start():
+        return None
+    item.stash[_ALARM] = alarm
+    return True
+
+
+def cancel_task_timer(item: object) -> bool | None:
+    """pytest-timeout's `pytest_timeout_cancel_timer`: the item's `Alarm` off (True), None when
+    it has none (pytest-timeout's own timer, if any, is cancelled by pytest-timeout)."""
+    stash = getattr(item, "stash", None)
+    if stash is None or _ALARM not in stash:
+        return None
+    stash[_ALARM].cancel()
+    del stash[_ALARM]
+    return True
 
 
 def user_timeout_configured(config: pytest.Config) -> bool:

@@ -97,6 +97,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "locks",
             "defaults",
             "paths",
+            "process_identity",
         ),
     ),
 ]
@@ -440,4 +441,105 @@ def test_the_check_sees_an_executors_setting_named_outside_it(tmp_path: Path) ->
         "line 8: the string ' Ray node'",
         "line 9: the definition RayThing",
         "line 10: the string 'RAY_ADDRESS'",
+    ]
+
+
+#: the one adapter to other plugins' internals, the only module that reads xdist's attributes
+ADAPTER = "pytest_super.thirdparty"
+
+
+def xdist_reads_in(path: Path) -> list[str]:
+    """Where `path` reads an attribute xdist sets (`thirdparty.XDIST_ATTRIBUTES`): as an attribute
+    (`config.workerinput`, `node.workeroutput`, `config.option.numprocesses`) or by its name in a
+    string (`getattr(config, "workerinput", None)`, `hasattr(config, "workerinput")`)."""
+    from pytest_super.thirdparty import XDIST_ATTRIBUTES
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Attribute) and node.attr in XDIST_ATTRIBUTES:
+            found.append((node.lineno, f"line {node.lineno}: .{node.attr}"))
+        elif isinstance(node, ast.Constant) and node.value in XDIST_ATTRIBUTES:
+            found.append((node.lineno, f"line {node.lineno}: {node.value!r}"))
+    return [where for _, where in sorted(found)]
+
+
+def test_every_xdist_attribute_is_read_through_the_adapter() -> None:
+    """Issue 45 item 6: xdist's attributes (`workerinput`, `workeroutput`, `numprocesses`,
+    `dist`, `maxschedchunk`) are read in thirdparty.py only, where the versions are checked."""
+    offenders = [
+        f"{name}: {where}"
+        for name, path in MODULES.items()
+        if name != ADAPTER
+        for where in xdist_reads_in(path)
+    ]
+    assert offenders == []
+
+
+def test_the_check_sees_a_direct_xdist_read(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "workerinput = getattr(config, 'workerinput', None)\n"
+        "n = config.option.numprocesses\n"
+        "node.workeroutput['x'] = 1\n"
+        "if hasattr(config, 'workerinput'):\n    pass\n"
+        "def f(maxschedchunk, dist):\n    return maxschedchunk\n"
+    )
+    assert xdist_reads_in(module) == [
+        "line 1: 'workerinput'",
+        "line 2: .numprocesses",
+        "line 3: .workeroutput",
+        "line 4: 'workerinput'",
+    ]
+
+
+#: the one module that reads a process's /proc/<pid>/stat (issue 45 item 5); the reaper, shipped
+#: into its own container with nothing of the package, keeps a copy (tests/test_dead_man_switch.py
+#: checks it reads the same)
+PROCESS_IDENTITY = "pytest_super.process_identity"
+
+
+def proc_stat_reads_in(path: Path) -> list[str]:
+    """Where `path`'s code names a process's stat file: a string (not a docstring) that ends in
+    "/stat" (`f"/proc/{pid}/stat"`, `glob("[0-9]*/stat")`), or is "stat" in a module that names
+    /proc (`Path("/proc") / pid / "stat"`; `stat` the command is another thing)."""
+    tree = ast.parse(path.read_text(), str(path))
+    docstrings = _docstrings(tree)
+    texts = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]
+    names_proc = any(str(node.value).startswith("/proc") for node in texts)
+    return sorted(
+        f"line {node.lineno}: {node.value!r}"
+        for node in texts
+        if str(node.value).endswith("/stat") or (names_proc and node.value == "stat")
+    )
+
+
+def test_only_process_identity_reads_a_processs_stat_file() -> None:
+    offenders = [
+        f"{name}: {where}"
+        for name, path in MODULES.items()
+        if name != PROCESS_IDENTITY and name not in SHIPPED_INTO_THE_KERNEL
+        for where in proc_stat_reads_in(path)
+    ]
+    assert offenders == []
+
+
+def test_the_check_sees_a_stat_file_read(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        '"""Reads /proc/<pid>/stat (a docstring: fine)."""\n'
+        'a = open(f"/proc/{pid}/stat").read()\n'
+        'b = Path("/proc").glob("[0-9]*/stat")\n'
+        'c = Path("/proc") / str(pid) / "stat"\n'
+        "d = os.stat(path)\n"
+    )
+    assert proc_stat_reads_in(module) == [
+        "line 2: '/stat'",
+        "line 3: '[0-9]*/stat'",
+        "line 4: 'stat'",
     ]

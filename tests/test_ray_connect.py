@@ -15,6 +15,8 @@ import json
 import os
 import shutil
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -142,13 +144,139 @@ def test_an_http_server_at_the_address_is_a_usage_error_naming_it(tmp_path, http
     code, out = _finish(_pytest(project, http_server))
     took = time.monotonic() - started
     assert code == 4, out[-3000:]
-    assert (
-        f"--super-ray-address {http_server}: no Ray cluster answers there: an HTTP server "
-        "answered with an HTML page ('Error response'), not Ray's GCS (gRPC)"
+    assert (  # grpc's account of what answered (an HTTP/0.9-style page: no status line)
+        f"--super-ray-address {http_server}: no Ray cluster answers there: something answered "
+        "that does not speak gRPC (Failed parsing HTTP/2 (Expected SETTINGS frame as the first "
+        "frame, got frame type 79)), not Ray's GCS (gRPC)"
     ) in out, out[-3000:]
     assert took < FAST_S, took
     assert "INTERNALERROR" not in out
     _no_results(project)
+
+
+# -- the address check alone (connect.check_address: grpcio, no frame of our own) --------------
+@contextlib.contextmanager
+def _listener(answer: Any) -> Iterator[str]:
+    """A TCP listener on 127.0.0.1 that hands each connection to `answer` on a thread."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        server.close()
+
+
+def _check_fails(address: str) -> tuple[str, float]:
+    from pytest_super.executors.ray.connect import RayUnavailable, check_address
+
+    started = time.monotonic()
+    with pytest.raises(RayUnavailable) as caught:
+        check_address(ray, address)
+    return str(caught.value), time.monotonic() - started
+
+
+def _silent(conn: socket.socket) -> None:
+    with conn:
+        conn.recv(1 << 16)  # reads the greeting, answers nothing
+        time.sleep(30)
+
+
+def _http1(conn: socket.socket) -> None:
+    """What nginx answers a request it cannot read: a status line, then the connection closed."""
+    with conn:
+        conn.recv(1 << 16)
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+
+def _tls(certificate: tuple[str, str]) -> Any:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(*certificate)
+
+    def answer(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError), context.wrap_socket(conn, server_side=True):
+            pass  # the handshake fails: a gRPC client's greeting is not a TLS hello
+
+    return answer
+
+
+@pytest.fixture
+def certificate(tmp_path) -> tuple[str, str]:
+    """A self-signed certificate and its key (openssl)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs openssl")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key)]
+        + ["-out", str(cert), "-days", "1", "-subj", "/CN=localhost"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return str(cert), str(key)
+
+
+def test_a_silent_listener_is_said_within_the_connection_attempt() -> None:
+    from pytest_super.executors.ray.connect import TCP_CONNECT_S
+
+    with _listener(_silent) as address:
+        said, took = _check_fails(address)
+        assert said == (
+            f"--super-ray-address {address}: no Ray cluster answers there: something accepted the "
+            f"connection but did not answer an HTTP/2 (gRPC) greeting within {TCP_CONNECT_S:g} s: "
+            "not Ray's GCS; start one with `ray start --head` or name its address (RAY_ADDRESS, "
+            "--super-ray-address HOST:PORT)"
+        )
+        assert took < TCP_CONNECT_S + 5, took
+
+
+def test_an_http1_server_is_said_with_its_status() -> None:
+    with _listener(_http1) as address:
+        said, took = _check_fails(address)
+        assert (
+            f"--super-ray-address {address}: no Ray cluster answers there: an HTTP/1.x server "
+            "answered (HTTP status 400), not Ray's GCS (gRPC); start one"
+        ) in said, said
+
+
+def test_a_tls_listener_is_said_not_to_speak_grpc(certificate) -> None:
+    with _listener(_tls(certificate)) as address:
+        said, took = _check_fails(address)
+        assert said.startswith(
+            f"--super-ray-address {address}: no Ray cluster answers there: something "
+        ), said
+        assert "not Ray's GCS (gRPC); start one" in said, said
+
+
+def test_a_closed_port_is_said_at_once() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+    said, took = _check_fails(address)
+    assert said == (
+        f"--super-ray-address {address}: no Ray cluster answers there: Connection refused; start "
+        "one with `ray start --head` or name its address (RAY_ADDRESS, --super-ray-address "
+        "HOST:PORT)"
+    )
+
+
+def test_the_address_check_writes_no_protocol_frame_of_its_own() -> None:
+    """Issue 45 item 6: grpcio speaks HTTP/2 and gRPC; connect.py neither opens a socket nor
+    holds a frame."""
+    from pytest_super.executors.ray import connect
+
+    source = Path(connect.__file__).read_text()
+    assert "import socket" not in source
+    assert "PRI * HTTP/2.0" not in source
 
 
 def test_a_grpc_server_that_is_not_rays_gcs_is_a_usage_error(tmp_path):
@@ -220,13 +348,15 @@ def _interrupted_cleanly(code: int, out: str) -> None:
 
 def _wait_connecting(proc: subprocess.Popen[str], port: int, timeout: float = 120) -> None:
     """Until `proc` waits for its connection to `port` (a socket of its network namespace in
-    SYN_SENT: the address check's connect, packets dropped)."""
-    table = Path(f"/proc/{proc.pid}/net/tcp")
+    SYN_SENT: the address check's connect, packets dropped; grpc connects to an IPv4 address from
+    an IPv6 socket, listed in tcp6)."""
+    tables = [Path(f"/proc/{proc.pid}/net/{name}") for name in ("tcp", "tcp6")]
     started = time.monotonic()
     while time.monotonic() - started < timeout:
         assert proc.poll() is None, _finish(proc)[1][-3000:]
         with contextlib.suppress(OSError):
-            for line in table.read_text().splitlines()[1:]:
+            lines = [line for table in tables for line in table.read_text().splitlines()[1:]]
+            for line in lines:
                 fields = line.split()
                 if fields[2].endswith(f":{port:04X}") and fields[3] == "02":
                     return

@@ -131,6 +131,47 @@ def test_a_bad_value_is_refused_with_the_message_pytest_gives(pytester, ini, giv
     )
 
 
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("retries", -5),
+        ("repeat", 0),
+        ("max_containers", 0),
+        ("progress", "sometimes"),
+        ("order", "random"),
+        ("backend", "nonexistent-backend"),
+        ("executor", "nonexistent-executor"),
+        ("agent", "nonexistent-agent"),
+    ],
+)
+def test_a_superrun_built_directly_refuses_what_the_option_refuses(tmp_path, name, value):
+    """Issue 45: `SuperRun(retries=-5, agent="nonexistent-agent")` was accepted unchecked. Built
+    directly, it says what `SuperRun.resolve` (the option path: the test above compares it with
+    pytest's) says, with its own source in the place of the option's."""
+    with pytest.raises(SettingError) as direct:
+        SuperRun(**{name: value})
+    with pytest.raises(SettingError) as resolved:
+        SuperRun.resolve(rootdir=tmp_path, **{name: value})
+    said = str(direct.value)
+    assert said.startswith(f"SuperRun({name}=...)"), said
+    option_source = "--super-agent" if name == "agent" else f"SuperRun.resolve({name}=...)"
+    assert said.removeprefix(f"SuperRun({name}=...)") == str(resolved.value).removeprefix(
+        option_source
+    )
+
+
+def test_a_superrun_built_directly_is_checked_whole(tmp_path):
+    with pytest.raises(SettingError, match=r"^SuperRun\(retries=...\) -5: expected a whole"):
+        SuperRun(retries=-5, agent="nonexistent-agent")
+    with pytest.raises(SettingError, match=r"^SuperRun\(agent=...\): .*nonexistent-agent"):
+        SuperRun(retries=2, agent="nonexistent-agent")
+    with pytest.raises(SettingError, match=r"^SuperRun\(retries=...\) '3': a str, where .* int"):
+        SuperRun(retries="3")  # type: ignore[arg-type]
+    run = SuperRun(agent="gold", retries=3, repeat=2, max_containers=4, order="longest")
+    assert (run.retries, run.repeat, run.max_containers, run.order) == (3, 2, 4, "longest")
+    assert dataclasses.replace(run, retries=1).retries == 1
+
+
 def test_an_unknown_keyword_is_a_type_error_naming_the_known_ones(tmp_path):
     with pytest.raises(TypeError, match="unknown settings memory; known: .*mem"):
         SuperRun.resolve(rootdir=tmp_path, memory="3g")

@@ -173,7 +173,7 @@ def test_signal_timeout_removes_the_container_and_records_an_error(project_dir, 
     code, out = run_pytest(project_dir, "tasks", "--super-agent=gold", *args, "-rE")
     assert time.monotonic() - started < 60, "the timeout did not stop the 120 s cell"
     assert code == 1, out
-    assert "Timeout (>4.0s)" in out or "Timeout >4.0s" in out, out
+    assert "Timeout (>4s) from pytest-timeout." in out, out  # the task item's timer
     run_dir = only_run_dir(project_dir)
     assert outcomes(run_dir) == {"stuck": "error", "ok": "passed"}
     assert (run_dir / "summary.md").exists()

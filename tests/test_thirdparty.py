@@ -55,17 +55,6 @@ def test_the_installed_versions_are_the_supported_ones(distribution: str, checke
 
 
 # -- pytest-timeout ---------------------------------------------------------------------------
-def test_pytest_timeouts_failure_message_has_the_shape_used() -> None:
-    message = getattr(pytest_timeout, "PYTEST_FAILURE_MESSAGE", None)
-    assert isinstance(message, str), f"pytest_timeout.PYTEST_FAILURE_MESSAGE gone in {TIMEOUT}"
-    assert message.count("%s") == 1, f"PYTEST_FAILURE_MESSAGE {message!r} ({TIMEOUT})"
-    assert message == thirdparty.TIMEOUT_FAILURE_TEMPLATE
-    with pytest.raises(pytest.fail.Exception) as raised:
-        pytest.fail(message % 2.5, pytrace=False)
-    assert thirdparty.is_timeout_failure(raised.value)
-    assert thirdparty.timeout_failure_message(2.5) == message % "2.5"
-
-
 def test_get_env_settings_returns_a_settings_with_the_fields_used(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -79,13 +68,6 @@ def test_get_env_settings_returns_a_settings_with_the_fields_used(
         assert field in settings._fields, f"pytest_timeout.Settings.{field} gone in {TIMEOUT}"
     assert settings.timeout == 7.0
     assert thirdparty.configured_timeout_s(config) == 7.0
-
-
-def test_get_item_settings_takes_an_item() -> None:
-    function = getattr(pytest_timeout, "_get_item_settings", None)
-    assert callable(function), f"pytest_timeout._get_item_settings gone in {TIMEOUT}"
-    params = list(inspect.signature(function).parameters)
-    assert params[:1] == ["item"], f"pytest_timeout._get_item_settings{params} in {TIMEOUT}"
 
 
 SHOW_DEADLINES = """

@@ -1,6 +1,7 @@
-"""pytest-timeout through what it exposes (issue 21, finding 3): its failure told by its own
-failure-message template, the user's timeout read in its own order (option, `PYTEST_TIMEOUT`,
-ini), and `PYTEST_TIMEOUT=7 pytest <a 60 s task> --super-agent=gold` stopping the task at 7 s."""
+"""pytest-timeout through what it exposes (issue 21, finding 3; issue 45 item 5): a task item's
+deadline kept by our timer through its documented hooks, the user's timeout read in its own order
+(option, `PYTEST_TIMEOUT`, ini), and `PYTEST_TIMEOUT=7 pytest <a 60 s task> --super-agent=gold`
+stopping the task at 7 s."""
 
 from __future__ import annotations
 
@@ -9,16 +10,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-import pytest_timeout
 
 from pytest_super.errors import ExitStatus
-from pytest_super.timeouts import (
-    FAILURE_TEMPLATE,
-    failure_message,
-    failure_pattern,
-    is_timeout,
-    user_timeout_configured,
-)
+from pytest_super.timeouts import user_timeout_configured
 from tests.support.projects import (
     PASS,
     containers,
@@ -30,72 +24,101 @@ from tests.support.projects import (
     task_yaml,
 )
 
-
-# -- is_timeout ------------------------------------------------------------------------------------
-def failure(message: str) -> BaseException:
-    try:
-        pytest.fail(message)
-    except pytest.fail.Exception as exc:
-        return exc
-    raise AssertionError("pytest.fail returned")
-
-
-def test_the_template_is_pytest_timeouts_own_constant() -> None:
-    assert FAILURE_TEMPLATE == pytest_timeout.PYTEST_FAILURE_MESSAGE
-
-
-@pytest.mark.parametrize("seconds", [7.0, 0.5, 2100.0, 1e-05, float("inf")])
-def test_pytest_timeouts_failure_is_a_timeout(seconds: float) -> None:
-    assert is_timeout(failure(pytest_timeout.PYTEST_FAILURE_MESSAGE % seconds))
-
-
-@pytest.mark.parametrize(
-    "exc",
-    [
-        failure("boom"),
-        failure("assert 'Timeout (>7.0s) from pytest-timeout.' == 'x'"),  # the text, quoted
-        failure("Timeout (>7.0s) from pytest-timeout. And more"),
-        AssertionError(pytest_timeout.PYTEST_FAILURE_MESSAGE % 7.0),  # not pytest.fail
-        KeyboardInterrupt(),
-    ],
-    ids=["other-failure", "quoted", "longer", "assertion-error", "keyboard-interrupt"],
-)
-def test_other_failures_are_not_timeouts(exc: BaseException) -> None:
-    assert not is_timeout(exc)
-
-
-@pytest.mark.parametrize("seconds", [7.0, 0.25, 2100.0])
-def test_a_deadline_met_elsewhere_reads_as_pytest_timeouts_failure(seconds: float) -> None:
-    assert is_timeout(pytest.fail.Exception(failure_message(seconds)))
-
-
-def test_the_text_of_pytest_timeout_before_2_4_is_matched_by_its_template() -> None:
-    old = failure_pattern("Timeout >%ss")
-    assert old.fullmatch("Timeout >5.0s")
-    assert not old.fullmatch("Timeout >5.0s in a longer message")
-
-
-IN_A_TEST = """
+# -- the timer of a task item: ours, through pytest-timeout's documented hooks --------------------
+WHO_STOPPED = """
 import time
 import pytest
-from pytest_super.timeouts import is_timeout
 
-def test_slow():
+def _stopped(what):
     try:
         time.sleep(30)
     except BaseException as exc:
-        print(f"is_timeout: {is_timeout(exc)}")
+        print(f"{what} stopped by {type(exc).__module__}.{type(exc).__qualname__}")
         raise
+
+@pytest.fixture
+def super_result():  # the plugin's fixture, replaced: an item that runs a task, without a kernel
+    _stopped("task")
+"""
+
+TASK_AND_PLAIN = """
+import pytest
+from conftest import _stopped
+
+def test_task(super_result):
+    pass
+
+@pytest.mark.timeout(2)
+def test_marked_task(super_result):
+    pass
+
+def test_plain():
+    _stopped("plain")
 """
 
 
-def test_a_test_that_pytest_timeout_stops_raises_what_is_timeout_knows(
+def test_a_task_items_deadline_is_our_timer_and_timeout_is_honoured(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makepyfile(test_slow=IN_A_TEST)
-    result = pytester.runpytest_subprocess("--timeout=1", "--timeout-method=signal", "-s")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*is_timeout: True*"])
+    """Issue 45 item 5: for an item that runs a task, pytest-timeout hands its deadline to our
+    timer (`pytest_timeout_set_timer`), which raises `TaskTimedOut` at `--timeout` (or the
+    item's marker); an ordinary test keeps pytest-timeout's own timer and failure."""
+    pytester.makeconftest(WHO_STOPPED)
+    pytester.makepyfile(test_it=TASK_AND_PLAIN)
+    result = pytester.runpytest_subprocess(
+        "--timeout=1", "--timeout-method=signal", "-s", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(errors=2, failed=1)
+    out = result.stdout.str()
+    assert out.count("task stopped by pytest_super.timeouts.TaskTimedOut") == 2, out
+    failed = pytest.fail.Exception
+    assert f"plain stopped by {failed.__module__}.{failed.__qualname__}" in out, out
+    assert "TaskTimedOut: Timeout (>1s) from pytest-timeout." in out  # --timeout=1, ours
+    assert "TaskTimedOut: Timeout (>2s) from pytest-timeout." in out  # the marker's 2, ours
+    assert "Failed: Timeout (>1.0s) from pytest-timeout." in out  # pytest-timeout's own
+
+
+def test_a_task_item_with_the_thread_method_keeps_pytest_timeouts_timer(
+    pytester: pytest.Pytester,
+) -> None:
+    """The thread method ends the process with every thread's stack: a hang in C code, which no
+    signal reaches, is stopped too; our timer stands aside."""
+    pytester.makeconftest(WHO_STOPPED)
+    pytester.makepyfile(test_it="def test_task(super_result):\n    pass\n")
+    result = pytester.runpytest_subprocess(
+        "--timeout=1", "--timeout-method=thread", "-s", "-p", "no:cacheprovider"
+    )
+    assert result.ret != 0
+    out = result.stdout.str() + result.stderr.str()
+    assert "Timeout" in out and "Stack of" in out, out  # pytest-timeout's dump of the stacks
+    assert "TaskTimedOut" not in out, out
+
+
+def test_the_alarm_puts_the_earlier_handler_back_and_needs_the_main_thread() -> None:
+    import signal
+    import threading
+
+    from pytest_super.deadlines import Alarm
+
+    def earlier(signum: int, frame: object) -> None:
+        raise AssertionError("the earlier handler ran")
+
+    previous = signal.signal(signal.SIGALRM, earlier)
+    try:
+        alarm = Alarm(60)
+        assert alarm.start()
+        assert 0 < signal.getitimer(signal.ITIMER_REAL)[0] <= 60
+        alarm.cancel()
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+        assert signal.getsignal(signal.SIGALRM) is earlier
+        assert not Alarm(None).start() and not Alarm(0).start()
+        started: list[bool] = []
+        elsewhere = threading.Thread(target=lambda: started.append(Alarm(60).start()))
+        elsewhere.start()
+        elsewhere.join(30)
+        assert started == [False]
+    finally:
+        signal.signal(signal.SIGALRM, previous)
 
 
 # -- user_timeout_configured -----------------------------------------------------------------------
@@ -170,7 +193,7 @@ def test_pytest_timeout_env_stops_a_60_s_task_at_7_s(project_dir: Path, engine) 
     )
     elapsed = time.monotonic() - started
     assert code == 1, out
-    assert ">7.0s" in out, out  # pytest-timeout's failure names the 7 s
+    assert "Timeout (>7s) from pytest-timeout." in out, out  # the task's timer names the 7 s
     # the task's own time (its phases; pytest-timeout's timer starts just before setup, where the
     # episode runs): 7 s (7.004 s measured), far from the 60 s cell and the default 2100 s marker
     seconds = junit_seconds(junit, "slow")

@@ -28,7 +28,9 @@ class RayExecutor:
         """xdist's workers would each submit every task: one pytest process only."""
         import pytest
 
-        if getattr(config.option, "numprocesses", None):
+        from pytest_super import thirdparty
+
+        if thirdparty.requested_workers(config):
             raise pytest.UsageError(
                 "--super-executor=ray runs many tasks from one pytest process: drop -n "
                 "(pytest-xdist); use --super-ray-concurrency K to bound the tasks in flight"
@@ -54,9 +56,7 @@ class RayExecutor:
 
     def outcome(self, config: pytest.Config, run: Any, item: pytest.Item) -> tuple[TaskResult, str]:
         """The episode a node ran for this item: its trajectory written here, its error raised
-        here, its deadline passed as pytest-timeout's failure."""
-        import pytest
-
+        here, its deadline passed as the item's own timer says it (`timeouts.TaskTimedOut`)."""
         from pytest_super import timeouts
         from pytest_super.executors.ray import cluster, session
 
@@ -64,8 +64,8 @@ class RayExecutor:
         item.user_properties.append(("super.node", outcome.node))
         result = cluster.write_outcome(run, outcome)
         if outcome.timed_out_after_s is not None:
-            failure = pytest.fail.Exception(timeouts.failure_message(outcome.timed_out_after_s))
-            failure.retried = outcome.retried  # type: ignore[attr-defined]
+            failure = timeouts.TaskTimedOut(outcome.timed_out_after_s)
+            failure.retried = outcome.retried
             raise failure
         if result is None:
             cluster.raise_error(outcome)

@@ -3,16 +3,18 @@ and `cleanup --executor ray`): Ray imported with a hint when it is missing, the 
 before Ray is asked (Ray itself retries for minutes, whatever answers there), and `ray.init`
 called so that the plugin's own signal handling stays in place.
 
-The check, bounded by `CONNECT_TIMEOUT_S` in all, before `ray.init`:
+The check, bounded by `CONNECT_TIMEOUT_S` in all, before `ray.init`: one gRPC call through
+grpcio (which comes with Ray) with Ray's own protobuf classes, `_cluster_versions`: the GCS's KV
+service asked for the entry Ray itself checks at `ray.init` (`InternalKVGet`, namespace
+"cluster", key "CLUSTER_METADATA": the cluster's Ray and Python versions).
 
-1. `_probe_http2`: a TCP connection to HOST:PORT, the HTTP/2 client preface and an empty SETTINGS
-   frame sent; Ray's GCS speaks gRPC (HTTP/2), and its first frame back is SETTINGS. Nothing
-   listening, silence (packets dropped) and anything else answering (an HTTP/1.1 server's status
-   line, other bytes) are each said with the address.
-2. `_cluster_versions`: the GCS asked, over gRPC, for the KV entry Ray itself checks at
-   `ray.init` (namespace "cluster", key "CLUSTER_METADATA": the cluster's Ray and Python
-   versions). A mismatch is said with both versions and what to install; Ray's own message
-   ("Version mismatch", or a protobuf error between distant versions) points elsewhere.
+- The call does not wait for the channel to be ready: it fails with grpc's first failed
+  connection attempt, bounded by `TCP_CONNECT_S`, and grpc's account of it is said with the
+  address: nothing listening, packets dropped, a listener that does not answer the HTTP/2
+  greeting, an HTTP/1 server, anything else that does not speak gRPC (TLS, other bytes).
+- A gRPC server that answers but not as the GCS does (UNIMPLEMENTED) is said with grpc's status.
+- A mismatch of versions is said with both versions and what to install; Ray's own message
+  ("Version mismatch", or a protobuf error between distant versions) points elsewhere.
 
 `ray.init` runs on a thread of its own while the caller's waits for it: Ray's C++ waits kept a
 signal from the main thread for 40 s, and on the main thread Ray puts its own SIGTERM handler in
@@ -29,8 +31,8 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import signal
-import socket
 import sys
 import threading
 import time
@@ -43,15 +45,19 @@ INSTALL_HINT = 'pip install "pytest-super[ray]"'
 #: address is said not to answer: a GCS answers within milliseconds, even on a loaded machine
 #: within a few seconds
 CONNECT_TIMEOUT_S = 10.0
-#: seconds of that for the TCP connection: a SYN lost is sent again after 1 s and 3 s, and a
-#: host that drops packets is said sooner (pytest's own start takes seconds on a loaded machine,
-#: and a wrong address must be said within 30 s of it)
+#: seconds of that for grpc's connection attempt (the TCP connection and the server's HTTP/2
+#: greeting, its SETTINGS frame): a SYN lost is sent again after 1 s and 3 s, and a host that
+#: drops packets is said sooner (pytest's own start takes seconds on a loaded machine, and a
+#: wrong address must be said within 30 s of it)
 TCP_CONNECT_S = 5.0
+#: grpc's channel arguments: one connection attempt bounded by TCP_CONNECT_S (grpc's least
+#: connect timeout is `grpc.min_reconnect_backoff_ms`, 20 s by default), none after it
+_CHANNEL_OPTIONS = (
+    ("grpc.min_reconnect_backoff_ms", int(TCP_CONNECT_S * 1000)),
+    ("grpc.initial_reconnect_backoff_ms", int(TCP_CONNECT_S * 1000)),
+)
 #: seconds `ray.shutdown()` may take after a failed or interrupted `ray.init`
 SHUTDOWN_TIMEOUT_S = 3.0
-#: the HTTP/2 client connection preface and an empty SETTINGS frame (RFC 9113, 3.4 and 6.5)
-HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
-_SETTINGS_FRAME = 4
 #: where Ray keeps the cluster's versions in its GCS (ray/_common/usage/usage_lib.py
 #: put_cluster_metadata, checked by ray/_private/node.py check_version_info; Ray 2.9 to 2.60)
 METADATA_NAMESPACE = b"cluster"
@@ -115,113 +121,74 @@ def _unreachable(address: str, what: str) -> RayUnavailable:
     return RayUnavailable(f"--super-ray-address {address}: no Ray cluster answers there: {what}")
 
 
-def _open(address: str, deadline: float) -> socket.socket:
-    """A TCP connection to `address`, or `RayUnavailable` saying why there is none."""
-    host, _, port_text = address.rpartition(":")
-    try:
-        port = int(port_text)
-    except ValueError:
+def _checked_port(address: str) -> None:
+    """`RayUnavailable` unless `address` ends in a port number."""
+    port = address.rpartition(":")[2]
+    if not port.isdigit():
         raise RayUnavailable(
             f"--super-ray-address {address}: not HOST:PORT (the port is not a number); name the "
             "head's GCS address, e.g. 10.0.0.5:6379"
-        ) from None
-    try:
-        return socket.create_connection(
-            (host.strip("[]") or "127.0.0.1", port),
-            timeout=max(min(deadline - time.monotonic(), TCP_CONNECT_S), 0.1),
         )
-    except TimeoutError:
-        raise _unreachable(
-            address,
-            f"nothing answered the connection within {TCP_CONNECT_S:g} s (packets dropped "
-            f"on the way: a firewall, a wrong host?); {_START_ONE}",
-        ) from None
-    except OSError as exc:
-        raise _unreachable(address, f"{exc.strerror or exc}; {_START_ONE}") from None
 
 
-def _probe_http2(address: str, deadline: float) -> None:
-    """The answer at `address` to an HTTP/2 client preface is a SETTINGS frame (Ray's GCS is a
-    gRPC server), else `RayUnavailable` naming what answered."""
-    with _open(address, deadline) as sock:
-        try:
-            sock.sendall(HTTP2_PREFACE)
-            first = _first_bytes(sock, deadline)
-        except OSError as exc:
-            raise _unreachable(
-                address, f"the connection failed ({exc.strerror or exc}); {_START_ONE}"
-            ) from None
-    if first is None:
-        raise _unreachable(
-            address,
+#: grpc's account of a failed connection attempt, after "last error: <CODE>: <the address>: "
+#: (grpcio 1.85: "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:6379:
+#: Failed to connect to remote host: Connection refused")
+_LAST_ERROR = re.compile(r"last error: [A-Z_]+: (?:(?:ipv4|ipv6|unix):\S+: )?(?P<what>.*)$", re.S)
+_HTTP1 = re.compile(r"Trying to connect an http1\.x server \(HTTP status (?P<status>\d+)\)")
+
+
+def _not_connected(address: str, details: str) -> RayUnavailable:
+    """What grpc said of its failed connection to `address`, in the user's terms."""
+    found = _LAST_ERROR.search(details)
+    what = (found.group("what") if found else details).strip()
+    http1 = _HTTP1.search(what)
+    if http1:
+        status = http1.group("status")
+        said = f"an HTTP/1.x server answered (HTTP status {status}), not Ray's GCS (gRPC)"
+    elif "connect() timed out" in what or what == "tcp handshaker shutdown":
+        # the TCP connection's own timeout, or the attempt's (TCP_CONNECT_S both) first
+        said = (
+            f"nothing answered the connection within {TCP_CONNECT_S:g} s (packets dropped on the "
+            "way: a firewall, a wrong host?)"
+        )
+    elif "before receiving SETTINGS frame" in what:
+        said = (
             "something accepted the connection but did not answer an HTTP/2 (gRPC) greeting "
-            f"within {CONNECT_TIMEOUT_S:g} s: not Ray's GCS; {_START_ONE}",
+            f"within {TCP_CONNECT_S:g} s: not Ray's GCS"
         )
-    if len(first) >= 9 and first[3] == _SETTINGS_FRAME and not first.startswith(b"HTTP/"):
-        return
-    raise _unreachable(address, f"{_what_answered(first)}, not Ray's GCS (gRPC); {_START_ONE}")
-
-
-def _first_bytes(sock: socket.socket, deadline: float) -> bytes | None:
-    """What the peer sends first: an HTTP/2 frame header (9 bytes), an HTTP/1 status line, or
-    less when it closes; None when it says nothing by `deadline`."""
-    first = b""
-    while len(first) < 9 or (first[:1] in b"H<" and _still_text(first)):
-        sock.settimeout(max(deadline - time.monotonic(), 0.1))
-        try:
-            chunk = sock.recv(200)
-        except TimeoutError:
-            return first or None
-        if not chunk:
-            break
-        first += chunk
-        if len(first) >= 200:
-            break
-    return first
-
-
-def _still_text(first: bytes) -> bool:
-    """An HTTP/1 status line not yet whole, or an HTML page whose title is not yet in."""
-    if first.startswith(b"HTTP/"):
-        return b"\n" not in first
-    return b"</title>" not in first.lower()
-
-
-def _what_answered(first: bytes) -> str:
-    if first.startswith(b"HTTP/"):
-        line = first.split(b"\r\n", 1)[0].split(b"\n", 1)[0].decode("ascii", "replace")
-        return f"an {line.split(' ', 1)[0]} server answered: {line!r}"
-    if first.startswith(b"<"):  # an HTTP/0.9-style answer: a page without a status line
-        text = first.decode("utf-8", "replace")
-        title = text.lower().partition("<title>")[2].partition("</title>")[0]
-        shown = text[text.lower().index("<title>") + 7 :][: len(title)] if title else text[:40]
-        return f"an HTTP server answered with an HTML page ({shown.strip()!r})"
-    if not first:
-        return "something accepted the connection and closed it without a word"
-    return f"something answered {first[:40]!r}"
+    elif what == "Socket closed":
+        said = (
+            "something accepted the connection and closed it without a word, not Ray's GCS (gRPC)"
+        )
+    elif what.startswith("Failed parsing HTTP/2") or "Connection reset" in what:
+        said = f"something answered that does not speak gRPC ({what}), not Ray's GCS (gRPC)"
+    else:
+        said = what.removeprefix("Failed to connect to remote host: ")
+    return _unreachable(address, f"{said}; {_START_ONE}")
 
 
 def _cluster_versions(address: str, deadline: float) -> tuple[str, str] | None:
     """(Ray version, Python version) the cluster at `address` runs, as its GCS keeps them for
-    `ray.init`'s own check; None when the GCS holds none. `RayUnavailable` when the gRPC server
-    there is not Ray's GCS, or does not answer in time."""
+    `ray.init`'s own check; None when the GCS holds none. `RayUnavailable` saying what is there
+    instead when no connection is made within `TCP_CONNECT_S` (nothing listening, packets
+    dropped, a listener that does not speak gRPC), when the gRPC server there is not Ray's GCS,
+    or when it does not answer by `deadline`."""
     # no type stubs for grpc and Ray's generated modules (both come with Ray)
     grpc: Any = importlib.import_module("grpc")
     gcs_service_pb2: Any = importlib.import_module("ray.core.generated.gcs_service_pb2")
     gcs_service_pb2_grpc: Any = importlib.import_module("ray.core.generated.gcs_service_pb2_grpc")
 
     request = gcs_service_pb2.InternalKVGetRequest(key=METADATA_KEY, namespace=METADATA_NAMESPACE)
-    with grpc.insecure_channel(address) as channel:
+    with grpc.insecure_channel(address, options=_CHANNEL_OPTIONS) as channel:
         stub = gcs_service_pb2_grpc.InternalKVGcsServiceStub(channel)
         try:
-            reply = stub.InternalKVGet(request, timeout=max(deadline - time.monotonic(), 0.5))
+            # not wait_for_ready: the call fails with the first failed connection attempt
+            reply = stub.InternalKVGet(
+                request, timeout=max(deadline - time.monotonic(), 0.5), wait_for_ready=False
+            )
         except grpc.RpcError as exc:
-            code = exc.code() if isinstance(exc, grpc.Call) else None
-            raise _unreachable(
-                address,
-                f"a gRPC server answered but not as Ray's GCS does ({code}: "
-                f"{exc.details() if isinstance(exc, grpc.Call) else exc}); {_START_ONE}",
-            ) from None
+            raise _rpc_failed(grpc, address, exc) from None
     if reply.status.code != 0 or not reply.value:
         return None
     try:
@@ -229,6 +196,23 @@ def _cluster_versions(address: str, deadline: float) -> tuple[str, str] | None:
         return str(metadata["ray_version"]), str(metadata["python_version"])
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def _rpc_failed(grpc: Any, address: str, exc: Exception) -> RayUnavailable:
+    code = exc.code() if isinstance(exc, grpc.Call) else None
+    details = str(exc.details() if isinstance(exc, grpc.Call) else exc)
+    if code == grpc.StatusCode.UNAVAILABLE:  # no connection made (or the name did not resolve)
+        return _not_connected(address, details)
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return _unreachable(
+            address,
+            f"nothing answered Ray's request within {CONNECT_TIMEOUT_S:g} s: not Ray's GCS; "
+            f"{_START_ONE}",
+        )
+    return _unreachable(
+        address,
+        f"a gRPC server answered but not as Ray's GCS does ({code}: {details}); {_START_ONE}",
+    )
 
 
 def _check_versions(address: str, ray: Any, versions: tuple[str, str] | None) -> None:
@@ -262,8 +246,8 @@ def check_address(ray: Any, address: str) -> None:
     gcs = _bootstrap_address(address)
     if gcs is None:
         return
+    _checked_port(gcs)
     deadline = time.monotonic() + CONNECT_TIMEOUT_S
-    _probe_http2(gcs, deadline)
     _check_versions(gcs, ray, _cluster_versions(gcs, deadline))
 
 

@@ -15,10 +15,11 @@ not remove are removed once the worker is gone and the engine answers again. `PY
 off with the engine's reaper; the next start-up clean-up on the node (or `pytest-super cleanup`)
 removes them then.
 
-The watchdog runs as a script (this file, by its path: no package import) and imports nothing of
-the package until its worker died: an idle one costs a bare interpreter (about 10 MB) and a
-blocked read. It shares the worker's kernel boot and PID namespace, so the worker's pid and start
-time (field 22 of /proc/<pid>/stat, as kernels/docker/lease.py's `Holder`) tell whether it lives.
+The watchdog runs as a script (this file, by its path) and imports nothing of the package but
+process_identity.py (standard library only) until its worker died: an idle one costs a bare
+interpreter (about 10 MB) and a blocked read. It shares the worker's kernel boot and PID
+namespace, so the worker's pid and start time (`process_identity.start_ticks`, as
+kernels/docker/lease.py's `Holder`) tell whether it lives.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 from typing import IO, Any
+
+from pytest_super.process_identity import start_ticks
 
 #: seconds between checks that the worker lives, beside the pipe (a child the worker forked
 #: without exec may hold the pipe's write end after the worker's death)
@@ -98,16 +101,6 @@ def start(folder: Path, backend: str) -> Watchdog | None:
 
 
 # -- the watchdog's own process -------------------------------------------------------------------
-def start_ticks(pid: int) -> int | None:
-    """Field 22 of /proc/<pid>/stat (its start time); None if it is gone or a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return None if fields[0] in ("Z", "X") else int(fields[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def gone(pid: int, ticks: int | None) -> bool:
     """Is the worker provably gone (None: its start time was not known, so only its pipe
     tells)?"""

@@ -13,7 +13,7 @@ itself, where every client sees it:
 - A daemon thread renews it every `RENEW_S` (one `put_archive`); each task container carries the
   lease id in its `pytest-super.lease` label. A lease removed by someone is created again.
 - The lease container's labels name its holder (`Holder`: pid, the start time of that pid in
-  clock ticks after boot, field 22 of /proc/<pid>/stat, the PID namespace's inode, the boot id);
+  clock ticks after boot, the PID namespace's inode, the boot id: process_identity.py);
   the lease file repeats them (leases of earlier versions have only the file).
 - Another client judges a lease by its holder where it can prove something: same kernel boot and
   same PID namespace (by inode). Then the holder's pid alive with the same start time is alive,
@@ -43,6 +43,8 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
+
+from pytest_super.process_identity import boot_id, pid_namespace, start_ticks
 
 if TYPE_CHECKING:
     import docker
@@ -82,7 +84,7 @@ class Holder:
     @classmethod
     def of_this_process(cls) -> Holder:
         pid = os.getpid()
-        return cls(pid, _boot_id(), _pid_namespace(), _start_ticks(pid))
+        return cls(pid, boot_id(), pid_namespace(), start_ticks(pid))
 
     def labels(self) -> dict[str, str]:
         """This holder as the lease container's labels."""
@@ -118,12 +120,12 @@ class Holder:
     def provably_gone(self) -> bool:
         """True only when this holder shares our kernel boot and PID namespace and its process
         is gone (or the pid now names a process started at another time)."""
-        return self._comparable() and _start_ticks(self.pid) != self.start_ticks
+        return self._comparable() and start_ticks(self.pid) != self.start_ticks
 
     def provably_alive(self) -> bool:
         """True only when this holder shares our kernel boot and PID namespace and its pid names
         the same process still (same start time; stopped with SIGSTOP counts: it is alive)."""
-        return self._comparable() and _start_ticks(self.pid) == self.start_ticks
+        return self._comparable() and start_ticks(self.pid) == self.start_ticks
 
 
 class Lease:
@@ -395,35 +397,3 @@ def single_file_tar(name: str, data: bytes) -> bytes:
         member.mtime = int(time.time())
         tar.addfile(member, io.BytesIO(data))
     return buffer.getvalue()
-
-
-# -- process identity (Linux /proc; elsewhere None: liveness by the clock only) ---------------------
-def _boot_id() -> str | None:
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-def _pid_namespace() -> int | None:
-    try:
-        return os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        return None
-
-
-def _start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks after boot (field 22 of /proc/<pid>/stat); None
-    if it is gone or a zombie (dead, not yet reaped: an xdist worker whose controller was killed
-    with it stays one until init reaps it)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    try:
-        fields = stat.rsplit(")", 1)[1].split()
-        return None if fields[0] in ("Z", "X") else int(fields[19])
-    except (IndexError, ValueError):
-        return None
