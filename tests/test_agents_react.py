@@ -401,7 +401,7 @@ def test_timeout_then_interrupt(make_env, openai_server):
     assert (execute.cell_status, interrupt.action) == ("timeout", "interrupt")
     assert "KeyboardInterrupt" in interrupt.output
     assert alive.output == "alive\n"
-    assert env.compute_used_s < 10
+    assert env.compute_used_s < 25  # interrupted after its 1 s, not the sleep's own 30 s
 
 
 def test_timeout_then_continue_wait(make_env, openai_server):
@@ -491,7 +491,8 @@ def test_clean_observation_drops_the_references_noise(raw, clean):
 def test_clean_observation_is_linear_on_long_lines():
     started = time.perf_counter()
     clean_observation(("x" * 2_000_000 + ": 5% (1/2)" + "\n") * 3)
-    assert time.perf_counter() - started < 5  # the regexes as whole-text patterns take minutes
+    # the regexes as whole-text patterns take minutes here: a bound far from the linear figure
+    assert time.perf_counter() - started < 60
 
 
 def test_empty_output_is_shown_empty(make_env, openai_server):

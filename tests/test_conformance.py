@@ -86,7 +86,9 @@ def test_the_suite_passes_for_the_docker_backend(tmp_path: Path, image: str) -> 
     elapsed = time.perf_counter() - started
     assert code == 0, output
     assert outcomes(cases) == {"passed": len(cases)}, output
-    assert elapsed < 90, f"the suite took {elapsed:.0f} s against docker"
+    # a figure, not a bound: how long is the machine's load (issue 42); the suite's own tests
+    # bound each step by behaviour (a timeout, an interrupt, a restart)
+    print(f"the conformance suite took {elapsed:.0f} s against docker")
 
 
 def test_the_suite_fails_for_a_backend_whose_restart_keeps_state(tmp_path: Path) -> None:

@@ -17,7 +17,6 @@ against it and against a baseline measured in the same run.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -25,38 +24,24 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import yaml
 
-from pytest_super.agents.gold import GoldAgent
 from pytest_super.edit import EditRequest, apply_edit
-from pytest_super.kernels.jupyter.runtime import JupyterKernel
-from pytest_super.kernels.local import LocalBox
-from pytest_super.runner import RunSettings, TaskResult, run_task
-from pytest_super.tasks import load_yaml_task
+from pytest_super.runner import TaskResult
 from pytest_super.trajectory import load_trajectory
+from tests.support.demo_gold import (
+    REPOS_DIR,
+    TASK_FILES,
+    TASKS_DIR,
+    make_base_site,
+    make_venv,
+    mirrors,
+    run_gold,
+    task_set,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-TASKS_DIR = ROOT / "tasks"
-REPOS_DIR = TASKS_DIR / "repos"
-
-
-def _load_build_mirrors() -> ModuleType:
-    """tasks/repos/build_mirrors.py, loaded from its file (it is not a package)."""
-    spec = importlib.util.spec_from_file_location("build_mirrors", REPOS_DIR / "build_mirrors.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    module = sys.modules.setdefault("build_mirrors", module)  # dataclasses look it up here
-    if not hasattr(module, "build_mirrors"):
-        spec.loader.exec_module(module)
-    return module
-
-
-mirrors = _load_build_mirrors()
-TASK_FILES = sorted(TASKS_DIR.glob("[ema]*/*.yaml"))
-TASK_BUDGET_S = 120.0
 TIMINGS_FILE = Path(tempfile.gettempdir()) / "super-demo-timings.jsonl"
 TRANSCRIPTS_DIR = Path(tempfile.gettempdir()) / "super-demo-transcripts"
 
@@ -64,10 +49,6 @@ TRANSCRIPTS_DIR = Path(tempfile.gettempdir()) / "super-demo-transcripts"
 def load(path: Path) -> dict:
     with path.open(encoding="utf-8") as fh:
         return yaml.safe_load(fh)
-
-
-def task_set(path: Path) -> str:
-    return path.parent.name
 
 
 #: every demo task's gold solution, as (task file, attempt). `make test` runs the Expert set's four
@@ -221,75 +202,9 @@ def test_edit_cells_match_the_repository_files() -> None:
 # ------------------------------------------------------------------------------ running tasks
 
 
-def site_packages(venv: Path) -> str:
-    """The site-packages folder of the virtualenv `venv`."""
-    return subprocess.run(
-        [
-            str(venv / "bin" / "python"),
-            "-c",
-            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-
-
-def make_venv(base_site: Path, workdir: Path) -> Path:
-    """A fresh virtualenv whose python finds ipykernel (only) in the shared base virtualenv."""
-    venv = workdir / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    site = site_packages(venv)
-    # appended to sys.path after the task's own site-packages
-    (Path(site) / "_super_demo_base.pth").write_text(f"{base_site}\n")
-    return venv
-
-
 @pytest.fixture(scope="session")
 def base_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    venv = tmp_path_factory.mktemp("base-venv")
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", "ipykernel"],
-        env={**os.environ, "PIP_CONFIG_FILE": os.devnull},
-        check=True,
-    )
-    site = site_packages(venv)
-    probe = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import numpy"], capture_output=True
-    )
-    assert probe.returncode != 0, "the base virtualenv must not hold numpy"
-    return Path(site)
-
-
-def run_gold(
-    path: Path, venv: Path, mirror_dir: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch
-) -> TaskResult:
-    """One gold episode of the task file at `path` through the project's runner, in a local
-    kernel of `venv` whose shell commands (`!pip`) find the venv first."""
-    with monkeypatch.context() as env:  # the kernel's environment is taken from ours
-        for name in [
-            n for n in os.environ if n.startswith(("PYTHON", "PIP_FIND_LINKS", "JUPYTER"))
-        ]:
-            env.delenv(name)
-        env.setenv("PATH", f"{venv / 'bin'}:{os.environ.get('PATH', '')}")
-        env.setenv("VIRTUAL_ENV", str(venv))
-        env.setenv("PIP_CONFIG_FILE", os.devnull)  # like a container: no local wheels or indexes
-        mirror_map = {mirrors.URL_PREFIX: str(mirror_dir)}
-
-        def new_kernel() -> JupyterKernel:
-            box = LocalBox(
-                task_id=path.stem, git_mirrors=mirror_map, python=str(venv / "bin" / "python")
-            )
-            return JupyterKernel(box)
-
-        return run_task(
-            load_yaml_task(path),
-            GoldAgent(),
-            new_kernel,
-            RunSettings(),
-            workdir / "trajectory.json",
-        )
+    return make_base_site(tmp_path_factory.mktemp("base-venv"))
 
 
 def record_timing(path: Path, runs: list[TaskResult]) -> None:
@@ -323,13 +238,12 @@ def test_gold_solution_runs(
     base_site: Path,
     mirror_dir: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     data = load(path)
     workdir = tmp_path / f"run{attempt}"
     workdir.mkdir()
     venv = make_venv(base_site, workdir)
-    run = run_gold(path, venv, mirror_dir, workdir, monkeypatch)
+    run = run_gold(path, venv, mirror_dir, workdir)
     record_timing(path, [run])
     steps = load_trajectory(Path(run.trajectory).with_suffix(".json")).steps
     failed = [s for s in steps if s.cell_status not in (None, "ok")]

@@ -482,7 +482,7 @@ def test_an_edit_of_a_large_or_special_file_fails_at_once(kernel, workdir, name,
     make(path)
     started = time.monotonic()
     outcome = edit_file(kernel, EditRequest(name, "x = 1\n", "x = 2\n"))
-    assert time.monotonic() - started < 5.0
+    assert time.monotonic() - started < 30  # a whole read of /dev/zero or a FIFO never ends
     assert not outcome.ok and outcome.message.startswith(f"Edit failed: cannot read {name}")
     assert says in outcome.message, outcome.message
     if path.is_file():
@@ -498,5 +498,5 @@ def test_a_write_to_a_fifo_is_refused_not_blocked(kernel, workdir):
     started = time.monotonic()
     with pytest.raises(OSError, match="FIFO"):
         kernel.write_file("out.fifo", "x\n")
-    assert time.monotonic() - started < 5.0
+    assert time.monotonic() - started < 30  # a write to a FIFO nobody reads never ends
     (workdir / "out.fifo").unlink()

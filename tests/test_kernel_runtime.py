@@ -113,7 +113,9 @@ def test_cell_deaf_to_interrupts_gets_the_kernel_restarted(kernel):
     code = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass"
     started = time.perf_counter()
     r = kernel.execute(code, 1)
-    assert time.perf_counter() - started < 1 + INTERRUPT_GRACE_S + 5
+    # the cell never ends: that the call returns at all is the behaviour (no bound near the
+    # 1 + INTERRUPT_GRACE_S s it takes: a restart's time is the machine's load, issue 42)
+    assert time.perf_counter() - started < 1 + INTERRUPT_GRACE_S + 120
     assert (r.status, r.still_running) == ("timeout", False)
     assert "kernel was restarted" in r.output
     assert kernel.execute("1+1", 30).output == "2\n"
@@ -135,7 +137,7 @@ def test_left_running_then_wait_then_interrupt(kernel):
     assert r.output == "start\n"
     r = kernel.wait(10)
     assert (r.status, r.still_running, r.output) == ("ok", False, "done\n")
-    assert r.duration_s < 2.0
+    assert r.duration_s < 10  # the cell's end, not the wait's own 10 s
 
     r = kernel.execute(
         "for i in range(1000):\n    print(i, flush=True)\n    time.sleep(0.1)",
@@ -170,7 +172,7 @@ def test_kernel_death_is_detected_and_restarted(kernel):
     r = kernel.execute(
         "import os, time\nprint('before', flush=True)\ntime.sleep(0.2)\nos._exit(1)", 60
     )
-    assert time.perf_counter() - started < 5.0
+    assert time.perf_counter() - started < 30  # long before the cell's own 60 s timeout
     assert r.status == "died"
     assert r.output.startswith("before\n")
     assert "kernel died (exit code 1" in r.output.splitlines()[-1]
@@ -256,18 +258,25 @@ def test_thread_printing_after_the_cell_is_captured(kernel):
         "def late():\n"
         "    time.sleep(0.2)\n"
         "    sys.stdout.write('late line')\n"
+        "    time.sleep(0.5)\n"  # alive when the cell's end is seen, however loaded the machine
         "threading.Thread(target=late).start()\n"
         "print('cell end')"
     )
     started = time.perf_counter()
     r = kernel.execute(code, 30)
+    took = time.perf_counter() - started
     assert r.output == "cell end\nlate line"
-    assert r.duration_s < LATE_OUTPUT_GRACE_S  # send to idle; the grace is not counted as cell time
-    assert time.perf_counter() - started < 0.4 + LATE_OUTPUT_GRACE_S + 0.5
-    # the grace is paid only while extra threads live: this cell leaves none behind
+    # the grace was paid after the idle status and is not counted as cell time (send to idle);
+    # lower bounds only: the machine's load cannot make a wait shorter (issue 42)
+    assert took - r.duration_s >= LATE_OUTPUT_GRACE_S, (took, r.duration_s)
+    assert took < 30  # the grace ended: not the cell's own 30 s
+    # the grace is paid only while extra threads live: this cell leaves none behind (what follows
+    # its idle status is a few lines of Python: microseconds against the 1 s grace)
     time.sleep(0.3)
+    started = time.perf_counter()
     r = kernel.execute("1+1", 30)
-    assert r.duration_s < LATE_OUTPUT_GRACE_S / 2, r.duration_s
+    took = time.perf_counter() - started
+    assert took - r.duration_s < LATE_OUTPUT_GRACE_S, (took, r.duration_s)
 
 
 def test_read_and_write_files_relative_to_cd(kernel):

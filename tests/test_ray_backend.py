@@ -498,19 +498,19 @@ def test_x_stops_the_cluster_run_at_the_first_failure_and_cancels_the_rest(clust
 def test_the_deadline_of_pytest_timeout_holds_on_the_node(cluster, tmp_path):
     project = make_project(
         tmp_path,
-        {"expert/late": task_yaml("late", sleep_then_answer(120))},
+        {"expert/late": task_yaml("late", sleep_then_answer(600))},
         timeouts={"late": 8},
     )
     started = time.monotonic()
     run = ClusterRun(cluster, project, "--super-agent=gold", "--super-executor=ray")
-    code = run.wait(240)
+    code = run.wait(400)
     took = time.monotonic() - started
     out = run.output()
     assert code == 1, out[-3000:]
     (record,) = _records(project / "reports")
     assert record["outcome"] == "error" and record["exit_status"] == "timeout", record
     assert "Timeout (>8s) from pytest-timeout" in out
-    assert took < 90, took
+    assert took < 240, took  # long before the 300 s cell timeout and the task's own 600 s
     assert _containers(cluster, _run_id(project / "reports")) == []
 
 

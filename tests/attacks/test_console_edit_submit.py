@@ -166,7 +166,7 @@ def test_cleaning_stays_linear_on_hostile_text():
     for text in ("\x9d" * 200_000, f"{ESC}]" * 200_000, "\x9b" + "0" * 400_000, ESC * 400_000):
         started = time.perf_counter()
         assert not CONTROLS & set(console_text(text))
-        assert time.perf_counter() - started < 2.0
+        assert time.perf_counter() - started < 60  # a quadratic scan of these takes many minutes
 
 
 SAY = f"Thought: I print some escapes {OSC0}{NESTED_OSC52}\x9d0;model-title\x9c.\nAction: "
@@ -229,8 +229,9 @@ MAKE_TARGETS = (
     "os.symlink('/dev/zero', 'zero.py')\n"
     "print('made')"
 )
-#: an answer, well within the harness's own 60 s bound on a file request
-FAST_S = 10.0
+#: an answer, well within the harness's own 60 s bound on a file request (a read that blocks
+#: waits for it); the quiet figure is under a second: no band near it (issue 42)
+FAST_S = 30.0
 
 
 @pytest.fixture
