@@ -4,7 +4,9 @@ pytest_super/netfaults.py).
 A gold run (the local kernel backend: a real ipykernel, a real `git clone`) of a task whose
 repository cannot be cloned (its host does not resolve: `.invalid` never does) is an
 environment error with exit status `network_error` in pytest, JUnit, results.jsonl and the HTML
-report, not a failure; a gold solution that prints a wrong answer without failing stays a failure.
+report, not a failure. Any other miss of the expert solution is an `environment_error` whose
+message says which: a wrong answer, no answer, a failing cell. The same wrong answer from an
+agent that is not gold stays the agent's failure.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ import pytest
 
 from pytest_super.errors import ExitStatus
 from pytest_super.netfaults import network_fault
-from tests.support.projects import junit_outcomes, junit_properties
+from tests.support.projects import (
+    SOLUTION_AGENT,
+    junit_outcomes,
+    junit_properties,
+    write_solution_agent,
+)
 
 CLONE = """\
 id: cloner
@@ -39,12 +46,33 @@ solution:
       print('{"score": 0.75}')
 """
 
+SILENT = """\
+id: silent
+query: Report the score.
+answer: {score: 0.5}
+solution:
+  - execute: |
+      print("trained; the score is in the log")
+"""
+
+CRASH = """\
+id: crash
+query: Report the score.
+answer: {score: 0.5}
+solution:
+  - execute: |
+      raise FileNotFoundError("data/train.csv")
+  - execute: |
+      print('{"score": 0.5}')
+"""
+
 
 def test_a_gold_run_whose_repository_cannot_be_cloned_is_an_environment_error(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makeini("[pytest]\nsuper_tasks = tasks\n")
-    for name, text in {"cloner": CLONE, "wrong": WRONG}.items():
+    tasks = {"cloner": CLONE, "wrong": WRONG, "silent": SILENT, "crash": CRASH}
+    for name, text in tasks.items():
         path = pytester.path / "tasks" / "expert" / f"{name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
@@ -56,10 +84,34 @@ def test_a_gold_run_whose_repository_cannot_be_cloned_is_an_environment_error(
         f"--junitxml={junit}",
         "--super-report-dir=out",
     )
-    result.assert_outcomes(failed=1, errors=1)  # the wrong answer stays the agent's failure
+    result.assert_outcomes(errors=4)  # every miss of the expert solution: never a failure
     result.stdout.fnmatch_lines(["*NetworkFault*DNS*Could not resolve host*nonexistent.invalid*"])
-    assert junit_outcomes(junit) == {"cloner": "error", "wrong": "failure"}
-    assert junit_properties(junit)["cloner"]["super.exit_status"] == "network_error"
+    result.stdout.fnmatch_lines(
+        [
+            "*EnvironmentFault: the expert solution*failed at step 1 (cell error: "
+            "FileNotFoundError: data/train.csv)*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*EnvironmentFault: the expert solution gave no answer (the last solution cell printed "
+            "no JSON value); the environment differs from the one the answer was recorded in*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*EnvironmentFault: the expert solution did not reproduce the gold answer: accuracy 0 "
+            "(score: expected 0.5, submitted 0.75); the environment differs*",
+        ]
+    )
+    assert junit_outcomes(junit) == {name: "error" for name in tasks}
+    statuses = {k: v["super.exit_status"] for k, v in junit_properties(junit).items()}
+    assert statuses == {
+        "cloner": "network_error",
+        "wrong": "environment_error",
+        "silent": "environment_error",
+        "crash": "environment_error",
+    }
     (run_dir,) = (pytester.path / "out").iterdir()
     rows = {
         r["task_id"]: r
@@ -67,7 +119,11 @@ def test_a_gold_run_whose_repository_cannot_be_cloned_is_an_environment_error(
     }
     assert rows["cloner"]["outcome"] == "error"
     assert rows["cloner"]["exit_status"] == ExitStatus.NETWORK_ERROR.value
-    assert rows["wrong"]["outcome"] == "failed"
+    assert rows["wrong"]["outcome"] == "error"
+    assert rows["wrong"]["exit_status"] == ExitStatus.ENVIRONMENT_ERROR.value
+    assert "did not reproduce the gold answer" in rows["wrong"]["detail"]
+    wrong_page = (run_dir / "tasks" / "wrong.html").read_text()
+    assert "environment_error" in wrong_page and "did not reproduce the gold answer" in wrong_page
     index = (run_dir / "index.html").read_text()
     page = (run_dir / "tasks" / "cloner.html").read_text()
     assert "network_error" in page and "cloner" in index
@@ -76,6 +132,21 @@ def test_a_gold_run_whose_repository_cannot_be_cloned_is_an_environment_error(
     trajectory = json.loads((run_dir / "trajectories" / "cloner.json").read_text())
     assert trajectory["info"]["exit_status"] == "network_error"
     assert "Could not resolve host" in trajectory["info"]["detail"]
+
+
+def test_the_same_wrong_answer_from_an_agent_that_is_not_gold_is_its_failure(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini("[pytest]\nsuper_tasks = tasks\n")
+    path = pytester.path / "tasks" / "expert" / "wrong.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(WRONG)
+    write_solution_agent(pytester.path)
+    result = pytester.runpytest_subprocess(
+        "tasks", f"--super-agent={SOLUTION_AGENT}", "--super-backend=local"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*MISS score: expected 0.5, submitted 0.75*"])
 
 
 @pytest.mark.parametrize(
