@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import json
 import textwrap
+from dataclasses import dataclass, field
 
 import pytest
 
-from pytest_super.errors import ExitStatus
-from pytest_super.netfaults import network_fault
+from pytest_super.errors import EnvironmentFault, ExitStatus
+from pytest_super.lmr.unit_tests import UnitTestOutcome
+from pytest_super.netfaults import network_fault, world_fault
+from pytest_super.scoring import Comparison
+from pytest_super.trajectory import Action, Step
 from tests.support.projects import (
     SOLUTION_AGENT,
     junit_outcomes,
@@ -186,3 +190,59 @@ def test_network_faults_are_recognised(text: str, kind: str) -> None:
 )
 def test_the_agents_own_mistakes_are_not_network_faults(text: str) -> None:
     assert network_fault(text) is None
+
+
+@dataclass
+class _Episode:
+    """What `world_fault` reads of a scored episode (runner.TaskResult's fields)."""
+
+    exit_status: ExitStatus = ExitStatus.SUBMITTED
+    passed: bool = False
+    metric_value: float | None = 0.0
+    pass_metric: str = "accuracy"
+    comparisons: list[Comparison] = field(default_factory=list)
+    landmarks_missed: list[str] = field(default_factory=list)
+    unit_test: UnitTestOutcome | None = None
+
+
+RAN = [Step(thought="", action=Action.EXECUTE, content="x", output="done\n", cell_status="ok")]
+
+
+@pytest.mark.parametrize(
+    ("episode", "says"),
+    [
+        (
+            _Episode(pass_metric="landmarks", metric_value=0.5, landmarks_missed=["epoch 1"]),
+            "the expert solution missed landmarks: landmarks 0.5 (not hit: 'epoch 1')",
+        ),
+        (
+            _Episode(pass_metric="script-executed"),
+            "the expert solution did not pass: script-executed 0",
+        ),
+        (
+            _Episode(
+                pass_metric="unit-tests", unit_test=UnitTestOutcome(False, why="1 failed of 1")
+            ),
+            "the golden function did not pass the task's unit test: 1 failed of 1",
+        ),
+        (
+            _Episode(comparisons=[Comparison("acc", 0.5, 0.52, 0.0), Comparison("n", 3, 3, 1.0)]),
+            "the expert solution did not reproduce the gold answer: accuracy 0 "
+            "(acc: expected 0.5, submitted 0.52)",
+        ),
+    ],
+)
+def test_every_gold_miss_is_an_environment_error_that_says_which(
+    episode: _Episode, says: str
+) -> None:
+    fault = world_fault("gold", RAN, episode)
+    assert type(fault) is EnvironmentFault and str(fault).startswith(says + ";"), fault
+    assert "the environment differs from the one the answer was recorded in" in str(fault)
+
+
+def test_what_a_gold_miss_is_not() -> None:
+    assert world_fault("gold", RAN, _Episode(passed=True)) is None
+    # a limit of the run ended it: its own status says so, as for any agent
+    assert world_fault("gold", RAN, _Episode(exit_status=ExitStatus.COMPUTE_LIMIT)) is None
+    # an agent that is not gold: its wrong answer is its failure
+    assert world_fault("react", RAN, _Episode()) is None
