@@ -30,7 +30,7 @@ from typing import Protocol
 
 from pytest_super.errors import EnvironmentFault, ExitStatus, NetworkFault
 from pytest_super.lmr.unit_tests import UnitTestOutcome
-from pytest_super.scoring import MISSING, Comparison
+from pytest_super.scoring import MISSING, SCRIPT_MIN_DURATION_S, Comparison
 from pytest_super.trajectory import Action, Step
 
 #: the choices of `--super-network-faults` (the first is the default)
@@ -169,7 +169,7 @@ def gold_miss(steps: list[Step], episode: ScoredEpisode) -> EnvironmentFault | N
 
 
 def _what_missed(steps: list[Step], episode: ScoredEpisode) -> str:
-    """Which miss of an expert solution whose cells all ran, in a sentence."""
+    """Which miss of an expert solution whose cells all ran, in a sentence, by the pass metric."""
     metric, value = episode.pass_metric, episode.metric_value
     shown = "none" if value is None else f"{value:g}"
     if episode.unit_test is not None:
@@ -177,21 +177,23 @@ def _what_missed(steps: list[Step], episode: ScoredEpisode) -> str:
             f"the golden function did not pass the task's unit test: "
             f"{episode.unit_test.why or 'it failed'}"
         )
-    if episode.exit_status is ExitStatus.NO_SUBMISSION:
-        why = next((s.observation for s in reversed(steps) if s.action is Action.SUBMIT), "")
-        return f"the expert solution gave no answer ({why or 'no submission'})"
-    if metric == "accuracy":
-        missed = [c for c in episode.comparisons if c.score < 1]
-        keys = "; ".join(_comparison(c) for c in missed[:5])
-        more = f"; {len(missed) - 5} more" if len(missed) > 5 else ""
-        return (
-            f"the expert solution did not reproduce the gold answer: accuracy {shown} "
-            f"({keys}{more})"
-        )
     if metric == "landmarks":
         regexes = ", ".join(repr(r) for r in episode.landmarks_missed[:5])
         return f"the expert solution missed landmarks: landmarks {shown} (not hit: {regexes})"
-    return f"the expert solution did not pass: {metric} {shown}"
+    if metric == "script-executed":
+        return (
+            f"the expert solution did not run the task's script: script-executed {shown} (the "
+            f"entrypoint did not run for {SCRIPT_MIN_DURATION_S:g} s without an exception)"
+        )
+    if metric != "accuracy":
+        return f"the expert solution did not pass: {metric} {shown}"
+    if episode.exit_status is ExitStatus.NO_SUBMISSION:
+        why = next((s.observation for s in reversed(steps) if s.action is Action.SUBMIT), "")
+        return f"the expert solution gave no answer ({why or 'no submission'})"
+    missed = [c for c in episode.comparisons if c.score < 1]
+    keys = "; ".join(_comparison(c) for c in missed[:5])
+    more = f"; {len(missed) - 5} more" if len(missed) > 5 else ""
+    return f"the expert solution did not reproduce the gold answer: accuracy {shown} ({keys}{more})"
 
 
 def _comparison(c: Comparison) -> str:

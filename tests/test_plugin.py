@@ -223,7 +223,9 @@ def test_gold_run_scores_and_reports(project):
     # scores it with an agent that is not gold)
     result.assert_outcomes(passed=2, errors=1)
     result.stdout.fnmatch_lines(
-        ["*EnvironmentFault: the expert solution did not pass: script-executed 0;*"]
+        [
+            "*EnvironmentFault: the expert solution did not run the task's script: script-executed 0 *"
+        ]
     )
     result.stdout.fnmatch_lines(["*SUPER summary*", "*expert*", "*masked*"])
     props = read_junit_properties(junit)

@@ -65,9 +65,10 @@ query: Report the score.
 answer: {score: 0.5}
 solution:
   - execute: |
-      raise FileNotFoundError("data/train.csv")
+      import json
+      score = json.load(open("data/results.json"))["score"]
   - execute: |
-      print('{"score": 0.5}')
+      print(json.dumps({"score": score}))
 """
 
 
@@ -92,8 +93,8 @@ def test_a_gold_run_whose_repository_cannot_be_cloned_is_an_environment_error(
     result.stdout.fnmatch_lines(["*NetworkFault*DNS*Could not resolve host*nonexistent.invalid*"])
     result.stdout.fnmatch_lines(
         [
-            "*EnvironmentFault: the expert solution*failed at step 1 (cell error: "
-            "FileNotFoundError: data/train.csv)*",
+            "*EnvironmentFault: the expert solution, known to work, failed at step 1 (cell error: "
+            "*FileNotFoundError*data/results.json*): the environment broke*",
         ]
     )
     result.stdout.fnmatch_lines(
@@ -217,7 +218,8 @@ RAN = [Step(thought="", action=Action.EXECUTE, content="x", output="done\n", cel
         ),
         (
             _Episode(pass_metric="script-executed"),
-            "the expert solution did not pass: script-executed 0",
+            "the expert solution did not run the task's script: script-executed 0 (the "
+            "entrypoint did not run for 10 s without an exception)",
         ),
         (
             _Episode(
