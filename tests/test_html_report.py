@@ -146,7 +146,8 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     as gold does but is not gold (a gold miss is an environment error, not a failure): the second
     with a looser tolerance, so `almost` fails in the first and passes in the second."""
     root = tmp_path_factory.mktemp("project")
-    (root / "pytest.ini").write_text("[pytest]\nsuper_tasks = tasks\n")
+    # pythonpath: the pytest command, unlike `python -m pytest`, does not import from its folder
+    (root / "pytest.ini").write_text("[pytest]\nsuper_tasks = tasks\npythonpath = .\n")
     for rel, text in {
         "tasks/expert/adder.yaml": EXPERT_PASS,
         "tasks/expert/almost.yaml": EXPERT_FLIP,
