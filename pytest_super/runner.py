@@ -220,7 +220,7 @@ def run_task(
             fault = harness_error(exc)
             _record_fault(trajectory, fault)
             raise fault from exc
-        _raise_world_fault(agent.name, trajectory, result, settings)
+        _raise_world_fault(agent.name, env, result, settings)
     except BaseException:
         env.kernel.close()
         raise
@@ -249,14 +249,18 @@ def run_task(
 
 
 def _raise_world_fault(
-    agent: str, trajectory: Trajectory, result: TaskResult, settings: RunSettings
+    agent: str, env: Environment, result: TaskResult, settings: RunSettings
 ) -> None:
     """The world's faults of the episode (netfaults.py): raised as an environment or network
-    error with its trajectory saved, or named in a scored episode's detail."""
-    fault = world_fault(agent, trajectory.steps, result.passed, settings.network_faults)
+    error with its trajectory saved, or named in a scored episode's detail. With --super-keep,
+    the box of such an error stays, as a failing task's does, and the error says how to get in."""
+    trajectory = env.trajectory
+    fault = world_fault(agent, trajectory.steps, result, settings.network_faults)
     if isinstance(fault, str):
         result.detail = fault
     elif fault is not None:
+        if settings.keep_failed:
+            fault = type(fault)(f"{fault}\n{env.kernel.detach()}")
         _record_fault(trajectory, fault)
         raise fault
 

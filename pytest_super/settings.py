@@ -342,8 +342,8 @@ SETTINGS: tuple[Setting, ...] = (
         _choice(*NETWORK_FAULT_CHOICES),
         NETWORK_FAULT_CHOICES[0],
         "an LLM agent's episode that failed where the network or an outside service failed "
-        "inside the task: score (as SUPER's paper did; default) or error (a pytest error, run "
-        "again by --super-retries); under the gold agent it is always an error",
+        "inside the task: score (as SUPER's paper did, docs/results.md; default) or error (a "
+        "pytest error, run again by --super-retries); under the gold agent any miss is an error",
     ),
     Setting(
         "llm_breaker",

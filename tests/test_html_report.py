@@ -1,4 +1,4 @@
-"""The HTML report as a person sees it: real runs (gold agent, local kernels) rendered by a real
+"""The HTML report as a person sees it: real runs (SOLUTION_AGENT, local kernels) rendered by a real
 headless Chromium from disk, with the network off, checked on the rendered DOM and photographed.
 
 Screenshots go to the test's own folder (tmp_path) and are recorded as the `screenshot` property of
@@ -19,6 +19,7 @@ import pytest
 from pytest_super import html
 from pytest_super.cli import main as cli_main
 from pytest_super.errors import SuperWarning
+from tests.support.projects import SOLUTION_AGENT, write_solution_agent
 from tests.support.projects import junit_properties as read_junit_properties
 
 EXPERT_PASS = """\
@@ -141,10 +142,12 @@ def screenshot(page: Path, out: Path, name: str, height: int = 1100) -> Path:
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """Two real runs of three tasks with the gold agent on local kernels: the second with a
-    looser tolerance, so `almost` fails in the first and passes in the second."""
+    """Two real runs of three tasks on local kernels, with an agent that runs the solution cells
+    as gold does but is not gold (a gold miss is an environment error, not a failure): the second
+    with a looser tolerance, so `almost` fails in the first and passes in the second."""
     root = tmp_path_factory.mktemp("project")
-    (root / "pytest.ini").write_text("[pytest]\nsuper_tasks = tasks\n")
+    # pythonpath: the pytest command, unlike `python -m pytest`, does not import from its folder
+    (root / "pytest.ini").write_text("[pytest]\nsuper_tasks = tasks\npythonpath = .\n")
     for rel, text in {
         "tasks/expert/adder.yaml": EXPERT_PASS,
         "tasks/expert/almost.yaml": EXPERT_FLIP,
@@ -153,6 +156,7 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    write_solution_agent(root)
     runs = []
     for tolerance in ("0.01", "0.05"):
         before = set((root / "reports").glob("*")) if (root / "reports").exists() else set()
@@ -160,7 +164,7 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
             [
                 str(Path(os.sys.executable).parent / "pytest"),
                 "tasks",
-                "--super-agent=gold",
+                f"--super-agent={SOLUTION_AGENT}",
                 "--super-backend=local",
                 f"--super-tolerance={tolerance}",
                 f"--junitxml={root / f'junit-{tolerance}.xml'}",
@@ -364,7 +368,7 @@ def test_front_page_charts_masked_categories_beside_the_papers_runs_in_the_brows
     (chart,) = re.findall(r'<svg class="chart".*?</svg>', dom, re.DOTALL)
     bars = re.findall(r"<title>([^<]*?): (\w+) (accuracy|landmarks) ([^<]*)</title>", chart)
     runs = {b[0] for b in bars}
-    assert any(r.startswith("gold (") for r in runs), runs
+    assert any(r.startswith(f"{SOLUTION_AGENT} (") for r in runs), runs
     assert "paper: swe-agent/gpt-4o-2024-08-06" in runs
     categories = {b[1] for b in bars}
     assert {"data", "cpu", "issue", "configuration", "goal"} <= categories

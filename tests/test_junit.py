@@ -2,7 +2,9 @@
 
 A real run (pytest in a subprocess, the local kernel backend: a real ipykernel) of a passing
 expert task, a failing one, a passing masked sub-problem of two categories and a task stopped by
-pytest-timeout in its setup (a pytest error), once per JUnit family, validated with lxml:
+pytest-timeout in its setup (a pytest error), once per JUnit family, validated with lxml. The
+agent runs the solution cells, as gold does, but is not gold (SOLUTION_AGENT): a gold miss is an
+environment error, and the file must hold a failure too.
 
 - xunit2 (pytest's default) against the Jenkins xunit plugin's own junit-10.xsd, unchanged
   (tests/data/junit/, its source and license beside it);
@@ -20,7 +22,12 @@ import pytest
 from lxml import etree
 
 from pytest_super import report
-from tests.support.projects import junit_outcomes, junit_properties
+from tests.support.projects import (
+    SOLUTION_AGENT,
+    junit_outcomes,
+    junit_properties,
+    write_solution_agent,
+)
 
 SCHEMA = Path(__file__).parent / "data" / "junit" / "junit-10.xsd"
 XS = "{http://www.w3.org/2001/XMLSchema}"
@@ -93,10 +100,11 @@ def run(pytester: pytest.Pytester, family: str) -> Path:
         path = pytester.path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
+    write_solution_agent(pytester.path)
     junit = pytester.path / "junit.xml"
     result = pytester.runpytest_subprocess(
         "tasks",
-        "--super-agent=gold",
+        f"--super-agent={SOLUTION_AGENT}",
         "--super-backend=local",
         f"--junitxml={junit}",
         "-o",

@@ -64,6 +64,22 @@ def project(pytester: pytest.Pytester, image: str) -> pytest.Pytester:
     return pytester
 
 
+def test_a_golden_function_that_fails_its_unit_test_is_an_environment_error(project):
+    """Issue 44: under gold any miss is the environment's, on LMR-Bench too (the golden function
+    is known to pass). Red before: `1 failed`."""
+    golden = project.path / "lmr/02-LabelSmoothing/golden_files/losses_golden.py"
+    text = golden.read_text()
+    assert text.count("        return loss\n") == 1
+    golden.write_text(text.replace("        return loss\n", "        return loss + 1.0\n"))
+    result, records = run_lmr(project, "lmr/02-LabelSmoothing", "--super-agent=gold")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*EnvironmentFault: the golden function did not pass the task's unit test: *"]
+    )
+    (record,) = records.values()
+    assert (record["outcome"], record["exit_status"]) == ("error", "environment_error"), record
+
+
 def test_gold_puts_each_golden_function_in_place_and_the_unit_tests_pass(project):
     result, records = run_lmr(project, "lmr", "--super-agent=gold")
     result.assert_outcomes(passed=3)

@@ -2,7 +2,8 @@
 can end at once: passes, failures, cell timeouts, a compute limit, a pytest-timeout, a kernel that
 kills itself, and a worker killed with SIGKILL mid-task. Every task must get exactly one result in
 results.jsonl and in the JUnit XML (none lost, none counted twice), each with the right outcome,
-and no container of the run may be left on the engine.
+and no container of the run may be left on the engine. The agent is SOLUTION_AGENT, which runs
+the solution cells as gold does: a gold miss would be an environment error, not a failure.
 
 Sized for CI on 2 cores: about a minute.
 """
@@ -19,6 +20,7 @@ from tests.support.projects import (  # the helpers of the scale tests: same pro
     FAIL,
     KILL_KERNEL,
     PASS,
+    SOLUTION_AGENT,
     PytestRun,
     containers,
     junit_outcomes,
@@ -72,7 +74,7 @@ def test_forty_tasks_on_two_workers_lose_nothing_and_leak_nothing(project_dir, e
     run = PytestRun(
         project_dir,
         "tasks",
-        "--super-agent=gold",
+        f"--super-agent={SOLUTION_AGENT}",
         "-n",
         "2",
         "--dist",

@@ -13,7 +13,12 @@ import textwrap
 
 import pytest
 
+from tests.support.projects import SOLUTION_AGENT, write_solution_agent
 from tests.support.projects import junit_properties as read_junit_properties
+
+#: an agent that is not gold and runs the solution cells: its misses are failures (a gold miss is
+#: an environment error), for the tests of what a failure shows
+SOLUTION = f"--super-agent={SOLUTION_AGENT}"
 
 GOOD_EXPERT = """\
 id: adder
@@ -86,6 +91,7 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
         path = pytester.path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    write_solution_agent(pytester.path)
     return pytester
 
 
@@ -212,8 +218,15 @@ def test_gold_run_scores_and_reports(project):
         "-p",
         "no:randomly",
     )
-    # the auto task's script never runs the entrypoint for 10 s: it fails by design
-    result.assert_outcomes(passed=2, failed=1)
+    # the auto task's script never runs the entrypoint for 10 s: it misses by design, which
+    # under gold is an environment error (test_junit_properties_reach_the_controller_under_xdist
+    # scores it with an agent that is not gold)
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*EnvironmentFault: the expert solution did not run the task's script: script-executed 0 *"
+        ]
+    )
     result.stdout.fnmatch_lines(["*SUPER summary*", "*expert*", "*masked*"])
     props = read_junit_properties(junit)
     assert props["adder"]["super.accuracy"] == "1.0"
@@ -221,7 +234,7 @@ def test_gold_run_scores_and_reports(project):
     assert props["adder"]["super.submitted"] == "true"
     assert props["adder_data,cpu"]["super.category"] == "data,cpu"
     assert props["adder_data,cpu"]["super.landmarks"] == "1.0"
-    assert props["runner"]["super.script_executed"] == "0.0"
+    assert props["runner"]["super.exit_status"] == "environment_error"
     for name in (
         "super.set",
         "super.agent",
@@ -239,7 +252,7 @@ def test_gold_run_scores_and_reports(project):
     assert sorted((r["task_id"], r["outcome"]) for r in lines) == [
         ("adder", "passed"),
         ("adder_data,cpu", "passed"),
-        ("runner", "failed"),
+        ("runner", "error"),
     ]
     assert "| expert |" in (run_dir / "summary.md").read_text()
     notebook = props["adder"]["super.trajectory"]
@@ -252,7 +265,7 @@ def test_gold_run_scores_and_reports(project):
 def test_answer_off_by_002_fails_with_a_readable_diff(project):
     write(project, "tasks/expert/almost.yaml", OFF_BY_002)
     result = project.runpytest_subprocess(
-        "tasks/expert/almost.yaml", "--super-agent=gold", "--super-backend=local"
+        "tasks/expert/almost.yaml", SOLUTION, "--super-backend=local"
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
@@ -266,6 +279,23 @@ def test_answer_off_by_002_fails_with_a_readable_diff(project):
     )
 
 
+def test_a_gold_answer_not_reproduced_is_an_environment_error_that_says_which(project):
+    """Issue 44: under gold any miss of the expert solution is the environment's. Red before:
+    `1 failed` (the wrong answer charged as a failure)."""
+    write(project, "tasks/expert/almost.yaml", OFF_BY_002)
+    result = project.runpytest_subprocess(
+        "tasks/expert/almost.yaml", "--super-agent=gold", "--super-backend=local"
+    )
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*EnvironmentFault: the expert solution did not reproduce the gold answer: accuracy "
+            "0.5 (score: expected 0.5, submitted 0.52); the environment differs from the one the "
+            "answer was recorded in*"
+        ]
+    )
+
+
 #: our messages that name a path: the failure text, the header, the summary
 PATH_MESSAGES = ("trajectory: ", "reports in ", "reports: ", "HTML report: ")
 
@@ -275,7 +305,7 @@ def test_messages_name_paths_relative_to_the_working_folder(project):
     absolute paths (`trajectory: /tmp/pytest-of-root/.../reports/<run>/almost.ipynb`)."""
     write(project, "tasks/expert/almost.yaml", OFF_BY_002)
     result = project.runpytest_subprocess(
-        "tasks/expert/almost.yaml", "--super-agent=gold", "--super-backend=local"
+        "tasks/expert/almost.yaml", SOLUTION, "--super-backend=local"
     )
     result.assert_outcomes(failed=1)
     (run_dir,) = (project.path / "reports").iterdir()
@@ -298,7 +328,7 @@ def test_messages_name_paths_outside_the_working_folder_absolute(project, tmp_pa
     elsewhere = tmp_path_factory.mktemp("elsewhere").resolve()
     result = project.runpytest_subprocess(
         "tasks/expert/almost.yaml",
-        "--super-agent=gold",
+        SOLUTION,
         "--super-backend=local",
         f"--super-report-dir={elsewhere}",
     )
@@ -364,7 +394,7 @@ def test_junit_properties_reach_the_controller_under_xdist(project):
     junit = project.path / "junit.xml"
     result = project.runpytest_subprocess(
         "tasks",
-        "--super-agent=gold",
+        SOLUTION,
         "--super-backend=local",
         "-n",
         "2",
@@ -376,6 +406,7 @@ def test_junit_properties_reach_the_controller_under_xdist(project):
     assert len(cases) == 3
     for names in cases.values():
         assert {"super.accuracy", "super.landmarks", "super.exit_status"} <= set(names)
+    assert cases["runner"]["super.script_executed"] == "0.0"  # the auto task, by design
     (run_dir,) = (project.path / "out").iterdir()
     lines = (run_dir / "results.jsonl").read_text().splitlines()
     assert len(lines) == 3  # written once, by the controller
@@ -384,7 +415,7 @@ def test_junit_properties_reach_the_controller_under_xdist(project):
 def test_report_command_reads_junit_files(project, capsys):
     junit = project.path / "junit.xml"
     project.runpytest_subprocess(
-        "tasks", "--super-agent=gold", "--super-backend=local", f"--junitxml={junit}"
+        "tasks", SOLUTION, "--super-backend=local", f"--junitxml={junit}"
     ).assert_outcomes(passed=2, failed=1)
     from pytest_super.cli import main
 
@@ -394,7 +425,8 @@ def test_report_command_reads_junit_files(project, capsys):
     lines, legend = out[: out.index("")], out[out.index("") + 1 :]
     assert lines[0].split()[:3] == ["group", "A:tasks", "A:pass"]
     assert len(lines[0].split()) == 1 + 2 * 9  # one column group per file
-    assert legend[0] == "A: gold" and legend[1].startswith("B: gold(") and len(legend) == 2
+    assert legend[0] == f"A: {SOLUTION_AGENT}" and len(legend) == 2
+    assert legend[1].startswith(f"B: {SOLUTION_AGENT}(")
     rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
     # tasks, pass, err, acc%, lm%, sub%, exec%: both files give the same numbers
     assert (

@@ -359,7 +359,9 @@ def test_a_task_file_that_did_not_load_is_recorded_with_the_prompts(project, tmp
     result = project.runpytest_subprocess(
         "tasks", "--super-agent=gold", "--super-backend=local", f"--super-prompts={folder}"
     )
-    result.assert_outcomes(failed=1, errors=1)  # the gold agent: the task has no solution
+    # the file that did not load, and the task the gold agent cannot run (it has no solution)
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*TaskSetupError*has no expert solution*"])
     (run_dir,) = (project.path / "reports").iterdir()
     records = [json.loads(x) for x in (run_dir / "results.jsonl").read_text().splitlines()]
     assert len(records) == 2

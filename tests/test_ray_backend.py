@@ -385,11 +385,15 @@ def _holds(path: Path, secret: str) -> bool:
     return False
 
 
-WRONG = "print('{\"x\": 2}')"
+def over_limit(task_id: str) -> str:
+    """A task the gold agent fails: its compute limit (2 s) ends the episode before the answer.
+    A wrong answer would not do: a gold miss is an environment error, never a failure."""
+    nap = sleep_then_answer(1.5)
+    return task_yaml(task_id, nap, nap, "print('{\"x\": 1}')", limits={"compute_s": 2})
 
 
 def test_keep_leaves_a_failing_tasks_container_on_its_node_and_says_where(cluster, tmp_path):
-    project = make_project(tmp_path, {"expert/wrong": task_yaml("wrong", WRONG)})
+    project = make_project(tmp_path, {"expert/wrong": over_limit("wrong")})
     run = ClusterRun(cluster, project, "--super-agent=gold", "--super-executor=ray", "--super-keep")
     assert run.wait(300) == 1
     out = run.output()
@@ -476,7 +480,7 @@ def test_the_second_worker_node_gets_the_image_by_pulling_from_a_registry(cluste
 
 
 def test_x_stops_the_cluster_run_at_the_first_failure_and_cancels_the_rest(cluster, tmp_path):
-    tasks = {"expert/wrong": task_yaml("wrong", WRONG)}
+    tasks = {"expert/wrong": over_limit("wrong")}
     tasks.update(
         {f"expert/slow{i}": task_yaml(f"slow{i}", sleep_then_answer(300)) for i in range(3)}
     )
@@ -562,7 +566,7 @@ def test_resume_on_the_cluster_sends_no_task_with_a_final_result(cluster, tmp_pa
         tmp_path,
         {
             "expert/good": task_yaml("good", sleep_then_answer(0)),
-            "expert/wrong": task_yaml("wrong", WRONG),
+            "expert/wrong": over_limit("wrong"),
         },
     )
     first = ClusterRun(cluster, project, "--super-agent=gold", "--super-executor=ray", "-k", "good")
@@ -613,7 +617,7 @@ def test_the_progress_line_counts_the_tasks_in_flight_and_each_nodes_tasks(clust
     import re
 
     tasks = {f"expert/s{i}": task_yaml(f"s{i}", sleep_then_answer(3)) for i in range(6)}
-    tasks["expert/bad"] = task_yaml("bad", "print('{\"x\": 2}')")
+    tasks["expert/bad"] = over_limit("bad")
     project = make_project(tmp_path, tasks)
     run = ClusterRun(
         cluster,

@@ -7,9 +7,12 @@ import json
 
 import pytest
 
+from tests.support.projects import SOLUTION_AGENT, write_solution_agent
+
 # Passes on the 1st and 3rd run of the task wherever and in whichever order the runs happen: each
 # run claims the next free ticket (O_EXCL, atomic across xdist workers) and submits a wrong sum on
-# even tickets. So 3 runs give c = 2 passes of n = 3.
+# even tickets. So 3 runs give c = 2 passes of n = 3. The agent runs the solution as gold does, but
+# is not gold: a gold miss would be an environment error, and pass@k counts failures.
 FLAKY = """\
 id: flaky
 query: 'Report the sum as {{"sum": 0}}.'
@@ -45,13 +48,14 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     (pytester.path / "tasks" / "expert").mkdir(parents=True)
     (pytester.path / "tasks/expert/flaky.yaml").write_text(FLAKY.format(tickets=tickets))
     (pytester.path / "tasks/expert/steady.yaml").write_text(STEADY)
+    write_solution_agent(pytester.path)
     return pytester
 
 
 def run_args(*extra: str) -> list[str]:
     return [
         "tasks",
-        "--super-agent=gold",
+        f"--super-agent={SOLUTION_AGENT}",
         "--super-backend=local",
         "--super-report-dir=out",
         "--super-repeat=3",

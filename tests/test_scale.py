@@ -38,6 +38,7 @@ from pytest_super.kernels.docker.lease import LABEL_LEASE_RUN
 from tests.support.projects import (
     FAIL,
     PASS,
+    SOLUTION_AGENT,
     ContainerWatch,
     EngineEvents,
     PytestRun,
@@ -82,13 +83,15 @@ def test_xdist_worksteal_results_of_all_workers_reach_the_controller(project_dir
     )
     assert code == 1, out
     run_dir = only_run_dir(project_dir)
-    expected = {f"ok{i}": "passed" for i in range(4)} | {f"bad{i}": "failed" for i in range(2)}
+    # a gold answer not reproduced is an environment error (netfaults.gold_miss)
+    expected = {f"ok{i}": "passed" for i in range(4)} | {f"bad{i}": "error" for i in range(2)}
     assert outcomes(run_dir) == expected
-    junit_expected = {k: ("failure" if v == "failed" else v) for k, v in expected.items()}
-    assert junit_outcomes(junit) == junit_expected
-    workers = {r["task_id"]: r for r in results(run_dir)}
-    assert all(r["exit_status"] == "submitted" for r in workers.values())
-    assert "| expert | 6 | 4 | 0 |" in (run_dir / "summary.md").read_text()
+    assert junit_outcomes(junit) == expected
+    workers = {r["task_id"]: r["exit_status"] for r in results(run_dir)}
+    assert workers == {
+        k: "submitted" if v == "passed" else "environment_error" for k, v in expected.items()
+    }
+    assert "| expert | 6 | 4 | 2 |" in (run_dir / "summary.md").read_text()
     assert "SUPER summary" in out
     assert containers(engine, run_id=run_dir.name) == []
 
@@ -444,6 +447,8 @@ def _started(container: Any) -> bool:
 
 
 def test_resume_skips_final_results_and_lf_reruns_failures(project_dir, engine):
+    """An agent's failure is final (a gold miss is an error: SOLUTION_AGENT is not gold)."""
+    agent = f"--super-agent={SOLUTION_AGENT}"
     make_project(
         project_dir,
         {
@@ -454,19 +459,19 @@ def test_resume_skips_final_results_and_lf_reruns_failures(project_dir, engine):
             ),
         },
     )
-    code, out = run_losing_a_box(project_dir, "lost_box", "tasks", "--super-agent=gold")
+    code, out = run_losing_a_box(project_dir, "lost_box", "tasks", agent)
     assert code == 1, out
     first = only_run_dir(project_dir)
     assert outcomes(first) == {"good": "passed", "wrong": "failed", "lost_box": "error"}
 
-    code, out = run_losing_a_box(project_dir, "lost_box", "tasks", "--super-agent=gold", "--lf")
+    code, out = run_losing_a_box(project_dir, "lost_box", "tasks", agent, "--lf")
     assert "run-last-failure: rerun previous 2 failures" in out, out
     (second,) = [d for d in run_dirs(project_dir) if d != first]
     assert outcomes(second) == {"wrong": "failed", "lost_box": "error"}
 
     with EngineEvents(engine) as events:
         code, out = run_losing_a_box(
-            project_dir, "lost_box", "tasks", "--super-agent=gold", "--super-resume", "-rs"
+            project_dir, "lost_box", "tasks", agent, "--super-resume", "-rs"
         )
     (third,) = [d for d in run_dirs(project_dir) if d not in (first, second)]
     assert f"resumed: passed in run {first.name}" in out, out
@@ -483,7 +488,7 @@ def test_resume_skips_final_results_and_lf_reruns_failures(project_dir, engine):
     code, out = run_pytest(
         project_dir,
         "tasks",
-        "--super-agent=gold",
+        agent,
         "--super-model=other",
         "--super-resume",
         "-k",
@@ -559,15 +564,18 @@ def test_retries_rerun_infrastructure_errors_but_never_agent_failures(
     assert outcomes(only_run_dir(project_dir)) == {"flaky": "error"}, out
     assert "KernelStartError" in out or "InfrastructureError" in out, out
 
-    # a task the agent failed, and a non-retryable infrastructure error, run once
+    # a task the agent failed (an agent that is not gold: a gold miss is an environment
+    # error, retried), and a non-retryable infrastructure error, run once
     make_project(project_dir, {"expert/wrong": task_yaml("wrong", FAIL)})
     (project_dir / "tasks/expert/flaky.yaml").unlink()
     for p in run_dirs(project_dir):
         p.rename(project_dir / f"old-{p.name}")
     with EngineEvents(engine) as events:
-        code, out = run_pytest(project_dir, "tasks", "--super-agent=gold", "--super-retries=3")
+        code, out = run_pytest(
+            project_dir, "tasks", f"--super-agent={SOLUTION_AGENT}", "--super-retries=3"
+        )
     run_dir = only_run_dir(project_dir)
-    assert outcomes(run_dir) == {"wrong": "failed"}
+    assert outcomes(run_dir) == {"wrong": "failed"}, out
     assert len(events.of(run_dir.name, "create")) == 1
     code, out = run_pytest(
         project_dir,

@@ -2,7 +2,8 @@
 
 It never reads the stored answer: the submission is the JSON printed by the solution's last cell,
 so a gold run is a real reproduction check of the task (the SUPER paper ran its gold trajectories
-three times to check they score perfectly).
+three times to check they score perfectly). Any miss of it is an error of the environment, never
+a failure (netfaults.gold_miss); a task with no solution is a task error.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 
 from pytest_super.agents.lmr_gold import place_golden
 from pytest_super.environment import AgentResult, Environment, run_task_cell
-from pytest_super.errors import ExitStatus
+from pytest_super.errors import ExitStatus, TaskSetupError
 from pytest_super.tasks import LmrTask
 from pytest_super.trajectory import Action, Step
 
@@ -28,12 +29,11 @@ class GoldAgent:
             return place_golden(env, env.task)
         solution = env.task.solution
         if not solution:
-            env.record(
-                Step(
-                    thought="", action=Action.SUBMIT, content="", observation="task has no solution"
-                )
+            raise TaskSetupError(
+                f"{env.task.source or env.task.id}: the task has no expert solution (`solution` "
+                "is empty), so the gold agent cannot run it: run it with another agent "
+                "(--super-agent), or leave it out (-k, --deselect)"
             )
-            return AgentResult(ExitStatus.NO_SUBMISSION)
         last_output = ""
         for n, cell in enumerate(solution, start=1):
             step = run_task_cell(env, cell, thought=GOLD_THOUGHT.format(n=n))

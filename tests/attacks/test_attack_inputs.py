@@ -14,6 +14,7 @@ import pytest
 from pytest_super.errors import TaskFileError
 from pytest_super.tasks import load_yaml_task
 from tests.support.attack_runs import PEAK_KB
+from tests.support.projects import SOLUTION_AGENT, write_solution_agent
 
 ANSWER_X1 = """\
 id: {id}
@@ -142,7 +143,10 @@ solution:
 def test_nan_and_infinity_are_written_as_strict_json(project) -> None:
     """Red on 636b730: the trajectory held bare `NaN`/`Infinity`, which strict readers refuse."""
     (project.path / "tasks" / "expert" / "nan.yaml").write_text(NAN_TASK)
-    result = project.runpytest_subprocess("--super-agent=gold", "--super-backend=local")
+    write_solution_agent(project.path)  # not gold: a gold miss is an error, with no submission
+    result = project.runpytest_subprocess(
+        f"--super-agent={SOLUTION_AGENT}", "--super-backend=local"
+    )
     result.assert_outcomes(passed=1, failed=1)
     (run_dir,) = (project.path / "reports").iterdir()
     written = [run_dir / "results.jsonl", *run_dir.glob("trajectories/*")]

@@ -40,6 +40,7 @@ from pytest_super.llm import MAX_USAGE_TOKENS, LLMClient, LLMSettings
 from pytest_super.tasks import TaskFileError, iter_jsonl_tasks
 from tests.support.attack_runs import Run, junit_cases, recorded, run_leftovers, running, wait_for
 from tests.support.openai_server import Status
+from tests.support.projects import SOLUTION_AGENT, write_solution_agent
 
 ANSWER_X1 = """\
 id: {id}
@@ -277,7 +278,8 @@ def test_files_that_fail_to_load_are_errors_in_results_and_summary(project):
     write(project, "tasks/expert/broken.yaml", "id: broken\nquery: q\n")  # no answer
     write(project, "tasks/expert.jsonl", b"\x80junk\n" + super_row("fromjsonl") + b"\n")
     result = project.runpytest_subprocess("--super-agent=gold", "--super-backend=local", "-n", "2")
-    result.assert_outcomes(passed=1, failed=1, errors=2)
+    # the row from the .jsonl has no solution: the gold agent cannot run it, a task error
+    result.assert_outcomes(passed=1, errors=3)
     lines = {r["task_id"]: r for r in run_results(project.path)}
     assert lines["tasks/expert/broken.yaml"]["outcome"] == "error"
     assert "answer" in lines["tasks/expert/broken.yaml"]["load_error"]
@@ -285,7 +287,8 @@ def test_files_that_fail_to_load_are_errors_in_results_and_summary(project):
     assert "not UTF-8" in lines["tasks/expert.jsonl::line1"]["load_error"]
     assert len(lines) == 4  # once each, though both workers collected them
     (run_dir,) = (project.path / "reports").iterdir()
-    assert "| expert | 4 | 1 | 2 |" in (run_dir / "summary.md").read_text()
+    assert lines["fromjsonl"]["exit_status"] == "task_error"
+    assert "| expert | 4 | 1 | 3 |" in (run_dir / "summary.md").read_text()
 
 
 def test_run_ids_have_64_random_bits():
@@ -297,11 +300,14 @@ def test_run_ids_have_64_random_bits():
 
 # -- 15. report on JUnit with resumed tasks -----------------------------------------------------------
 def test_report_on_junit_counts_resumed_tasks_with_their_earlier_outcome(project, capsys):
+    """An agent that is not gold: a gold miss is an environment error, which resume runs again."""
     write(project, "tasks/expert/wrong.yaml", gold_task("wrong").replace("{x: 1}", "{x: 2}"))
-    project.runpytest_subprocess("--super-agent=gold", "--super-backend=local")
+    write_solution_agent(project.path)
+    agent = f"--super-agent={SOLUTION_AGENT}"
+    project.runpytest_subprocess(agent, "--super-backend=local")
     junit = project.path / "junit.xml"
     resumed = project.runpytest_subprocess(
-        "--super-agent=gold", "--super-backend=local", "--super-resume", f"--junitxml={junit}"
+        agent, "--super-backend=local", "--super-resume", f"--junitxml={junit}"
     )
     resumed.assert_outcomes(skipped=2)
     records = {r.task_id: r.outcome for r in report.read_junit(junit)}

@@ -49,6 +49,24 @@ def task_yaml(task_id: str, *cells: str, limits: dict[str, Any] | None = None) -
     return yaml.safe_dump(doc, sort_keys=False)
 
 
+#: an agent that is not gold: it runs the task's solution cells and submits what the last one
+#: prints, as the gold agent does, but its misses are its own failures (a gold miss is an
+#: environment error, netfaults.gold_miss). For the tests of what a failure does (resume, --lf,
+#: retries); `make_project` writes its module, so `--super-agent=` + SOLUTION_AGENT loads it.
+SOLUTION_AGENT = "solution_agent:SolutionAgent"
+SOLUTION_AGENT_MODULE = '''\
+"""An agent that runs the solution cells, as gold does, and is scored as any agent is."""
+from pytest_super.agents.gold import GoldAgent
+
+
+class SolutionAgent(GoldAgent):
+    # its spec as its name: results record an agent's name, --super-resume and --lf look for
+    # the spec (a third-party agent by module path named otherwise is never resumed)
+    name = "solution_agent:SolutionAgent"
+    needs_llm = False
+'''
+
+
 PROJECT_CONFTEST = '''\
 """Test instrumentation: pid files per pytest process, timeout markers on chosen tasks."""
 import json
@@ -83,13 +101,20 @@ def pytest_collection_finish(session):
 
 
 # -- helpers (test_load.py uses them too) ---------------------------------------------------------
+def write_solution_agent(root: Path) -> None:
+    """SOLUTION_AGENT's module in `root` (a project run from there imports it)."""
+    (root / "solution_agent.py").write_text(SOLUTION_AGENT_MODULE)
+
+
 def make_project(
     root: Path, tasks: dict[str, str], *, timeouts: dict[str, float] | None = None
 ) -> Path:
-    """Write tasks/<set>/<id>.yaml (keys are `<set>/<id>`), the ini and the conftest."""
+    """Write tasks/<set>/<id>.yaml (keys are `<set>/<id>`), the ini, the conftest and the
+    SOLUTION_AGENT's module."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "pytest.ini").write_text("[pytest]\nsuper_tasks = tasks\n")
     (root / "conftest.py").write_text(PROJECT_CONFTEST)
+    write_solution_agent(root)
     for key, text in tasks.items():
         path = root / "tasks" / f"{key}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
