@@ -436,11 +436,28 @@ def _masked_rows(path: Path, count: int) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-#: appended to the project's conftest: each xdist worker ignores SIGINT once it collects
+#: appended to the project's conftest: each xdist worker says when it starts collecting the task
+#: file (the attack's clock starts there, whatever the machine's load did to the workers' start)
+COLLECTING = """
+
+def pytest_collectstart(collector):
+    import pathlib
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and collector.nodeid.endswith(".jsonl"):
+        folder = pathlib.Path(str(collector.config.rootpath), "collecting")
+        folder.mkdir(exist_ok=True)
+        (folder / worker).write_text("")
+"""
+
+#: appended after COLLECTING: each xdist worker ignores SIGINT once it collects
 STUBBORN_WORKERS = """
+
+_says_collecting = pytest_collectstart
+
 
 def pytest_collectstart(collector):
     import signal
+    _says_collecting(collector)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 """
@@ -448,7 +465,7 @@ def pytest_collectstart(collector):
 
 @pytest.mark.long
 @pytest.mark.docker
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(400)
 @pytest.mark.parametrize(
     ("after_s", "stubborn"),
     [
@@ -462,24 +479,32 @@ def test_ctrl_c_during_an_xdist_collection_of_10000_rows_ends_the_run_within_15_
     tmp_path: Path, engine: Any, after_s: float, stubborn: bool
 ) -> None:
     """The attack of issue 41 cause 9: Ctrl-C (SIGINT to the process group, as a terminal sends
-    it) 10 s into `pytest -n 2` collecting 10,000 JSONL rows; the run must end within 15 s (a
-    bound of behaviour: this machine measured 0.6-1.8 s) with no process, container or key folder
-    left. The round-5 attack measured 18.2 s, which is xdist's 10 s wait for workers to end
-    (`NodeManager.EXIT_TIMEOUT`) after the controller's 8 s grace for their reports
-    (`interrupts.WORKER_GRACE_S`): workers that did not end on their interrupt (the stubborn
-    case: 18.6 s before, 10.1 s once no grace is spent when no task started)."""
+    it) 10 s (and 3 s) into both xdist workers' collection of a 10,000-row JSONL file under
+    `pytest -n 2`; the run must end within 15 s (a bound of behaviour: 0.4-1.8 s here) with no
+    process, container or key folder left. The round-5 attack measured 18.2 s, which is xdist's
+    10 s wait for workers to end (`NodeManager.EXIT_TIMEOUT`) after the controller's 8 s grace
+    for their reports (`interrupts.WORKER_GRACE_S`): workers that did not end on their interrupt
+    (the stubborn case: 18.6 s at 20480cf; 10.1-10.4 s once no grace was spent when no task had
+    started, aaf9b46; now the controller ends such workers itself, 3 s after the interrupt, and
+    says so)."""
     import signal
     import time
 
-    from tests.support.attack_runs import Run, run_leftovers
+    from tests.support.attack_runs import Run, run_leftovers, wait_for
 
     make_project(tmp_path, {})
-    if stubborn:  # the mechanism of the attack's 18.2 s: workers that go on collecting
-        with (tmp_path / "conftest.py").open("a") as conftest:
-            conftest.write(STUBBORN_WORKERS)
+    with (tmp_path / "conftest.py").open("a") as conftest:
+        conftest.write(COLLECTING + (STUBBORN_WORKERS if stubborn else ""))
     _masked_rows(tmp_path / "tasks" / "masked.jsonl", 10_000)
     run = Run(tmp_path, "tasks", "-n", "2", "--super-agent=gold", "-p", "no:cacheprovider")
     try:
+        wait_for(
+            lambda: (
+                run.proc.poll() is not None or len(list((tmp_path / "collecting").glob("gw*"))) == 2
+            ),
+            240,
+            "both workers collecting",
+        )
         time.sleep(after_s)
         assert run.proc.poll() is None, run.output()[-3000:]
         os.killpg(run.proc.pid, signal.SIGINT)
@@ -492,6 +517,8 @@ def test_ctrl_c_during_an_xdist_collection_of_10000_rows_ends_the_run_within_15_
             os.killpg(run.proc.pid, 0)  # no worker of the run is left
         assert run.key_folders() == []
         assert run_leftovers(engine, tmp_path / "reports") == []
+        if stubborn:  # ended by the controller, not after xdist's own 10 s wait
+            assert "2 xdist worker(s) still collecting" in run.output(), run.output()[-3000:]
     finally:
         if run.proc.poll() is None:
             run.kill()
