@@ -421,48 +421,6 @@ def test_an_interrupted_replay_run_exits_quietly_and_removes_its_scratch(
 
 
 # -- cause 9: Ctrl-C during a large collection under xdist -------------------------------------------
-def _masked_rows(path: Path, count: int) -> None:
-    """`count` rows of SUPER's Masked set (the test data's rows, each under an id of its own): a
-    collection of about 35 s under -n 2 on an idle machine."""
-    import json
-
-    source = Path(__file__).resolve().parent.parent / "data" / "tasks_module" / "super"
-    rows = [json.loads(line) for line in (source / "masked.jsonl").read_text().splitlines()]
-    lines = []
-    for i in range(count):
-        row = dict(rows[i % len(rows)], task_id=f"{rows[i % len(rows)]['task_id']}-{i}")
-        lines.append(json.dumps(row))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
-
-
-#: appended to the project's conftest: each xdist worker says when it starts collecting the task
-#: file (the attack's clock starts there, whatever the machine's load did to the workers' start)
-COLLECTING = """
-
-def pytest_collectstart(collector):
-    import pathlib
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker and collector.nodeid.endswith(".jsonl"):
-        folder = pathlib.Path(str(collector.config.rootpath), "collecting")
-        folder.mkdir(exist_ok=True)
-        (folder / worker).write_text("")
-"""
-
-#: appended after COLLECTING: each xdist worker ignores SIGINT once it collects
-STUBBORN_WORKERS = """
-
-_says_collecting = pytest_collectstart
-
-
-def pytest_collectstart(collector):
-    import signal
-    _says_collecting(collector)
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-"""
-
-
 @pytest.mark.long
 @pytest.mark.docker
 @pytest.mark.timeout(400)
@@ -487,32 +445,14 @@ def test_ctrl_c_during_an_xdist_collection_of_10000_rows_ends_the_run_within_15_
     (the stubborn case: 18.6 s at 20480cf; 10.1-10.4 s once no grace was spent when no task had
     started, aaf9b46; now the controller ends such workers itself, 3 s after the interrupt, and
     says so)."""
-    import signal
-    import time
+    from tests.support.attack_runs import run_leftovers
+    from tests.support.collection_interrupt import interrupt_collection
 
-    from tests.support.attack_runs import Run, run_leftovers, wait_for
-
-    make_project(tmp_path, {})
-    with (tmp_path / "conftest.py").open("a") as conftest:
-        conftest.write(COLLECTING + (STUBBORN_WORKERS if stubborn else ""))
-    _masked_rows(tmp_path / "tasks" / "masked.jsonl", 10_000)
-    run = Run(tmp_path, "tasks", "-n", "2", "--super-agent=gold", "-p", "no:cacheprovider")
+    done = interrupt_collection(tmp_path, after_s, stubborn=stubborn)
+    run = done.run
     try:
-        wait_for(
-            lambda: (
-                run.proc.poll() is not None or len(list((tmp_path / "collecting").glob("gw*"))) == 2
-            ),
-            240,
-            "both workers collecting",
-        )
-        time.sleep(after_s)
-        assert run.proc.poll() is None, run.output()[-3000:]
-        os.killpg(run.proc.pid, signal.SIGINT)
-        started = time.monotonic()
-        code = run.wait(15)
-        took = time.monotonic() - started
-        print(f"Ctrl-C {after_s:.0f} s into the collection: the run ended in {took:.1f} s")
-        assert code == 2, run.output()[-3000:]
+        print(f"Ctrl-C {after_s:.0f} s into the collection: the run ended in {done.took_s:.1f} s")
+        assert done.code == 2, run.output()[-3000:]
         with pytest.raises(ProcessLookupError):
             os.killpg(run.proc.pid, 0)  # no worker of the run is left
         assert run.key_folders() == []
