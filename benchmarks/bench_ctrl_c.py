@@ -126,7 +126,8 @@ def collection(rounds: int) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-ctrl-c-collection-") as tmp:
         for i in range(rounds):
             for n, (kind, options) in enumerate(kinds.items()):
-                done = interrupt_collection(Path(tmp, f"round{i}-{n}"), 10.0, **options)
+                where = Path(tmp, f"round{i}-{n}")
+                done = interrupt_collection(where, 10.0, bound_s=120.0, **options)
                 if done.code != 2:
                     raise SystemExit(
                         f"{kind}: exit {done.code}, not 2:\n{done.run.output()[-3000:]}"

@@ -65,11 +65,16 @@ class Interrupted:
 
 
 def interrupt_collection(
-    root: Path, after_s: float, *, stubborn: bool = False, agent: str | None = "gold"
+    root: Path,
+    after_s: float,
+    *,
+    stubborn: bool = False,
+    agent: str | None = "gold",
+    bound_s: float = 15.0,
 ) -> Interrupted:
     """`pytest -n 2` collecting ROWS Masked rows in `root`, Ctrl-C (SIGINT to its process group,
     as a terminal sends it) `after_s` after both workers started collecting the file; the run
-    must end within 15 s (else AssertionError, the run killed). `agent=None`: no --super-agent
+    must end within `bound_s` (else AssertionError, the run killed). `agent=None`: no --super-agent
     (the tasks are collected and skipped: pytest's and xdist's own interrupt)."""
     make_project(root, {})
     with (root / "conftest.py").open("a") as conftest:
@@ -89,7 +94,7 @@ def interrupt_collection(
         assert run.proc.poll() is None, run.output()[-3000:]
         os.killpg(run.proc.pid, signal.SIGINT)
         started = time.monotonic()
-        code = run.wait(15)
+        code = run.wait(bound_s)
         return Interrupted(run, code, time.monotonic() - started)
     except BaseException:
         if run.proc.poll() is None:
