@@ -1,7 +1,8 @@
 """Ctrl-C of a cluster run with tasks on two nodes: how long the run takes to end, against
-removing the same containers directly, both measured in the same run of this script.
+removing the same containers directly, both measured in the same run of this script; and
+(`--case collection`) Ctrl-C during a large `pytest -n 2` collection.
 
-    .venv/bin/python benchmarks/bench_ctrl_c.py [--rounds 3]
+    .venv/bin/python benchmarks/bench_ctrl_c.py [--rounds 3] [--case cluster|collection]
 
 The figure issue 32 bounds at 2 s (docs/cluster.md); tests/test_ray_faults.py checks only that
 such a run ends, long before its tasks' own end, and leaves nothing. On the tests' cluster
@@ -16,6 +17,18 @@ needs root) each round
 Printed: each round, the medians, and the ratio Ctrl-C / baseline: what the run's stop adds to the
 engines' own removal of its containers, which is most of it under load. Always exits 0: it
 reports, it does not judge.
+
+`--case collection` (issue 41 cause 9, bound 15 s; tests/attacks/test_attack_round5_inputs.py
+checks only that such a run ends within it and leaves nothing): each round interrupts `pytest -n
+2` 10 s into both workers' collection of 10,000 Masked rows (tests/support/collection_interrupt.py)
+
+- baseline: without --super-agent (the tasks collected and skipped: pytest's and xdist's own
+  interrupt, none of pytest-super's);
+- Ctrl-C: with --super-agent=gold;
+- stubborn workers: the same, with workers that ignore SIGINT once they collect (the mechanism
+  of the attack's 18.2 s; the controller ends them after `interrupts.COLLECTING_WAIT_S`).
+
+Printed: each round, the medians and the ratios to the baseline.
 """
 
 from __future__ import annotations
@@ -100,10 +113,45 @@ def ctrl_c_s(cluster: RayTestCluster, root: Path) -> float:
     return took
 
 
+def collection(rounds: int) -> None:
+    """The `--case collection` rounds and their medians (see the module's docstring)."""
+    from tests.support.collection_interrupt import interrupt_collection
+
+    kinds = {
+        "baseline (no --super-agent)": {"agent": None},
+        "Ctrl-C": {},
+        "Ctrl-C, stubborn workers": {"stubborn": True},
+    }
+    took: dict[str, list[float]] = {kind: [] for kind in kinds}
+    with tempfile.TemporaryDirectory(prefix="bench-ctrl-c-collection-") as tmp:
+        for i in range(rounds):
+            for n, (kind, options) in enumerate(kinds.items()):
+                where = Path(tmp, f"round{i}-{n}")
+                done = interrupt_collection(where, 10.0, bound_s=120.0, **options)
+                if done.code != 2:
+                    raise SystemExit(
+                        f"{kind}: exit {done.code}, not 2:\n{done.run.output()[-3000:]}"
+                    )
+                took[kind].append(done.took_s)
+            print(f"round {i + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in took.items()))
+    medians = {kind: statistics.median(values) for kind, values in took.items()}
+    base = medians["baseline (no --super-agent)"]
+    print(
+        f"medians of {rounds} rounds, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}: "
+        "Ctrl-C 10 s into a -n 2 collection of 10,000 rows, to the run's exit (bound 15 s)"
+    )
+    for kind, median in medians.items():
+        print(f"  {kind}: {median:.2f} s, ratio to the baseline {median / base:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--case", choices=("cluster", "collection"), default="cluster")
     args = parser.parse_args()
+    if args.case == "collection":
+        collection(args.rounds)
+        return
     image = build_image(offline=True, log=lambda line: None)
     baseline: list[float] = []
     stopped: list[float] = []

@@ -19,11 +19,15 @@ not cut short by the controller passing on an interrupt the terminal already sen
 
 `finish_worker_reports`: an interrupted xdist controller stops reading its workers' events at
 once; tasks a worker finished just before or after the signal would be lost. It reads what the
-workers still send, for a short grace, before the reports are written (once a task started:
-interrupted during collection, it reads only what is queued, since no report can come). Which workers are up it
-knows from xdist's documented hooks (`Workers`); the events themselves only xdist's private
-queue holds (`thirdparty.undispatched_worker_events`: thirdparty.py is the one adapter to other
-plugins' internals).
+workers still send, for a short grace, before the reports are written. Interrupted before any
+task started (a large collection), no report can come: it waits only `COLLECTING_WAIT_S` for
+the workers to end their sessions, and ends (SIGKILL) each one still collecting then, as xdist's
+own teardown would only after 10 s (`NodeManager.EXIT_TIMEOUT`): a worker that does not stop on
+its interrupt made the run end 10 s later (18 s before the grace was left out in that case, the
+18.2 s of issue 41 cause 9). Nothing is lost: no task ran, so no container, key folder or result
+is the worker's. Which workers are up it knows from xdist's documented hooks (`Workers`); the
+events themselves only xdist's private queue holds (`thirdparty.undispatched_worker_events`:
+thirdparty.py is the one adapter to other plugins' internals).
 """
 
 from __future__ import annotations
@@ -53,6 +57,10 @@ PROGRESS_EVERY_S = 3.0
 #: seconds an interrupted controller keeps reading its workers' events: a worker's interrupted
 #: task removes its container (measured 0.3-1.5 s on the test engine) before it reports and exits
 WORKER_GRACE_S = 8.0
+#: seconds an interrupted controller, no task started, waits for its workers to end their
+#: sessions before it ends them: a worker's interrupt took 0.05-1.2 s here (load 20-34) from
+#: the signal to its session's end
+COLLECTING_WAIT_S = 3.0
 
 
 def stop_on_sigterm(config: pytest.Config) -> None:
@@ -113,10 +121,14 @@ class Workers:
 
 
 def finish_worker_reports(
-    config: pytest.Config, workers: Workers, grace_s: float = WORKER_GRACE_S
+    config: pytest.Config,
+    workers: Workers,
+    grace_s: float = WORKER_GRACE_S,
+    collecting_s: float = COLLECTING_WAIT_S,
 ) -> int:
     """In an interrupted xdist controller: pass on the reports the workers still send until
-    every worker is down or `grace_s` passed; return how many reports.
+    every worker is down or `grace_s` passed; return how many reports. Before any task started,
+    `collecting_s` instead, and the workers still up then are ended (`_end_collecting_workers`).
 
     A test report goes to pytest's own `pytest_runtest_logreport` (with the `node` attribute
     xdist documents on reports), a collection error to `pytest_collectreport`, as xdist's loop
@@ -127,27 +139,62 @@ def finish_worker_reports(
     if events is None:
         return 0
     handled = 0
-    deadline = time.monotonic() + grace_s
+    begun = time.monotonic()
     started = config.stash.get(_TASK_STARTED, False)
-    while workers.any_up() and time.monotonic() < deadline:
+    while workers.any_up() and time.monotonic() < begun + (
+        grace_s if started else min(grace_s, collecting_s)
+    ):
         try:
             name, kwargs = events.get(timeout=0.1)
         except queue.Empty:
-            if not started:  # interrupted before any task started: no report to wait for
-                break
             continue
         started = started or name == "logstart"
-        if name in ("workerfinished", "errordown"):  # down for good: never replaced now
-            workers.went_down(kwargs.get("node"))
-        elif name == "testreport":
-            report = kwargs["rep"]
-            report.node = kwargs.get("node")
-            config.hook.pytest_runtest_logreport(report=report)
-            handled += 1
-        elif name == "collectreport" and workers.first_collect_error(kwargs["rep"]):
-            config.hook.pytest_collectreport(report=kwargs["rep"])
-            handled += 1
+        handled += _pass_on(config, workers, name, kwargs)
+    if not started:
+        _end_collecting_workers(config, workers)
     return handled
+
+
+def _pass_on(config: pytest.Config, workers: Workers, name: str, kwargs: dict[str, Any]) -> int:
+    """One event of xdist's queue handled as its loop would have; 1 for a report passed on."""
+    if name in ("workerfinished", "errordown"):  # down for good: never replaced now
+        workers.went_down(kwargs.get("node"))
+    elif name == "testreport":
+        report = kwargs["rep"]
+        report.node = kwargs.get("node")
+        config.hook.pytest_runtest_logreport(report=report)
+        return 1
+    elif name == "collectreport" and workers.first_collect_error(kwargs["rep"]):
+        config.hook.pytest_collectreport(report=kwargs["rep"])
+        return 1
+    return 0
+
+
+def _end_collecting_workers(config: pytest.Config, workers: Workers) -> None:
+    """SIGKILL each worker still up: no task started, so it holds nothing of the run's (xdist's
+    teardown kills it the same way, after waiting 10 s for it to end)."""
+    left = [thirdparty.worker_process(node) for node in workers.nodes - workers.down]
+    running = [process for process in left if process is not None and process.poll() is None]
+    if not running:
+        return
+    say(
+        config,
+        f"pytest-super: {len(running)} xdist worker(s) still collecting {COLLECTING_WAIT_S:g} s "
+        "after the interrupt (no task had started): ended",
+    )
+    for process in running:
+        with contextlib.suppress(OSError):
+            process.kill()
+
+
+def say(config: pytest.Config, line: str) -> None:
+    """Write `line` to the terminal, past pytest's output capture (the status line of
+    --super-progress cleared and stopped first: it never shares a line with this)."""
+    status = progress.progress_of(config)
+    if status is not None:
+        status.end(wait=False)
+    with contextlib.suppress(OSError):
+        os.write(thirdparty.terminal_fd(config), (line + "\n").encode("utf-8", "replace"))
 
 
 class _CtrlC:
@@ -195,13 +242,7 @@ class _CtrlC:
             )
 
     def say(self, line: str) -> None:
-        """Write `line` to the terminal, past pytest's output capture (the status line of
-        --super-progress cleared and stopped first: it never shares a line with this)."""
-        status = progress.progress_of(self.config)
-        if status is not None:
-            status.end(wait=False)
-        with contextlib.suppress(OSError):
-            os.write(thirdparty.terminal_fd(self.config), (line + "\n").encode("utf-8", "replace"))
+        say(self.config, line)
 
 
 def _interrupt_children() -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import queue
+import subprocess
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,6 +177,20 @@ def active_worker_count(config: pytest.Config) -> int:
     `WorkerController`s, added at `pytest_testnodeready`, removed when one goes down."""
     dsession = config.pluginmanager.getplugin("dsession")
     return len(getattr(dsession, "_active_nodes", ()))
+
+
+def worker_process(node: Any) -> subprocess.Popen[bytes] | None:
+    """The local process of the xdist worker `node` (its `WorkerController`); None for a worker
+    that is not a subprocess of this one (ssh, socket) or when the attributes moved.
+
+    `WorkerController.gateway` (xdist/workermanage.py, checked 3.8.0), execnet's `Gateway._io`
+    (private; execnet/gateway.py, checked 2.1.2) and its `Popen2IOMaster.popen`
+    (execnet/gateway_io.py): the `subprocess.Popen` execnet started the worker with. xdist ends
+    a worker through it too: `NodeManager.teardown_nodes` -> `Group.terminate(EXIT_TIMEOUT)`
+    kills, after 10 s, each worker process that has not ended (`_io.kill()`)."""
+    io = getattr(getattr(node, "gateway", None), "_io", None)
+    popen = getattr(io, "popen", None)
+    return popen if isinstance(popen, subprocess.Popen) else None
 
 
 # -- pytest's capture plugin ------------------------------------------------------------------

@@ -188,6 +188,8 @@ def pytest_xdist_node_collection_finished(node, ids):
         "plugin": type(config.pluginmanager.getplugin("dsession")).__name__,
         "active": thirdparty.active_worker_count(config),
         "fd": thirdparty.terminal_fd(config),
+        "process": thirdparty.worker_process(node) is not None
+        and thirdparty.worker_process(node).poll() is None,
     }))
 """
 
@@ -202,6 +204,7 @@ def test_the_xdist_controller_has_what_thirdparty_reads(pytester: pytest.Pyteste
     assert seen["queue"], f"DSession.queue no queue.Queue in pytest-xdist {XDIST}"
     assert seen["active"] >= 1, f"DSession._active_nodes empty in pytest-xdist {XDIST}"
     assert seen["fd"] != 2, f"CaptureManager._global_capturing.err.targetfd_save: {seen}"
+    assert seen["process"], f"WorkerController.gateway._io.popen (execnet) moved: {seen}"
 
 
 def test_without_xdist_there_is_no_queue(pytester: pytest.Pytester) -> None:

@@ -421,34 +421,9 @@ def test_an_interrupted_replay_run_exits_quietly_and_removes_its_scratch(
 
 
 # -- cause 9: Ctrl-C during a large collection under xdist -------------------------------------------
-def _masked_rows(path: Path, count: int) -> None:
-    """`count` rows of SUPER's Masked set (the test data's rows, each under an id of its own): a
-    collection of about 35 s under -n 2 on an idle machine."""
-    import json
-
-    source = Path(__file__).resolve().parent.parent / "data" / "tasks_module" / "super"
-    rows = [json.loads(line) for line in (source / "masked.jsonl").read_text().splitlines()]
-    lines = []
-    for i in range(count):
-        row = dict(rows[i % len(rows)], task_id=f"{rows[i % len(rows)]['task_id']}-{i}")
-        lines.append(json.dumps(row))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
-
-
-#: appended to the project's conftest: each xdist worker ignores SIGINT once it collects
-STUBBORN_WORKERS = """
-
-def pytest_collectstart(collector):
-    import signal
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-"""
-
-
 @pytest.mark.long
 @pytest.mark.docker
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(400)
 @pytest.mark.parametrize(
     ("after_s", "stubborn"),
     [
@@ -462,36 +437,28 @@ def test_ctrl_c_during_an_xdist_collection_of_10000_rows_ends_the_run_within_15_
     tmp_path: Path, engine: Any, after_s: float, stubborn: bool
 ) -> None:
     """The attack of issue 41 cause 9: Ctrl-C (SIGINT to the process group, as a terminal sends
-    it) 10 s into `pytest -n 2` collecting 10,000 JSONL rows; the run must end within 15 s (a
-    bound of behaviour: this machine measured 0.6-1.8 s) with no process, container or key folder
-    left. The round-5 attack measured 18.2 s, which is xdist's 10 s wait for workers to end
-    (`NodeManager.EXIT_TIMEOUT`) after the controller's 8 s grace for their reports
-    (`interrupts.WORKER_GRACE_S`): workers that did not end on their interrupt (the stubborn
-    case: 18.6 s before, 10.1 s once no grace is spent when no task started)."""
-    import signal
-    import time
+    it) 10 s (and 3 s) into both xdist workers' collection of a 10,000-row JSONL file under
+    `pytest -n 2`; the run must end within 15 s (a bound of behaviour: 0.4-1.8 s here) with no
+    process, container or key folder left. The round-5 attack measured 18.2 s, which is xdist's
+    10 s wait for workers to end (`NodeManager.EXIT_TIMEOUT`) after the controller's 8 s grace
+    for their reports (`interrupts.WORKER_GRACE_S`): workers that did not end on their interrupt
+    (the stubborn case: 18.6 s at 20480cf; 10.1-10.4 s once no grace was spent when no task had
+    started, aaf9b46; now the controller ends such workers itself, 3 s after the interrupt, and
+    says so)."""
+    from tests.support.attack_runs import run_leftovers
+    from tests.support.collection_interrupt import interrupt_collection
 
-    from tests.support.attack_runs import Run, run_leftovers
-
-    make_project(tmp_path, {})
-    if stubborn:  # the mechanism of the attack's 18.2 s: workers that go on collecting
-        with (tmp_path / "conftest.py").open("a") as conftest:
-            conftest.write(STUBBORN_WORKERS)
-    _masked_rows(tmp_path / "tasks" / "masked.jsonl", 10_000)
-    run = Run(tmp_path, "tasks", "-n", "2", "--super-agent=gold", "-p", "no:cacheprovider")
+    done = interrupt_collection(tmp_path, after_s, stubborn=stubborn)
+    run = done.run
     try:
-        time.sleep(after_s)
-        assert run.proc.poll() is None, run.output()[-3000:]
-        os.killpg(run.proc.pid, signal.SIGINT)
-        started = time.monotonic()
-        code = run.wait(15)
-        took = time.monotonic() - started
-        print(f"Ctrl-C {after_s:.0f} s into the collection: the run ended in {took:.1f} s")
-        assert code == 2, run.output()[-3000:]
+        print(f"Ctrl-C {after_s:.0f} s into the collection: the run ended in {done.took_s:.1f} s")
+        assert done.code == 2, run.output()[-3000:]
         with pytest.raises(ProcessLookupError):
             os.killpg(run.proc.pid, 0)  # no worker of the run is left
         assert run.key_folders() == []
         assert run_leftovers(engine, tmp_path / "reports") == []
+        if stubborn:  # ended by the controller, not after xdist's own 10 s wait
+            assert "2 xdist worker(s) still collecting" in run.output(), run.output()[-3000:]
     finally:
         if run.proc.poll() is None:
             run.kill()

@@ -1,0 +1,102 @@
+"""Ctrl-C during a large `pytest -n 2` collection (issue 41 cause 9): the project, its 10,000-row
+JSONL file and the interrupted run, shared by the attack test
+(tests/attacks/test_attack_round5_inputs.py) and benchmarks/bench_ctrl_c.py --case collection."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support.attack_runs import Run, wait_for
+from tests.support.projects import make_project
+
+ROWS = 10_000
+
+#: appended to the project's conftest: each xdist worker says when it starts collecting the task
+#: file (the attack's clock starts there, whatever the machine's load did to the workers' start)
+COLLECTING = """
+
+def pytest_collectstart(collector):
+    import pathlib
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and collector.nodeid.endswith(".jsonl"):
+        folder = pathlib.Path(str(collector.config.rootpath), "collecting")
+        folder.mkdir(exist_ok=True)
+        (folder / worker).write_text("")
+"""
+
+#: appended after COLLECTING: each xdist worker ignores SIGINT once it collects (workers that do
+#: not end on their interrupt: the mechanism of the attack's 18.2 s)
+STUBBORN_WORKERS = """
+
+_says_collecting = pytest_collectstart
+
+
+def pytest_collectstart(collector):
+    import signal
+    _says_collecting(collector)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+"""
+
+
+def masked_rows(path: Path, count: int = ROWS) -> None:
+    """`count` rows of SUPER's Masked set (the test data's rows, each under an id of its own): a
+    collection of about 35 s under -n 2 on an idle machine."""
+    source = Path(__file__).resolve().parent.parent / "data" / "tasks_module" / "super"
+    rows = [json.loads(line) for line in (source / "masked.jsonl").read_text().splitlines()]
+    lines = []
+    for i in range(count):
+        row = dict(rows[i % len(rows)], task_id=f"{rows[i % len(rows)]['task_id']}-{i}")
+        lines.append(json.dumps(row))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+@dataclass
+class Interrupted:
+    run: Run
+    code: int
+    took_s: float  # from the SIGINT to the controller's exit
+
+
+def interrupt_collection(
+    root: Path,
+    after_s: float,
+    *,
+    stubborn: bool = False,
+    agent: str | None = "gold",
+    bound_s: float = 15.0,
+) -> Interrupted:
+    """`pytest -n 2` collecting ROWS Masked rows in `root`, Ctrl-C (SIGINT to its process group,
+    as a terminal sends it) `after_s` after both workers started collecting the file; the run
+    must end within `bound_s` (else AssertionError, the run killed). `agent=None`: no --super-agent
+    (the tasks are collected and skipped: pytest's and xdist's own interrupt)."""
+    make_project(root, {})
+    with (root / "conftest.py").open("a") as conftest:
+        conftest.write(COLLECTING + (STUBBORN_WORKERS if stubborn else ""))
+    masked_rows(root / "tasks" / "masked.jsonl")
+    args = ["tasks", "-n", "2", "-p", "no:cacheprovider"]
+    run = Run(root, *args, *([f"--super-agent={agent}"] if agent else []))
+    try:
+        wait_for(
+            lambda: (
+                run.proc.poll() is not None or len(list((root / "collecting").glob("gw*"))) == 2
+            ),
+            240,
+            "both workers collecting",
+        )
+        time.sleep(after_s)
+        assert run.proc.poll() is None, run.output()[-3000:]
+        os.killpg(run.proc.pid, signal.SIGINT)
+        started = time.monotonic()
+        code = run.wait(bound_s)
+        return Interrupted(run, code, time.monotonic() - started)
+    except BaseException:
+        if run.proc.poll() is None:
+            run.kill()
+        raise
