@@ -433,7 +433,11 @@ def run_losing_a_box(project: Path, task: str, *args: str) -> tuple[int, str]:
             ]
             return [c for c in found if c.status == "running" and _started(c)]
 
-        wait_for(box, 120, f"a running container of task {task!r}")[0].remove(force=True)
+        try:
+            found = wait_for(box, 120, f"a running container of task {task!r}")
+        except AssertionError as exc:  # what the run printed says why no box came
+            raise AssertionError(f"{exc}; the run printed:\n{run.output()[-3000:]}") from None
+        found[0].remove(force=True)
         return run.wait(300), run.output()
     finally:
         run.kill_group()
