@@ -85,6 +85,35 @@ def test_a_rubric_with_another_hash_is_refused_and_nothing_is_saved(tmp_path, mo
     assert not (tmp_path / "cache").exists()
 
 
+def test_a_run_whose_rubric_has_another_hash_stops_before_any_task(pytester, tmp_path, monkeypatch):
+    changed = UPSTREAM.replace(b"temperature=0.0", b"temperature=0.7")
+    server = _serve({JUDGE_FILE: changed}, monkeypatch, tmp_path / "cache")
+    shutil.copytree(DEMO, pytester.path / "lmr")
+    try:
+        result = pytester.runpytest_subprocess(
+            SMOOTHING,
+            "--super-agent=gold",
+            "--super-judge-model=gpt-4.1",
+            "--super-base-url=http://127.0.0.1:9/v1",
+            "-p",
+            "no:cacheprovider",
+        )
+    finally:
+        server.stop()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"*--super-judge-model: LMR-Bench's judge rubric: http://127.0.0.1:*/{LMR_REPO}/"
+            f"{LMR_COMMIT}/{JUDGE_FILE}: sha256 *, not the pinned {JUDGE_SHA256} *; nothing was "
+            f"saved. Check {BASE_URL_ENV}*(checked before any task ran)"
+        ]
+    )
+    assert "INTERNALERROR" not in result.stderr.str() + result.stdout.str()
+    assert not (pytester.path / "reports").exists() or not any(
+        (pytester.path / "reports").iterdir()
+    )
+
+
 @pytest.mark.parametrize(
     "reply, why",
     [
