@@ -144,16 +144,33 @@ def image() -> str:
 @pytest.fixture
 def project(pytester: pytest.Pytester, image: str, upstream, monkeypatch) -> pytest.Pytester:
     shutil.copytree(DEMO, pytester.path / "lmr")
+    (pytester.path / "lmr_agents.py").write_text(LEAVE)
     pytester.makeini("[pytest]\npythonpath = .\n")
     monkeypatch.setenv("SUPER_API_KEY", "sk-test-lmr-judge")
     return pytester
 
 
-def _judged(project, server):
+LEAVE = """
+from pytest_super.environment import AgentResult
+from pytest_super.errors import ExitStatus
+
+
+class Leave:
+    \"\"\"Submits at once: the function stays masked.\"\"\"
+
+    name = "leave"
+    needs_llm = False
+
+    def run(self, env):
+        return AgentResult(ExitStatus.SUBMITTED)
+"""
+
+
+def _judged(project, server, agent="gold"):
     return run_lmr(
         project,
         SMOOTHING,
-        "--super-agent=gold",
+        f"--super-agent={agent}",
         "--super-judge-model=gpt-4.1-2025-04-14",
         f"--super-base-url={server.base_url}",
         "--junitxml=junit.xml",
@@ -195,3 +212,17 @@ def test_a_judge_reply_that_is_not_json_is_a_judge_error_and_the_task_still_pass
     assert record["outcome"] == "passed" and record["unit_tests"] == 1.0
     assert record["judge_score"] is None and record["judge_model"] == "gpt-4.1-2025-04-14"
     assert record["judge_error"].startswith("JudgeError: the reply is not JSON")
+
+
+@pytest.mark.docker
+def test_a_failed_task_shows_the_judges_category_in_its_failure(project, openai_server):
+    openai_server.script(['{"category": 1, "rationale": ["the body is missing"]}'])
+    result, records = _judged(project, openai_server, agent="lmr_agents:Leave")
+    result.assert_outcomes(failed=1)  # the unit test decides: the function stayed masked
+    (record,) = records.values()
+    assert (record["outcome"], record["unit_tests"], record["judge_score"]) == ("failed", 0.0, 1)
+    result.stdout.fnmatch_lines(["*judge (gpt-4.1-2025-04-14): category 1, incorrect logic"])
+    masked = (DEMO / "02-LabelSmoothing/smooth-ce/losses.py").read_text()
+    method = function_text(masked, "forward", "LabelSmoothingLoss", "losses.py")
+    (request,) = openai_server.requests
+    assert f"- Agent Implementation (losses.py):\n```python\n{method}\n```" in request.prompt_text
