@@ -116,6 +116,7 @@ def run_one_task(
     if run.llm_settings is not None:
         redaction.register(run.llm_settings.api_key)
         llm = LLMClient(run.llm_settings)
+    judge = None if run.judge_settings is None else LLMClient(run.judge_settings)
     retried: list[str] = []  # why each earlier attempt failed
     try:
         for attempt in range(run.retries + 1):
@@ -129,6 +130,7 @@ def run_one_task(
                     trajectory_path(run, name),
                     llm=llm,
                     on_step=on_step,
+                    judge=judge,
                 )
             except InfrastructureError as exc:
                 if not exc.retryable or attempt == run.retries:
@@ -148,6 +150,7 @@ def run_one_task(
         exc.retried = retried  # type: ignore[attr-defined]
         raise
     finally:
-        if llm is not None:
-            llm.close()
+        for client in (llm, judge):
+            if client is not None:
+                client.close()
     raise AssertionError("unreachable: the last attempt returns or raises")

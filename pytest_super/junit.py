@@ -50,6 +50,10 @@ SUMMARY_FIELDS = (
     "tests_failed",
     "tests_errored",
     "upstream_verdict",
+    # its judge's grade (--super-judge-model): upstream's category 1-3, or the judge's error
+    "judge_model",
+    "judge_score",
+    "judge_error",
 )
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")

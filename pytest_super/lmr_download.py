@@ -37,11 +37,11 @@ from typing import IO, Any
 
 from pytest_super import http_policy
 from pytest_super.atomic import write_atomically
+from pytest_super.lmr import LMR_COMMIT as LMR_COMMIT
+from pytest_super.lmr import LMR_REPO as LMR_REPO
 from pytest_super.redaction import masked_url
 from pytest_super.reference_files import DownloadError, check_base_url, shown_error
 
-LMR_REPO = "shuoYan97/LMR-Bench"
-LMR_COMMIT = "da757c9fe74a6993c1c7a900d15f2a6f8001f518"
 #: `tree_digest` of the repository's tree at LMR_COMMIT, its 26,769 files (docs/lmr-bench.md
 #: gives the command that recomputes it from `git ls-tree -r -z <commit>`)
 LMR_TREE_DIGEST = "5705baffaeb0192fdbfe03425bacfa4d8771fda1df34962254cdf235190d6aab"

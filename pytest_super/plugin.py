@@ -116,6 +116,8 @@ def pytest_configure(config: pytest.Config) -> None:
         if run.llm_settings is not None and not options.collecting_only(config):
             check_llm_endpoint(run.llm_settings)
             _say_if_price_unknown(run.llm_settings)
+        if run.judge_settings is not None and not options.collecting_only(config):
+            fetch_judge_rubric()
         if not options.collecting_only(config):
             executor_of(config).start(config)
         config.pluginmanager.register(RunRecorder(run, config.rootpath), "pytest-super-recorder")
@@ -204,6 +206,20 @@ def check_llm_endpoint(settings: Any) -> None:
         warnings.warn(f"pytest-super: {problem.message} Going on with the LLM cache.", stacklevel=1)
         return
     raise pytest.UsageError(f"{problem.message} (checked before any task ran)")
+
+
+def fetch_judge_rubric() -> None:
+    """--super-judge-model: LMR-Bench's judge rubric fetched (or found in the cache) and read
+    before any task; one that cannot be had, or has another sha256, stops the session."""
+    from pytest_super.lmr.judge import JudgeError, rubric, rubric_path
+    from pytest_super.reference_files import DownloadError
+
+    try:
+        rubric(rubric_path().read_text(encoding="utf-8"))
+    except (DownloadError, JudgeError) as exc:
+        raise pytest.UsageError(
+            f"--super-judge-model: LMR-Bench's judge rubric: {exc} (checked before any task ran)"
+        ) from None
 
 
 def _kernel_pool(config: pytest.Config, run: SuperRun) -> KernelPool:

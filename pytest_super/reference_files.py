@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pytest_super import http_policy
 from pytest_super.atomic import write_atomically
@@ -47,10 +47,15 @@ MAX_FILE_BYTES = 2**20  # both files are a few KiB
 PROMPT_FILE_DEADLINE_S = 60.0
 
 
+def cache_root() -> Path:
+    """`$XDG_CACHE_HOME/pytest-super` (default `~/.cache/pytest-super`)."""
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "pytest-super"
+
+
 def prompts_cache() -> Path:
     """`$XDG_CACHE_HOME/pytest-super/prompts/<commit>` (default `~/.cache/...`)."""
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "pytest-super" / "prompts" / PROMPTS_COMMIT
+    return cache_root() / "prompts" / PROMPTS_COMMIT
 
 
 #: the reference agent's files whose literal strings the model is shown (the format-error
@@ -85,13 +90,20 @@ def download_reference(out_dir: Path | None = None) -> Path:
     checked against its pinned sha256 (a file already there with it is not fetched again);
     return the prompt.yaml's path."""
     target = download_prompts(out_dir)
-    base = ""
     for path, digest in AGENT_FILES.items():
-        saved = target.parent / Path(path).name
-        if _cached(saved, digest):
-            continue
-        base = base or _base_url()
-        write_atomically(saved, _pinned(base, path, digest).decode("utf-8"))
+        pinned_file(PROMPTS_REPO, PROMPTS_COMMIT, path, digest, target.parent)
+    return target
+
+
+def pinned_file(repo: str, commit: str, path: str, digest: str, out_dir: Path) -> Path:
+    """`repo`'s file `path` at `commit`, saved in `out_dir` under its own name: the copy there
+    when its sha256 is `digest`, else fetched (from RAW_BASE_URL or BASE_URL_ENV's mirror),
+    refused unless its sha256 is `digest`, and saved; return its path."""
+    target = out_dir / PurePosixPath(path).name
+    if not _cached(target, digest):
+        data = _pinned(_base_url(), path, digest, repo=repo, commit=commit)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_atomically(target, data.decode("utf-8"))
     return target
 
 
@@ -103,16 +115,18 @@ def _cached(path: Path, digest: str) -> bool:
     return path.is_file() and _sha256(path.read_bytes()) == digest
 
 
-def _pinned(base: str, path: str, digest: str) -> bytes:
-    """The reference's file `path` at PROMPTS_COMMIT, refused unless its sha256 is `digest`."""
-    url = f"{base}/{PROMPTS_REPO}/{PROMPTS_COMMIT}/{path}"
+def _pinned(
+    base: str, path: str, digest: str, *, repo: str = PROMPTS_REPO, commit: str = PROMPTS_COMMIT
+) -> bytes:
+    """`repo`'s file `path` at `commit`, refused unless its sha256 is `digest`."""
+    url = f"{base}/{repo}/{commit}/{path}"
     data = _fetch(url)
     found = _sha256(data)
     if found != digest:
         raise DownloadError(
             f"{masked_url(url)}: sha256 {found}, not the pinned {digest} of the reference's file "
             f"at that commit; nothing was saved. Check {BASE_URL_ENV} (or the network's proxy), "
-            f"or use a checkout of {PROMPTS_REPO}"
+            f"or use a checkout of {repo}"
         )
     return data
 

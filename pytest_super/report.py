@@ -64,6 +64,8 @@ def format_failure(result: TaskResult) -> str:
         lines.append(f"script executed ({task.entrypoint}): {result.script_executed:g}")
     if result.unit_test is not None:
         lines.extend(unit_test_lines(result.unit_test))
+        if result.judge is not None:
+            lines.append(result.judge.line())
     elif result.last_observation:
         tail = clean_for_model(result.last_observation)[-800:]
         lines.append("last observation (tail):")

@@ -36,6 +36,7 @@ from pytest_super.errors import (
 )
 from pytest_super.kernels.base import Kernel
 from pytest_super.llm import LLMClient
+from pytest_super.lmr.judge import JudgeOutcome, judge_task
 from pytest_super.lmr.unit_tests import UnitTestOutcome, run_unit_test
 from pytest_super.netfaults import world_fault
 from pytest_super.tasks import LmrTask, Task
@@ -95,6 +96,7 @@ class TaskResult:
     kept: str = ""  # how to get into a kept container (--super-keep)
     retried: list[str] = field(default_factory=list)  # why each earlier attempt failed
     unit_test: UnitTestOutcome | None = None  # an LMR task's unit test (lmr/unit_tests.py)
+    judge: JudgeOutcome | None = None  # an LMR task's judge grade (--super-judge-model)
     image: str = ""  # the image made for the task (its own Dockerfile), when it has one
 
     @property
@@ -132,8 +134,21 @@ class TaskResult:
             "super.duration_s": round(self.duration_s, 3),
             "super.trajectory": self.trajectory,
             **(self.unit_test.properties() if self.unit_test else {}),
+            **(self.judge.properties() if self.judge else {}),
             **({"super.image": self.image} if self.image else {}),
         }
+
+
+def _judge(task: LmrTask, env: Environment, judge: LLMClient) -> JudgeOutcome:
+    """`judge`'s grade of the function the episode left in the box's goal file; a goal file
+    that cannot be read is the judge's error too (the unit test decides the task)."""
+    try:
+        source = env.kernel.read_file(f"{env.workdir}/{task.goal_file}")
+    except Exception as exc:  # the judge's fault is recorded, never the task's
+        return JudgeOutcome(judge.settings.model, error=f"the goal file is unreadable: {exc}")
+    return judge_task(
+        task, source, lambda messages: judge.complete(messages).text, judge.settings.model
+    )
 
 
 def _empty_if_none(score: float | None) -> float | str:
@@ -179,8 +194,10 @@ def run_task(
     *,
     llm: LLMClient | None = None,
     on_step: Callable[[Step], None] | None = None,
+    judge: LLMClient | None = None,
 ) -> TaskResult:
-    """Run one episode of `task` with `agent` and score it.
+    """Run one episode of `task` with `agent` and score it (an LMR task's function graded by
+    `judge` too, when given: lmr/judge.py).
 
     Infrastructure faults (`InfrastructureError`) and task faults (`TaskSetupError`) propagate after
     the trajectory is saved: they are the harness's or the task's fault, not the agent's. So does any
@@ -213,6 +230,8 @@ def run_task(
             result = score_episode(task, env, outcome, settings)
             if isinstance(task, LmrTask):  # its unit test, in the same box, after the episode
                 result.unit_test = run_unit_test(task, env.kernel, env.workdir)
+                if judge is not None:
+                    result.judge = _judge(task, env, judge)
         except InfrastructureError as exc:  # the box failed the unit test's run
             _record_fault(trajectory, exc)
             raise

@@ -237,6 +237,13 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("model", _text, None, "model name for LLM agents"),
     Setting(
+        "judge_model",
+        _text,
+        None,
+        "LMR tasks: also ask this model (same endpoint) to grade the agent's function against "
+        "the golden one with LMR-Bench's judge rubric (default: no judge)",
+    ),
+    Setting(
         "base_url",
         _text,
         DEFAULT_BASE_URL,
@@ -774,6 +781,7 @@ def resolve_run(inputs: Inputs, run_id: str) -> SuperRun:
         settings=_run_settings(values),
         registry=values["registry"],
         llm_settings=_llm_settings(agent, values, report_dir / run_id),
+        judge_settings=_judge_settings(values) if agent else None,
         live=values["live"] or inputs.capture_no,
         retries=values["retries"],
         backend=values["backend"],
@@ -933,12 +941,7 @@ def _llm_settings(agent: str | None, values: dict[str, Any], run_dir: Path) -> L
         raise SettingError(f"--super-agent={agent} talks to a model: name it with --super-model")
     price_in, price_out, price_cached = values["price"] or (None, None, None)
     base_url = values["base_url"]
-    api_key = _api_key()
-    if api_key is None and base_url.rstrip("/") == DEFAULT_BASE_URL:
-        raise SettingError(
-            f"--super-agent={agent} asks {DEFAULT_BASE_URL} but no API key is set: export "
-            "SUPER_API_KEY (or OPENAI_API_KEY), or point --super-base-url at your own endpoint"
-        )
+    api_key = _endpoint_key(base_url, f"--super-agent={agent}")
     return LLMSettings(
         model=model,
         base_url=base_url,
@@ -951,6 +954,40 @@ def _llm_settings(agent: str | None, values: dict[str, Any], run_dir: Path) -> L
         breaker_check_s=values["llm_breaker_check"],
         down_flag=str(run_dir / ENDPOINT_DOWN_FILE),
     )
+
+
+def _judge_settings(values: dict[str, Any]) -> LLMSettings | None:
+    """The LMR judge's endpoint (`--super-judge-model`): the run's base URL and key, upstream's
+    sampling (temperature 0; top_p and the token cap the API's defaults), no circuit breaker
+    (a judge's failure is the task's judge error, never the run's)."""
+    from pytest_super.lmr.judge import JUDGE_TEMPERATURE
+
+    model = values["judge_model"]
+    if not model:
+        return None
+    base_url = values["base_url"]
+    return LLMSettings(
+        model=model,
+        base_url=base_url,
+        api_key=_endpoint_key(base_url, f"--super-judge-model={model}"),
+        temperature=JUDGE_TEMPERATURE,
+        top_p=1.0,
+        max_tokens=4096,
+        cache_dir=values["llm_cache"],
+        breaker_threshold=0,
+    )
+
+
+def _endpoint_key(base_url: str, who: str) -> str | None:
+    """The API key for `who` (an option that asks the endpoint), refused when none is set and
+    the endpoint is the default one."""
+    api_key = _api_key()
+    if api_key is None and base_url.rstrip("/") == DEFAULT_BASE_URL:
+        raise SettingError(
+            f"{who} asks {DEFAULT_BASE_URL} but no API key is set: export "
+            "SUPER_API_KEY (or OPENAI_API_KEY), or point --super-base-url at your own endpoint"
+        )
+    return api_key
 
 
 def _api_key() -> str | None:
@@ -1054,6 +1091,8 @@ class SuperRun:
     kernel: KernelSettings = field(default_factory=_default_kernel)
     settings: RunSettings = field(default_factory=_default_run_settings)
     llm_settings: LLMSettings | None = None
+    #: --super-judge-model: the LMR judge's endpoint (lmr/judge.py); None: no judge
+    judge_settings: LLMSettings | None = None
     live: bool = _FLAG_DEFAULTS["live"]
     #: --super-retries: attempts after a retryable infrastructure error
     retries: int = default_of("retries")

@@ -429,9 +429,12 @@ def test_the_demo_scripted_episode_runs_with_the_references_prompt_file(
 
 # -- pytest-super download prompts, against a stand-in for raw.githubusercontent.com -----------
 class RawStandIn:
-    """Serves `files` (path under /<repo>/<commit>/ -> bytes); records each request's path."""
+    """Serves `files` (path under /<repo>/<commit>/ -> bytes; `root`: that prefix, the
+    reference's at its pinned commit by default); records each request's path."""
 
-    def __init__(self, files: dict[str, bytes]) -> None:
+    def __init__(
+        self, files: dict[str, bytes], root: str = f"/{PROMPTS_REPO}/{PROMPTS_COMMIT}/"
+    ) -> None:
         self.files = files
         self.requests: list[str] = []
         server = self
@@ -442,7 +445,7 @@ class RawStandIn:
 
             def do_GET(self) -> None:
                 server.requests.append(self.path)
-                prefix = f"/{PROMPTS_REPO}/{PROMPTS_COMMIT}/"
+                prefix = root
                 data = server.files.get(self.path.removeprefix(prefix))
                 if not self.path.startswith(prefix) or data is None:
                     self.send_response(404)

@@ -43,6 +43,7 @@ from pytest_super.executors.ray.node import (
 )
 from pytest_super.executors.ray.settings import cluster_run, ray_address, ray_concurrency
 from pytest_super.kernels.base import KernelSettings
+from pytest_super.llm.settings import LLMSettings
 from pytest_super.runner import TaskResult
 from pytest_super.settings import SuperRun
 from pytest_super.tasks import Task
@@ -251,8 +252,9 @@ class RayDispatcher:
         self._task_options = options
         self._remote = ray.remote(run_on_node)
         self._cleanup = ray.remote(cleanup_on_node)
-        if self.run.llm_settings is not None and self.run.llm_settings.api_key:
-            self._secrets = [ray.put(self.run.llm_settings.api_key)]
+        key = next((s.api_key for s in self._endpoints() if s.api_key), None)
+        if key:  # the agent's endpoint and the judge's (--super-judge-model) have the same key
+            self._secrets = [ray.put(key)]
         if self.run.kernel.backend == "docker":  # the images a node may accept from a registry
             from pytest_super.kernels.docker.trust import recorded
 
@@ -383,10 +385,18 @@ class RayDispatcher:
     def _payload_run(self) -> SuperRun:
         """The run's settings as a node needs them: no key (it travels as an object), no
         controller's engine address."""
-        llm = self.run.llm_settings
-        if llm is not None:
-            llm = dataclasses.replace(llm, api_key=None)
-        return dataclasses.replace(self.run, llm_settings=llm, sources={})
+        llm, judge = self.run.llm_settings, self.run.judge_settings
+        return dataclasses.replace(
+            self.run,
+            llm_settings=llm and dataclasses.replace(llm, api_key=None),
+            judge_settings=judge and dataclasses.replace(judge, api_key=None),
+            sources={},
+        )
+
+    def _endpoints(self) -> list[LLMSettings]:
+        """The run's endpoint settings: the agent's and the judge's, those it has."""
+        found = (self.run.llm_settings, self.run.judge_settings)
+        return [s for s in found if s is not None]
 
     @property
     def busy(self) -> bool:

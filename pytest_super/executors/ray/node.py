@@ -190,13 +190,18 @@ def _with_key(run: SuperRun, secrets: list[Any]) -> SuperRun:
     """The run with the endpoint's key from the object store (registered for redaction)."""
     from pytest_super import redaction
 
-    if not secrets or run.llm_settings is None:
+    if not secrets or (run.llm_settings is None and run.judge_settings is None):
         return run
     import ray
 
     key = ray.get(secrets[0])
     redaction.register(key)
-    return dataclasses.replace(run, llm_settings=dataclasses.replace(run.llm_settings, api_key=key))
+    llm, judge = run.llm_settings, run.judge_settings
+    return dataclasses.replace(
+        run,
+        llm_settings=llm and dataclasses.replace(llm, api_key=key),
+        judge_settings=judge and dataclasses.replace(judge, api_key=key),
+    )
 
 
 def _live(name: str, steps: Any) -> Callable[[Step], None] | None:
