@@ -62,17 +62,22 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pytest_super.published_runs import read_run  # noqa: E402
-from pytest_super.replay.script import directory_after, open_file_after, swe_reply  # noqa: E402
-from pytest_super.trajectory import Action  # noqa: E402
+from pytest_super.agents.swe import directory_after, open_file_after  # noqa: E402
+from pytest_super.replay.script import swe_reply  # noqa: E402
+from pytest_super.trajectory import Action, Step  # noqa: E402
 
 SWE_AGENT_REPO = "SWE-agent/SWE-agent"
 SWE_AGENT_COMMIT = "5f42dc840617b4ba1ce5b679d4a55d5dac2f2a75"  # tag v0.6.1
-RUN_PATTERN = "*_swe-agent_expert"
+#: the published SWE-agent runs: the Expert run whole, the Masked run's samples
+RUN_FOLDERS = {"trajectories": "*_swe-agent_*", "trajectories-sample": "*_swe-agent_*"}
+#: the file name of a folder of samples' requests: `<run>-samples.jsonl.xz`
+SAMPLES_SUFFIX = "-samples"
 #: the state at an episode's start: no open file, the notebook's directory
 START_STATE = {"open_file": "n/a", "working_dir": "/content"}
 #: SUPER's harness's sampling, the paper's for every agent (see the module docstring)
 SAMPLING = {"stop": None, "temperature": 0.2, "top_p": 0.5, "max_tokens": 1500}
 SHELL_PROMPT, NOTEBOOK_PROMPT = "bash-$", "In [ ]"
+THOUGHT = "**Thought**: "
 
 
 def _react_script() -> types.ModuleType:
@@ -161,6 +166,7 @@ class Recorder:
         self.args = types.SimpleNamespace(model_name="gpt-4o-2024-08-06")
         self.replies: list[str] = []
         self.requests: list[dict[str, Any]] = []
+        self.pre_executed = False
         self._to_messages = to_messages
 
     def reset_stats(self, *_: Any) -> None:
@@ -172,7 +178,8 @@ class Recorder:
         return self._to_messages(self, history, is_demonstration)
 
     def query(self, history: list[dict[str, Any]]) -> str:
-        self.requests.append({"messages": self.history_to_messages(history), **SAMPLING})
+        if not self.pre_executed:  # a pre-executed step's "reply" is the runner's, not a call
+            self.requests.append({"messages": self.history_to_messages(history), **SAMPLING})
         return self.replies.pop(0)
 
 
@@ -215,16 +222,43 @@ def make_agent(
     return agent
 
 
+def pre_executed_replies(notebook: Path, count: int) -> list[str]:
+    """The first `count` steps of a notebook (the pre-executed ones), as the turns of SWE-agent's
+    history they stand for: the notebook's thought (stripped) and code cell, verbatim, in SWE-agent's reply
+    layout (the discussion, then the command in a ``` block), as a model step's reply is rebuilt
+    (`swe_reply`). SUPER's adaptation that put them in the history was not released: this is
+    derived from the notebooks (docs/fidelity.md)."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    replies: list[str] = []
+    thought: str | None = None
+    for cell in cells:
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] == "markdown" and source.startswith(THOUGHT):
+            # stripped, as the importer strips a model step's: two of the four samples end their
+            # last pre-executed thought with a blank line, a third does not (notebook layout)
+            thought = source[len(THOUGHT) :].strip()
+        elif cell["cell_type"] == "code" and len(replies) < count:
+            assert thought is not None, f"{notebook}: a code cell before its thought"
+            replies.append(swe_reply(Step(thought=thought, action=Action.EXECUTE, content=source)))
+            thought = None
+    assert len(replies) == count, f"{notebook}: fewer steps than the pre-executed ones"
+    return replies
+
+
 def drive_episode(agent: Any, recorder: Recorder, episode: Any) -> list[dict[str, Any]]:
-    """The requests the pin's agent sends in one published episode."""
+    """The requests the pin's agent sends in one published episode; the pre-executed steps (a
+    Masked episode's) are turns of its history that send no request."""
     recorder.requests = []
     agent.setup({"issue": episode.query})
     state = dict(START_STATE)
     observation: str | None = None
-    for step in episode.steps:
+    prefix = sum(s.pre_executed for s in episode.steps)
+    rebuilt = pre_executed_replies(episode.folder / "history.ipynb", prefix)
+    for number, step in enumerate(episode.steps):
         if step.action == Action.LIMIT:
-            break  # the budget refused the call: no request
-        recorder.replies = [swe_reply(step)]
+            break  # the budget or the compute limit refused the call: no request
+        recorder.replies = [rebuilt[number] if step.pre_executed else swe_reply(step)]
+        recorder.pre_executed = step.pre_executed
         agent.forward(observation, [], json.dumps(state))
         assert not recorder.replies, f"{episode.folder}: the agent did not take the reply"
         if step.action == Action.SUBMIT:
@@ -250,7 +284,7 @@ def main() -> int:
     logging.disable(logging.CRITICAL)  # the pin's agent logs every message
     react = _react_script()
     sweagent = load_sweagent(args.swe_agent.resolve())
-    for run_dir in sorted((args.super / "trajectories").glob(RUN_PATTERN)):
+    for run_dir in _runs(args.super):
         episodes = read_run(run_dir)
         notebooks = sorted(run_dir.glob("*/history.ipynb"))
         systems = {_system_prompt(n) for n in notebooks}
@@ -271,11 +305,19 @@ def main() -> int:
             record = {"task_id": episode.task_id, "requests": react.encode(requests, previous)}
             lines.append(json.dumps(record, ensure_ascii=False))
         args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"{run_dir.name}.jsonl.xz"
+        suffix = SAMPLES_SUFFIX if run_dir.parent.name == "trajectories-sample" else ""
+        path = args.out / f"{run_dir.name}{suffix}.jsonl.xz"
         data = ("\n".join(lines) + "\n").encode("utf-8")
         path.write_bytes(lzma.compress(data, preset=9 | lzma.PRESET_EXTREME))
         print(f"{path}: {path.stat().st_size:,} bytes, {len(episodes)} episodes")
     return 0
+
+
+def _runs(super_checkout: Path) -> list[Path]:
+    """The SWE-agent runs of `super_checkout` (a folder of samples counts as a run)."""
+    return sorted(
+        r for f, pattern in RUN_FOLDERS.items() for r in (super_checkout / f).glob(pattern)
+    )
 
 
 _SYSTEM = re.compile(r"\A### System Prompt\n<details>\n(.*)\n</details>\n?\Z", re.DOTALL)
