@@ -7,7 +7,8 @@ SWE_AGENT_CHECKOUT: a checkout of SWE-agent (github.com/SWE-agent/SWE-agent, for
 princeton-nlp/SWE-agent) at `SWE_AGENT_COMMIT`, release v0.6.1 (19 June 2024): the last release
 before the paper's runs (gpt-4o-2024-08-06, released 6 August 2024; the paper, 11 September
 2024). SUPER_CHECKOUT: a checkout of allenai/super-benchmark with `trajectories/<run>/<task>/
-history.ipynb` (the commit of scripts/reference-requests.py).
+history.ipynb` (the commit of scripts/reference-requests.py); its `trajectories-sample/` runs (the
+four SWE-agent Masked samples) are written as `<run>-samples.jsonl.xz`.
 
 SUPER's adaptation of SWE-agent was not released. What its notebooks show is kept, and where they
 are silent SWE-agent's own code and configuration at the pin decide:
@@ -30,6 +31,14 @@ are silent SWE-agent's own code and configuration at the pin decide:
 - the state prompt's values: SWE-agent's `state` command prints `CURRENT_FILE` (set by `open` and
   `create`; the viewer's `[File: <path> (N lines total)]` header names it) and the working
   directory (a `%cd` cell prints the one it moves to); `n/a` and `/content` at the start;
+- the pre-executed steps of a Masked episode (SUPER's own adaptation, unpublished, so derived
+  from the notebooks): each is a turn of the pin's history made by the pin's `forward` like a
+  model step, sending no request: the reply is the notebook's thought (stripped) and code cell
+  verbatim in SWE-agent's reply layout (`DISCUSSION`, the thought, the cell in a ``` block; an
+  edit as the notebooks write it, `EDITING ...` with the thought `EXECUTED BY USER`, the
+  runner's wait as `continue_wait` with `[continued after timeout]`), its observation the
+  notebook's through `next_step_template` with the state prompt; the task's message has the
+  state at the start;
 - the call's parameters: SWE-agent's model call sends no stop strings. The pin's model layer
   cannot call gpt-4o-2024-08-06 (not in its model table), so the paper's calls went through
   SUPER's harness: temperature 0.2, top_p 0.5, max_tokens 1500, as its ReAct calls.
@@ -37,8 +46,8 @@ are silent SWE-agent's own code and configuration at the pin decide:
 The pin's `Agent` constructor is not run (it builds a model client and parses the command files
 for the shell): the object gets the configuration above, and every method that builds a request
 is the pin's own. Each reply is the one the replay endpoint serves (`pytest_super.replay.script.swe_reply`), and
-each observation the notebook's. An episode ended by the token budget (`exit_context`) sends no
-request for that step. Writes `DIR/<run>.jsonl.xz` (default tests/data/super-reference/requests)
+each observation the notebook's. An episode ended by the token budget (`exit_context`) or the
+compute limit (`exit_max_compute_time`) sends no request for that step. Writes `DIR/<run>.jsonl.xz` (default tests/data/super-reference/requests)
 in the format of scripts/reference-requests.py (deterministic).
 """
 
