@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_super import safe_read, scoring
-from pytest_super.edit import EditRequest, format_edit
+from pytest_super.edit import AFTER_MARKER, BEFORE_MARKER, EditRequest, format_edit
 from pytest_super.environment import CONTINUED_THOUGHT
 from pytest_super.errors import ExitStatus, SuperError
 from pytest_super.names import file_stem
@@ -88,6 +88,10 @@ class PublishedEpisode:
     steps: list[Step] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
     has_notebook: bool = True
+    #: a pre-executed edit's text as the task gave it (blank lines kept), by its index in
+    #: `steps`, where the notebook shows it whole (SWE-agent's Masked `EDITING ...` steps);
+    #: the step's content is the canonical edit
+    edit_sources: dict[int, str] = field(default_factory=dict)
 
     @property
     def final_action(self) -> Step | None:
@@ -190,8 +194,15 @@ def read_episode(folder: Path, *, model: str, agent: str, set_name: str) -> Publ
     swe = "swe" in agent
     query, raw_steps = _notebook_steps(notebook, cells)
     steps: list[Step] = []
+    edit_sources: dict[int, str] = {}
     for raw in raw_steps:
         steps.append(_step(raw, swe=swe, after_pre_executed=bool(steps) and steps[-1].pre_executed))
+        edit = _SWE_EDIT.match(raw["content"]) if steps[-1].action == Action.EDIT else None
+        if edit is not None and steps[-1].pre_executed:
+            edit_sources[len(steps) - 1] = (
+                f"{edit['path'].strip()}\n{BEFORE_MARKER}\n{edit['before']}{AFTER_MARKER}\n"
+                f"{edit['after']}"
+            )
     return PublishedEpisode(
         task_id=folder.name,
         folder=folder,
@@ -201,6 +212,7 @@ def read_episode(folder: Path, *, model: str, agent: str, set_name: str) -> Publ
         query=query,
         steps=steps,
         metrics=metrics,
+        edit_sources=edit_sources,
     )
 
 

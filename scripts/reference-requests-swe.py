@@ -7,7 +7,8 @@ SWE_AGENT_CHECKOUT: a checkout of SWE-agent (github.com/SWE-agent/SWE-agent, for
 princeton-nlp/SWE-agent) at `SWE_AGENT_COMMIT`, release v0.6.1 (19 June 2024): the last release
 before the paper's runs (gpt-4o-2024-08-06, released 6 August 2024; the paper, 11 September
 2024). SUPER_CHECKOUT: a checkout of allenai/super-benchmark with `trajectories/<run>/<task>/
-history.ipynb` (the commit of scripts/reference-requests.py).
+history.ipynb` (the commit of scripts/reference-requests.py); its `trajectories-sample/` runs (the
+four SWE-agent Masked samples) are written as `<run>-samples.jsonl.xz`.
 
 SUPER's adaptation of SWE-agent was not released. What its notebooks show is kept, and where they
 are silent SWE-agent's own code and configuration at the pin decide:
@@ -30,6 +31,14 @@ are silent SWE-agent's own code and configuration at the pin decide:
 - the state prompt's values: SWE-agent's `state` command prints `CURRENT_FILE` (set by `open` and
   `create`; the viewer's `[File: <path> (N lines total)]` header names it) and the working
   directory (a `%cd` cell prints the one it moves to); `n/a` and `/content` at the start;
+- the pre-executed steps of a Masked episode (SUPER's own adaptation, unpublished, so derived
+  from the notebooks): each is a turn of the pin's history made by the pin's `forward` like a
+  model step, sending no request: the reply is the notebook's thought (stripped) and code cell
+  verbatim in SWE-agent's reply layout (`DISCUSSION`, the thought, the cell in a ``` block; an
+  edit as the notebooks write it, `EDITING ...` with the thought `EXECUTED BY USER`, the
+  runner's wait as `continue_wait` with `[continued after timeout]`), its observation the
+  notebook's through `next_step_template` with the state prompt; the task's message has the
+  state at the start;
 - the call's parameters: SWE-agent's model call sends no stop strings. The pin's model layer
   cannot call gpt-4o-2024-08-06 (not in its model table), so the paper's calls went through
   SUPER's harness: temperature 0.2, top_p 0.5, max_tokens 1500, as its ReAct calls.
@@ -37,8 +46,8 @@ are silent SWE-agent's own code and configuration at the pin decide:
 The pin's `Agent` constructor is not run (it builds a model client and parses the command files
 for the shell): the object gets the configuration above, and every method that builds a request
 is the pin's own. Each reply is the one the replay endpoint serves (`pytest_super.replay.script.swe_reply`), and
-each observation the notebook's. An episode ended by the token budget (`exit_context`) sends no
-request for that step. Writes `DIR/<run>.jsonl.xz` (default tests/data/super-reference/requests)
+each observation the notebook's. An episode ended by the token budget (`exit_context`) or the
+compute limit (`exit_max_compute_time`) sends no request for that step. Writes `DIR/<run>.jsonl.xz` (default tests/data/super-reference/requests)
 in the format of scripts/reference-requests.py (deterministic).
 """
 
@@ -62,17 +71,22 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pytest_super.published_runs import read_run  # noqa: E402
-from pytest_super.replay.script import directory_after, open_file_after, swe_reply  # noqa: E402
-from pytest_super.trajectory import Action  # noqa: E402
+from pytest_super.agents.swe import directory_after, open_file_after  # noqa: E402
+from pytest_super.replay.script import swe_reply  # noqa: E402
+from pytest_super.trajectory import Action, Step  # noqa: E402
 
 SWE_AGENT_REPO = "SWE-agent/SWE-agent"
 SWE_AGENT_COMMIT = "5f42dc840617b4ba1ce5b679d4a55d5dac2f2a75"  # tag v0.6.1
-RUN_PATTERN = "*_swe-agent_expert"
+#: the published SWE-agent runs: the Expert run whole, the Masked run's samples
+RUN_FOLDERS = {"trajectories": "*_swe-agent_*", "trajectories-sample": "*_swe-agent_*"}
+#: the file name of a folder of samples' requests: `<run>-samples.jsonl.xz`
+SAMPLES_SUFFIX = "-samples"
 #: the state at an episode's start: no open file, the notebook's directory
 START_STATE = {"open_file": "n/a", "working_dir": "/content"}
 #: SUPER's harness's sampling, the paper's for every agent (see the module docstring)
 SAMPLING = {"stop": None, "temperature": 0.2, "top_p": 0.5, "max_tokens": 1500}
 SHELL_PROMPT, NOTEBOOK_PROMPT = "bash-$", "In [ ]"
+THOUGHT = "**Thought**: "
 
 
 def _react_script() -> types.ModuleType:
@@ -161,6 +175,7 @@ class Recorder:
         self.args = types.SimpleNamespace(model_name="gpt-4o-2024-08-06")
         self.replies: list[str] = []
         self.requests: list[dict[str, Any]] = []
+        self.pre_executed = False
         self._to_messages = to_messages
 
     def reset_stats(self, *_: Any) -> None:
@@ -172,7 +187,8 @@ class Recorder:
         return self._to_messages(self, history, is_demonstration)
 
     def query(self, history: list[dict[str, Any]]) -> str:
-        self.requests.append({"messages": self.history_to_messages(history), **SAMPLING})
+        if not self.pre_executed:  # a pre-executed step's "reply" is the runner's, not a call
+            self.requests.append({"messages": self.history_to_messages(history), **SAMPLING})
         return self.replies.pop(0)
 
 
@@ -215,16 +231,43 @@ def make_agent(
     return agent
 
 
+def pre_executed_replies(notebook: Path, count: int) -> list[str]:
+    """The first `count` steps of a notebook (the pre-executed ones), as the turns of SWE-agent's
+    history they stand for: the notebook's thought (stripped) and code cell, verbatim, in SWE-agent's reply
+    layout (the discussion, then the command in a ``` block), as a model step's reply is rebuilt
+    (`swe_reply`). SUPER's adaptation that put them in the history was not released: this is
+    derived from the notebooks (docs/fidelity.md)."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    replies: list[str] = []
+    thought: str | None = None
+    for cell in cells:
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] == "markdown" and source.startswith(THOUGHT):
+            # stripped, as the importer strips a model step's: two of the four samples end their
+            # last pre-executed thought with a blank line, a third does not (notebook layout)
+            thought = source[len(THOUGHT) :].strip()
+        elif cell["cell_type"] == "code" and len(replies) < count:
+            assert thought is not None, f"{notebook}: a code cell before its thought"
+            replies.append(swe_reply(Step(thought=thought, action=Action.EXECUTE, content=source)))
+            thought = None
+    assert len(replies) == count, f"{notebook}: fewer steps than the pre-executed ones"
+    return replies
+
+
 def drive_episode(agent: Any, recorder: Recorder, episode: Any) -> list[dict[str, Any]]:
-    """The requests the pin's agent sends in one published episode."""
+    """The requests the pin's agent sends in one published episode; the pre-executed steps (a
+    Masked episode's) are turns of its history that send no request."""
     recorder.requests = []
     agent.setup({"issue": episode.query})
     state = dict(START_STATE)
     observation: str | None = None
-    for step in episode.steps:
+    prefix = sum(s.pre_executed for s in episode.steps)
+    rebuilt = pre_executed_replies(episode.folder / "history.ipynb", prefix)
+    for number, step in enumerate(episode.steps):
         if step.action == Action.LIMIT:
-            break  # the budget refused the call: no request
-        recorder.replies = [swe_reply(step)]
+            break  # the budget or the compute limit refused the call: no request
+        recorder.replies = [rebuilt[number] if step.pre_executed else swe_reply(step)]
+        recorder.pre_executed = step.pre_executed
         agent.forward(observation, [], json.dumps(state))
         assert not recorder.replies, f"{episode.folder}: the agent did not take the reply"
         if step.action == Action.SUBMIT:
@@ -250,7 +293,7 @@ def main() -> int:
     logging.disable(logging.CRITICAL)  # the pin's agent logs every message
     react = _react_script()
     sweagent = load_sweagent(args.swe_agent.resolve())
-    for run_dir in sorted((args.super / "trajectories").glob(RUN_PATTERN)):
+    for run_dir in _runs(args.super):
         episodes = read_run(run_dir)
         notebooks = sorted(run_dir.glob("*/history.ipynb"))
         systems = {_system_prompt(n) for n in notebooks}
@@ -271,11 +314,19 @@ def main() -> int:
             record = {"task_id": episode.task_id, "requests": react.encode(requests, previous)}
             lines.append(json.dumps(record, ensure_ascii=False))
         args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"{run_dir.name}.jsonl.xz"
+        suffix = SAMPLES_SUFFIX if run_dir.parent.name == "trajectories-sample" else ""
+        path = args.out / f"{run_dir.name}{suffix}.jsonl.xz"
         data = ("\n".join(lines) + "\n").encode("utf-8")
         path.write_bytes(lzma.compress(data, preset=9 | lzma.PRESET_EXTREME))
         print(f"{path}: {path.stat().st_size:,} bytes, {len(episodes)} episodes")
     return 0
+
+
+def _runs(super_checkout: Path) -> list[Path]:
+    """The SWE-agent runs of `super_checkout` (a folder of samples counts as a run)."""
+    return sorted(
+        r for f, pattern in RUN_FOLDERS.items() for r in (super_checkout / f).glob(pattern)
+    )
 
 
 _SYSTEM = re.compile(r"\A### System Prompt\n<details>\n(.*)\n</details>\n?\Z", re.DOTALL)

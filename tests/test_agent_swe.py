@@ -594,12 +594,23 @@ def test_pre_executed_steps_are_history(kernel, openai_server, tmp_path: Path) -
     )
     SWEAgent().run(env)
     messages = openai_server.requests[0].messages
-    assert messages[2]["role"] == "assistant"
-    assert "[pre-executed by user]" in messages[2]["content"]
-    assert "!echo cloned" in messages[2]["content"]
-    assert messages[3] == {"role": "user", "content": "cloned\n"}
-    assert messages[4]["role"] == "user" and "device: cpu" in messages[4]["content"]
-    assert messages[4]["content"].endswith("In [ ]")
+    # as SUPER's SWE-agent on Masked (its notebooks): the task message with the state at the
+    # start, then each pre-executed step as a turn in a reply's layout and its observation with
+    # the state prompt; an edit as the notebooks write it, the last state the kernel's own
+    start = "(Open file: n/a)\n(Current directory: /content)\nIn [ ]"
+    assert messages[1]["content"].endswith(f"\n{start}")
+    assert messages[2] == {
+        "role": "assistant",
+        "content": "DISCUSSION\n[pre-executed by user]\n\n```\n!echo cloned\n```",
+    }
+    assert messages[3] == {"role": "user", "content": f"cloned\n\n{start}"}
+    assert messages[4] == {
+        "role": "assistant",
+        "content": "DISCUSSION\nEXECUTED BY USER\n\n```\nEDITING `cfg.yaml. CHANGING:\n\n\n"
+        "device: cuda\n\n\nTO:\n\n\ndevice: cpu\n\n```",
+    }
+    assert messages[5]["content"].startswith("Edit applied to cfg.yaml.\n(Open file: n/a)\n")
+    assert messages[5]["content"].endswith("In [ ]") and len(messages) == 6
 
 
 @pytest.mark.docker

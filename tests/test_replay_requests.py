@@ -26,6 +26,7 @@ from tests.support.reference_requests import (
     EXPECTED,
     REACT_RUNS,
     SWE_RUN,
+    SWE_SAMPLES,
     reference_prompt_dir,
     swe_reference_prompt_dir,
 )
@@ -168,6 +169,68 @@ def test_every_swe_agent_request_of_the_shipped_run_equals_the_references(
     assert f"{episodes} of {episodes} episodes identical" in printed, printed
     assert f"{requests} of {requests} requests identical to the reference agent's" in printed
     assert code == 0, printed
+
+
+#: the SWE-agent Masked samples' model calls: by episode (pre-executed steps send none)
+SWE_SAMPLE_REQUESTS = {
+    "acqsurvey_issue": 42,
+    "amrbart_configuration": 32,
+    "dpt_goal": 30,
+    "robust_prompt_classifier_cpu": 24,
+}
+
+
+def test_the_swe_samples_expected_requests_hold_the_pre_executed_turns() -> None:
+    expected = read_expected(EXPECTED[SWE_SAMPLES])
+    assert expected.run == SWE_SAMPLES
+    assert {t: len(r) for t, r in expected.episodes.items()} == SWE_SAMPLE_REQUESTS
+    first = expected.episodes["dpt_goal"][0]["messages"]
+    start = "\n(Open file: n/a)\n(Current directory: /content)\nIn [ ]"
+    assert first[1]["content"].endswith(start)  # the task's message: the state at the start
+    # six pre-executed steps, each a turn: the notebook's thought and cell in a reply's layout
+    assert [m["role"] for m in first] == ["system", "user"] + ["assistant", "user"] * 6
+    assert first[2]["content"] == (
+        "DISCUSSION\n[pre-executed by user]\n\n```\n!git clone https://github.com/xyaoooo/dpt"
+        "\n%cd dpt\n```"
+    )
+    edit = first[4]["content"]
+    assert edit.startswith(
+        "DISCUSSION\nEXECUTED BY USER\n\n```\nEDITING `/content/dpt/data_utils.py."
+    )
+    assert " CHANGING:\n\n\n\n    def load_dataset" in edit  # the task's blank line kept
+    assert first[5]["content"].startswith("Edit was successful.")
+    # the runner's wait for a pre-executed cell left running: `continue_wait`, its own thought
+    acq = expected.episodes["acqsurvey_issue"][0]["messages"]
+    assert "DISCUSSION\n[continued after timeout]\n\n```\ncontinue_wait\n```" in [
+        m["content"] for m in acq
+    ]
+
+
+def test_every_request_of_the_swe_samples_equals_the_references(
+    swe_prompts, tmp_path, capsys
+) -> None:
+    from tests.support.published_data import sample_runs
+
+    out = tmp_path / "replay.json"
+    code = cli.main(
+        [
+            "replay-run",
+            str(sample_runs() / SWE_SAMPLES),
+            "--prompts",
+            str(swe_prompts),
+            "--expected-requests",
+            str(EXPECTED[SWE_SAMPLES]),
+            "--json",
+            str(out),
+        ]
+    )
+    printed = capsys.readouterr().out
+    total = sum(SWE_SAMPLE_REQUESTS.values())
+    assert "4 of 4 episodes identical" in printed, printed
+    assert f"{total} of {total} requests identical to the reference agent's" in printed
+    assert code == 0, printed
+    episodes = json.loads(out.read_text())[0]["episodes"]
+    assert sum(len(e["requests"]) for e in episodes) == total
 
 
 def test_a_differing_request_ends_the_episode_there_and_is_named(

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from pytest_super.agents.base import AgentResult, Environment, ExitStatus, StepLimitReached
 from pytest_super.agents.history import (
@@ -52,9 +53,11 @@ from pytest_super.agents.swe_commands import (
     command_docs,
     parse_command,
 )
-from pytest_super.edit import EditFormatError, parse_edit
+from pytest_super.edit import AFTER_MARKER, BEFORE_MARKER
+from pytest_super.environment import CONTINUED_THOUGHT, PRE_EXECUTED_THOUGHT
 from pytest_super.kernels.base import CellResult
 from pytest_super.prompts import ours
+from pytest_super.tasks import Cell
 from pytest_super.trajectory import Action, Step
 
 #: SWE-agent's model call sends no stop strings
@@ -63,6 +66,12 @@ STOP_STRINGS: list[str] | None = None
 #: messages are shown whole; each earlier one (but the task's) as `OMITTED` with its line count
 SHOWN_OBSERVATIONS = 5
 OMITTED = "Old output omitted ({lines} lines)"
+#: the notebook's directory when a task starts (the kernel image's working directory)
+START_DIR = "/content"
+#: the thought SWE-agent's Masked notebooks give a pre-executed edit
+EDITED_THOUGHT = "EXECUTED BY USER"
+#: the steps that run a notebook cell (the rest are the file viewer's, edits, submissions)
+KERNEL_ACTIONS = frozenset({Action.EXECUTE, Action.WAIT, Action.INTERRUPT})
 #: SWE-agent's message for a command that printed nothing (its `next_step_no_output_template`)
 NO_OUTPUT = "Your command ran successfully and did not produce any output."
 
@@ -92,9 +101,9 @@ I'll check which files are here.
 class _Turn:
     """One exchange shown to the model: its reply and what came back."""
 
-    reply: str  # assistant text; "" for a turn the user took (a pre-executed edit)
+    reply: str  # assistant text (a pre-executed step's in the same layout)
     observation: str
-    state: str  # the state prompt after it; "" for pre-executed turns
+    state: str  # the state prompt after it
 
 
 class SWEAgent:
@@ -121,9 +130,12 @@ class SWEAgent:
         )
         running = RunningCell()
         errors = FormatErrors(env.limits.format_errors)
-        turns = [_prefix_turn(step) for step in env.prefix_steps]
+        turns = _prefix_turns(env)
         cwd = _current_dir(env, viewer, "?")
-        opening = _state_prompt(viewer.open_file, cwd)  # the task's message keeps it
+        if turns:  # the state after the pre-executed steps, as the kernel has it
+            turns[-1].state = _state_prompt(viewer.open_file, cwd)
+        # the task's message keeps the state at the start (before any pre-executed step)
+        opening = _state_prompt(None, START_DIR if turns else cwd)
         taken = 0
         while True:
             if taken >= env.limits.steps:
@@ -232,19 +244,11 @@ class SWEAgent:
                 f"(pre-executed steps were run again). Your plans from those attempts:\n{plans}\n"
             )
         messages = [{"role": "system", "content": system}]
-        prefix = bool(turns) and not turns[0].state  # pre-executed turns come first
-        task = instance if prefix else f"{instance}\n{opening}"
-        messages.append({"role": "user", "content": task})
+        messages.append({"role": "user", "content": f"{instance}\n{opening}"})
         for turn in turns:
-            if turn.reply:
-                messages.append({"role": "assistant", "content": turn.reply})
-            if not turn.state:
-                messages.append({"role": "user", "content": turn.observation})
-                continue
+            messages.append({"role": "assistant", "content": turn.reply})
             observation = turn.observation if turn.observation.strip() else NO_OUTPUT
             messages.append({"role": "user", "content": f"{observation}\n{turn.state}"})
-        if turns and not turns[-1].state:
-            messages[-1]["content"] += f"\n{state}"
         return last_observations(messages)
 
 
@@ -319,20 +323,68 @@ def _state_prompt(open_file: str | None, cwd: str) -> str:
     return f"(Open file: {open_file or 'n/a'})\n(Current directory: {cwd})\nIn [ ]"
 
 
-def _prefix_turn(step: Step) -> _Turn:
-    """A pre-executed step as history: a cell as the user's own reply, an edit or the wait after
-    a cell that ran out of time as a note."""
-    observation = clean_observation(step.observation)
+def _prefix_turns(env: Environment) -> list[_Turn]:
+    """The pre-executed steps as turns of the history, as SUPER's SWE-agent had them (derived
+    from its Masked notebooks, docs/fidelity.md): each the notebook's thought and cell in a
+    reply's layout, its observation and the state prompt after it; the last one's state is the
+    live one (`run_attempt`)."""
+    cells = iter(env.task.pre_executed)
+    protocol = env.options.prompts.protocol
+    open_file, cwd = "n/a", START_DIR
+    turns = []
+    for step in env.prefix_steps:
+        cell = None if step.action == Action.WAIT else next(cells, None)
+        thought, command = _prefix_command(step, cell)
+        observation = step.observation or step.output
+        if protocol is not None and step.cell_status == "timeout":
+            timeout = f"{env.limits.cell_timeout_s:g}"
+            observation = step.output + protocol["timeout"].replace("{seconds}", timeout)
+        elif protocol is None:
+            observation = clean_observation(observation)
+        open_file, cwd = open_file_after(step, open_file), directory_after(step, cwd)
+        reply = f"DISCUSSION\n{thought}\n\n```\n{command}\n```"
+        turns.append(_Turn(reply, observation, _state_prompt(open_file, cwd)))
+    return turns
+
+
+def _prefix_command(step: Step, cell: Cell | None) -> tuple[str, str]:
+    """A pre-executed step's thought and command as SWE-agent's Masked notebooks show them: a
+    cell as it ran, the runner's wait as `continue_wait`, an edit as `EDITING ...` (the task's
+    text, blank lines included) with the thought `EXECUTED BY USER`."""
     if step.action == Action.WAIT:
-        return _Turn("", f"{step.thought}\n{observation}", "")
-    if step.action == Action.EDIT:
-        try:
-            request = parse_edit(step.content)
-            what = (
-                f"in {request.file}, the lines\n{request.before}were replaced by\n{request.after}"
-            )
-        except EditFormatError:
-            what = step.content
-        return _Turn("", f"{step.thought} The user edited a file: {what}\n{observation}", "")
-    reply = f"DISCUSSION\n{step.thought}\n```\n{step.content}\n```"
-    return _Turn(reply, observation, "")
+        return step.thought or CONTINUED_THOUGHT, Action.WAIT.value
+    if step.action != Action.EDIT:
+        return step.thought or PRE_EXECUTED_THOUGHT, step.content
+    source = cell.source if cell is not None and cell.source else step.content
+    file, _, rest = source.partition(f"\n{BEFORE_MARKER}\n")
+    before, _, after = rest.partition(f"{AFTER_MARKER}\n")
+    return EDITED_THOUGHT, f"EDITING `{file}. CHANGING:\n\n\n{before}\n\nTO:\n\n\n{after}"
+
+
+class _Recorded(Protocol):
+    """A recorded step (`Step`, or the replay's `Recorded`)."""
+
+    @property
+    def action(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def observation(self) -> str: ...
+
+
+def open_file_after(step: _Recorded, current: str) -> str:
+    """The open file of SWE-agent's state prompt after a recorded step: a viewer command or an
+    edit shows the file it has open in its answer's header; a cell changes nothing."""
+    if step.action in KERNEL_ACTIONS:
+        return current
+    found = FILE_HEADER.search(step.observation)
+    return found[1] if found is not None else current
+
+
+def directory_after(step: _Recorded, current: str) -> str:
+    """The kernel's working directory after a recorded step: a `%cd` cell prints the directory
+    it moved to (a failed one prints an error first and leaves it)."""
+    if step.action != Action.EXECUTE or not step.content.lstrip().startswith("%cd"):
+        return current
+    first = step.observation.split("\n", 1)[0].strip()
+    return first if first.startswith("/") else current

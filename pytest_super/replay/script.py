@@ -23,7 +23,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from pytest_super.agents.swe_commands import FILE_HEADER
+from pytest_super.agents.swe import KERNEL_ACTIONS, directory_after, open_file_after
 from pytest_super.edit import EditFormatError, parse_edit
 from pytest_super.published_runs import (
     EpisodeFormatError,
@@ -54,7 +54,6 @@ REFERENCE_STEPS = 100
 REFERENCE_COMPUTE_S = 1800.0
 REFERENCE_CELL_TIMEOUT_S = 300.0
 #: the actions the replay kernel answers with a recorded observation
-KERNEL_ACTIONS = frozenset({Action.EXECUTE, Action.WAIT, Action.INTERRUPT})
 
 #: the working directory the reference's kernels started in (SWE-agent's state prompt)
 REFERENCE_CWD = "/content"
@@ -127,34 +126,20 @@ def agent_for(episode: PublishedEpisode) -> str:
     )
 
 
-def open_file_after(step: Step | Recorded, current: str) -> str:
-    """The open file of SWE-agent's state prompt after a recorded step: a viewer command or an
-    edit shows the file it has open in its answer's header; a cell changes nothing."""
-    if step.action in KERNEL_ACTIONS:
-        return current
-    found = FILE_HEADER.search(step.observation)
-    return found[1] if found is not None else current
-
-
-def directory_after(step: Step | Recorded, current: str) -> str:
-    """The kernel's working directory after a recorded step: a `%cd` cell prints the directory
-    it moved to (a failed one prints an error first and leaves it)."""
-    if step.action != Action.EXECUTE or not step.content.lstrip().startswith("%cd"):
-        return current
-    first = step.observation.split("\n", 1)[0].strip()
-    return first if first.startswith("/") else current
-
-
 def episode_script(episode: PublishedEpisode) -> EpisodeScript:
     """The script of one published episode."""
     swe = "swe" in episode.agent
-    prefix = [s for s in episode.steps if s.pre_executed]
+    prefix = [(i, s) for i, s in enumerate(episode.steps) if s.pre_executed]
     task = Task(
         id=episode.task_id,
         set=episode.set,
         query=episode.query,
         entrypoint=entrypoint_from_query(episode.query),
-        pre_executed=tuple(c for c in (_prefix_cell(s) for s in prefix) if c is not None),
+        pre_executed=tuple(
+            c
+            for c in (_prefix_cell(s, episode.edit_sources.get(i)) for i, s in prefix)
+            if c is not None
+        ),
         source=str(episode.folder),
     )
     script = EpisodeScript(episode=episode, task=task)
@@ -205,8 +190,9 @@ def _is_tool(step: Step) -> bool:
     )
 
 
-def _prefix_cell(step: Step) -> Cell | None:
-    """A pre-executed step as the task's prefix cell (its wait is the runner's own)."""
+def _prefix_cell(step: Step, source: str | None = None) -> Cell | None:
+    """A pre-executed step as the task's prefix cell (its wait is the runner's own); `source`:
+    an edit's text as the task gave it, if the notebook shows it."""
     if step.action == Action.EXECUTE:
         return Cell(kind="execute", code=step.content)
     if step.action == Action.EDIT:
@@ -219,7 +205,7 @@ def _prefix_cell(step: Step) -> Cell | None:
             file=request.file,
             before=request.before,
             after=request.after,
-            source=step.content,
+            source=source or step.content,
         )
     return None  # a wait after a cell that ran out of time: the runner takes it
 

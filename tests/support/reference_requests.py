@@ -1,7 +1,7 @@
 """The reference agent's requests and prompts for the request-by-request replay tests.
 
 `EXPECTED`: the files scripts/reference-requests.py (ReAct-SUPER) and
-scripts/reference-requests-swe.py (SWE-agent) wrote from upstream checkouts (tests/data/
+scripts/reference-requests-swe.py (SWE-agent, and the SWE-agent Masked samples) wrote from upstream checkouts (tests/data/
 super-reference/requests/, with upstream's licence beside the runs). `reference_prompt_dir`: a
 folder holding SUPER's prompt.yaml and the protocol.yaml of the reference's protocol strings, both
 rebuilt from the shipped notebooks (tests/support/reference_prompts.py): the repository holds no
@@ -26,7 +26,10 @@ from tests.support.reference_prompts import rebuild_prompt_yaml, rebuild_protoco
 
 REACT_RUNS = ("gpt-4o-2024-08-06_react-super_expert", "gpt-4o-2024-08-06_react-super_masked")
 SWE_RUN = "gpt-4o-2024-08-06_swe-agent_expert"
+#: the four shipped samples of the SWE-agent Masked run (tests/data/super-reference/samples/)
+SWE_SAMPLES = "gpt-4o-2024-08-06_swe-agent_masked"
 EXPECTED = {run: DATA / "requests" / f"{run}.jsonl.xz" for run in (*REACT_RUNS, SWE_RUN)}
+EXPECTED[SWE_SAMPLES] = DATA / "requests" / f"{SWE_SAMPLES}-samples.jsonl.xz"
 #: the state prompt that ends the SWE-agent's task message
 _STATE = re.compile(r"\n\(Open file: [^\n]*\)\n\(Current directory: [^\n]*\)\nIn \[ \]\Z")
 _SYSTEM = re.compile(r"\A### System Prompt\n<details>\n(.*)\n</details>\n?\Z", re.DOTALL)
