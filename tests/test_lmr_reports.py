@@ -112,6 +112,11 @@ def test_the_html_report_shows_both_benchmarks_with_upstreams_baselines(
         assert 'class="badge passed">passed' in cells[2], cells
         assert [re.sub("<[^>]+>", "", c) for c in cells[3:7]] == ["1", "0", "0", "PASS"], cells
         assert cells[7:] == ['<span class="missing">not run</span>'] * 5, cells
+    # the page's filters act on the run's task list (all 3 tasks), not on the LMR table above it
+    # (it has class `tasks` too: the script took the first such table and said "2 of 2 shown")
+    assert '<span class="shown" id="shown">3 of 3 shown</span>' in dom, re.findall(
+        r'<span class="shown"[^>]*>[^<]*</span>', dom
+    )
     # an LMR task's page: the unit tests' counts and verdicts, no SUPER answer or scores
     from pytest_super.html import page_name
 

@@ -85,6 +85,6 @@
 
   document.querySelectorAll("table.sortable").forEach(makeSortable);
   var form = document.getElementById("filters");
-  var table = document.querySelector("table.tasks");
+  var table = document.querySelector("table.tasks:not(.lmr)");  // the run's task list, not the LMR table
   if (form && table) setupFilters(form, table);
 })();
