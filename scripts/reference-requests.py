@@ -204,6 +204,7 @@ def drive_episode(
     *,
     set_name: str,
     prompt_yaml: Path,
+    edit: bool = True,
 ) -> list[dict[str, Any]]:
     """The requests upstream's agent sends in one episode (see the module docstring)."""
     agent_class, agent_step, step_class, upstream_parse = upstream
@@ -218,6 +219,8 @@ def drive_episode(
         should_clean_observation=False,
         prompt_config_path=str(prompt_yaml),
         verbose=False,
+        allow_edit=edit,  # False: ReAct without the edit tool (its action and demonstration)
+        add_edit_prompt=edit,
     )
     chosen = [s for s in steps if not is_harness_step(s) and s.action != "exception"]
     ends_by_budget = any(s.action == "exception" and "context tokens" in s.content for s in steps)
@@ -277,19 +280,36 @@ def encode(requests: list[dict[str, Any]], previous: list[str]) -> list[dict[str
     return coded
 
 
+def uses_edit(notebook: Path) -> bool:
+    """Whether the model's actions in `notebook` include an edit (pre-executed steps aside)."""
+    return any(s.action == "edit" and s.thought != PRE_EXECUTED for s in read_notebook(notebook)[2])
+
+
 def write_run(
-    run_dir: Path, out: Path, upstream: tuple[Any, Any, Any, Any], recorder: Recorder
+    run_dir: Path,
+    out: Path,
+    upstream: tuple[Any, Any, Any, Any],
+    recorder: Recorder,
+    *,
+    edit: bool = True,
 ) -> Path:
+    """The requests of every episode of `run_dir`; with `edit=False`, those upstream's `Agent`
+    without the edit tool sends in the episodes whose model never edited, as the run
+    `<model>_react_<set>` (ReAct: the same replies, another system prompt)."""
     set_name = run_dir.name.rsplit("_", 1)[1]
     notebooks = sorted(run_dir.glob("*/history.ipynb"))
     system = read_notebook(notebooks[0])[1]
+    name = run_dir.name if edit else run_dir.name.replace("_react-super_", "_react_")
+    if not edit:
+        notebooks = [n for n in notebooks if not uses_edit(n)]
     lines = [
         json.dumps(
             {
-                "run": run_dir.name,
+                "run": name,
                 "upstream": UPSTREAM_REPO,
                 "commit": UPSTREAM_COMMIT,
-                "regenerate": "python3 scripts/reference-requests.py UPSTREAM_CHECKOUT",
+                "regenerate": "python3 scripts/reference-requests.py UPSTREAM_CHECKOUT"
+                + ("" if edit else " --no-edit"),
             }
         )
     ]
@@ -299,12 +319,12 @@ def write_run(
         prompt_yaml.write_text(prompt_yaml_text(reference_fields(system)), encoding="utf-8")
         for notebook in notebooks:
             requests = drive_episode(
-                upstream, recorder, notebook, set_name=set_name, prompt_yaml=prompt_yaml
+                upstream, recorder, notebook, set_name=set_name, prompt_yaml=prompt_yaml, edit=edit
             )
             record = {"task_id": notebook.parent.name, "requests": encode(requests, previous)}
             lines.append(json.dumps(record, ensure_ascii=False))
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{run_dir.name}.jsonl.xz"
+    path = out / f"{name}.jsonl.xz"
     data = ("\n".join(lines) + "\n").encode("utf-8")
     path.write_bytes(lzma.compress(data, preset=9 | lzma.PRESET_EXTREME))
     return path
@@ -314,12 +334,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("upstream", type=Path, help="a checkout of " + UPSTREAM_REPO)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--no-edit",
+        action="store_true",
+        help="ReAct without the edit tool: the Expert episodes whose model never edited",
+    )
     args = parser.parse_args()
     recorder = Recorder()
     logging.disable(logging.INFO)  # upstream logs every reply
     upstream = load_upstream(args.upstream.resolve(), recorder)
-    for run_dir in sorted((args.upstream / "trajectories").glob("*_react-super_*")):
-        path = write_run(run_dir, args.out, upstream, recorder)
+    runs = sorted((args.upstream / "trajectories").glob("*_react-super_*"))
+    if args.no_edit:  # the Expert run: no pre-executed edits, so the model's own choice
+        runs = [r for r in runs if r.name.endswith("_expert")]
+    for run_dir in runs:
+        path = write_run(run_dir, args.out, upstream, recorder, edit=not args.no_edit)
         print(f"{path}: {path.stat().st_size:,} bytes")
     return 0
 

@@ -403,3 +403,37 @@ def test_an_episode_that_parted_from_the_recording_gets_no_more_replies(
     assert "parted from the recording" in comparison.ours["error"]
     assert served == 1 < len(script.replies)  # the first reply's cell parted: nothing after it
     assert len(requests) == 2
+
+
+def _react_run(tmp_path: Path) -> Path:
+    """The Expert episodes whose model never edited, as the run of plain ReAct (the folder's name
+    says which of our agents replays it: `react`)."""
+    from tests.support.reference_requests import REACT_NO_EDIT
+
+    lines = lzma.decompress(EXPECTED[REACT_NO_EDIT].read_bytes()).decode().splitlines()
+    run = tmp_path / REACT_NO_EDIT
+    for line in lines[1:]:
+        task = json.loads(line)["task_id"]
+        shutil.copytree(published_runs() / EXPERT / task, run / task)
+    return run
+
+
+def test_react_without_the_edit_tool_sends_the_reference_agents_requests(
+    prompt_file, tmp_path, capsys
+) -> None:
+    """Issue 43: ReAct without the edit tool against SUPER's own `Agent(allow_edit=False,
+    add_edit_prompt=False)`, request by request, on the two Expert episodes whose model never
+    edited (conv_graph, mera: 37 requests). At the pinned commit upstream's prompt does not change
+    with those flags (`_get_system_prompt` always fills the edit demonstration), and ours under
+    its prompt.yaml does not either; with our own prompts instead, the first request differs."""
+    from tests.support.reference_requests import REACT_NO_EDIT
+
+    run = _react_run(tmp_path)
+    expected = ["--expected-requests", str(EXPECTED[REACT_NO_EDIT])]
+    code = cli.main(["replay-run", str(run), "--prompts", str(prompt_file), *expected])
+    printed = capsys.readouterr().out
+    assert "2 of 2 episodes identical" in printed, printed
+    assert "37 of 37 requests identical to the reference agent's" in printed, printed
+    assert code == 0, printed
+    assert cli.main(["replay-run", str(run), *expected]) == 1  # our own prompts: compared, differ
+    assert "request 1" in capsys.readouterr().out

@@ -30,6 +30,10 @@ SWE_RUN = "gpt-4o-2024-08-06_swe-agent_expert"
 SWE_SAMPLES = "gpt-4o-2024-08-06_swe-agent_masked"
 EXPECTED = {run: DATA / "requests" / f"{run}.jsonl.xz" for run in (*REACT_RUNS, SWE_RUN)}
 EXPECTED[SWE_SAMPLES] = DATA / "requests" / f"{SWE_SAMPLES}-samples.jsonl.xz"
+#: ReAct without the edit tool: upstream's Agent(allow_edit=False, add_edit_prompt=False) on the
+#: Expert episodes whose model never edited (scripts/reference-requests.py --no-edit)
+REACT_NO_EDIT = "gpt-4o-2024-08-06_react_expert"
+EXPECTED[REACT_NO_EDIT] = DATA / "requests" / f"{REACT_NO_EDIT}.jsonl.xz"
 #: the state prompt that ends the SWE-agent's task message
 _STATE = re.compile(r"\n\(Open file: [^\n]*\)\n\(Current directory: [^\n]*\)\nIn \[ \]\Z")
 _SYSTEM = re.compile(r"\A### System Prompt\n<details>\n(.*)\n</details>\n?\Z", re.DOTALL)
