@@ -48,8 +48,9 @@ TEST_TIMEOUT := --timeout=900 --timeout-method=thread
 # The two groups (docs/testing.md): `make test` is what a change to the core can break (about 20
 # minutes on 2 cores); `make test-all` adds the long suites (tests/conftest.py marks them `long`:
 # cluster faults, attacks, the registry, conformance on every backend, image builds). Both print
-# their 25 slowest tests.
-TEST_RUN := $(BIN)/pytest tests -n $(JOBS) --dist loadgroup -q -ra --durations=25 $(TEST_TIMEOUT)
+# their 25 slowest tests and write reports/tests-junit.xml (scripts/test-times.py: time per group).
+TEST_RUN := $(BIN)/pytest tests -n $(JOBS) --dist loadgroup -q -ra --durations=25 $(TEST_TIMEOUT) \
+  --junitxml=reports/tests-junit.xml
 
 test: image chromium
 	$(TEST_RUN) -m "not colab and not guide and not long"
