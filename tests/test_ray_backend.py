@@ -127,6 +127,14 @@ def test_xdist_and_ray_together_are_refused(tmp_path):
 
 
 # -- on the cluster ------------------------------------------------------------------------------
+#: the demo benchmark's 22 tasks on the cluster: about 4 minutes on a quiet machine; 660 s when the
+#: suite shared the CPU with four other sessions (issue 42: it failed a bound of 540 s). The bound
+#: only catches a run that never ends (each task has its own deadline), so it is far from both, and
+#: the test's own timeout (over the suite's 900 s) is above it.
+DEMO_ON_CLUSTER_BOUND_S = 1500
+
+
+@pytest.mark.timeout(DEMO_ON_CLUSTER_BOUND_S + 300)
 def test_the_demo_benchmark_passes_on_the_cluster_on_both_nodes(cluster, tmp_path):
     reports = tmp_path / "reports"
     started = time.monotonic()
@@ -141,7 +149,7 @@ def test_the_demo_benchmark_passes_on_the_cluster_on_both_nodes(cluster, tmp_pat
         f"--junitxml={tmp_path / 'junit.xml'}",
         logs=tmp_path,
     )
-    code = run.wait(540)
+    code = run.wait(DEMO_ON_CLUSTER_BOUND_S)
     took = time.monotonic() - started
     out = run.output()
     assert code == 0, out[-5000:]
@@ -364,11 +372,7 @@ def test_a_scripted_endpoint_drives_an_llm_agent_on_a_node_and_the_key_stays_sec
     assert listing.returncode == 0, listing.stderr[-2000:]
     assert "pytest-super llm" in listing.stdout  # the listing does show our task
     assert SECRET not in listing.stdout + listing.stderr
-    leaked = [
-        str(p)
-        for p in Path(cluster.root).rglob("*")
-        if p.is_file() and not p.is_symlink() and _holds(p, SECRET)
-    ]
+    leaked = [str(p) for p in _files(Path(cluster.root)) if _holds(p, SECRET)]
     assert leaked == [], leaked  # Ray's session folder: logs, runtime envs, metadata
     written = [
         str(p) for p in (project / "reports").rglob("*") if p.is_file() and _holds(p, SECRET)
@@ -376,6 +380,20 @@ def test_a_scripted_endpoint_drives_an_llm_agent_on_a_node_and_the_key_stays_sec
     assert (
         written == [] and SECRET not in out and SECRET not in (tmp_path / "junit.xml").read_text()
     )
+
+
+def _files(root: Path) -> list[Path]:
+    """The regular files under `root` now. Not `rglob`: the nodes' engines remove containers'
+    folders while the walk goes on (their overlay layers are under the cluster's root), and a
+    folder gone between its listing and its scan stopped `rglob` with FileNotFoundError (issue
+    42); `os.walk` skips it, as it no longer holds anything."""
+    found = []
+    for folder, _dirs, names in os.walk(root):
+        for name in names:
+            path = Path(folder, name)
+            if path.is_file() and not path.is_symlink():
+                found.append(path)
+    return found
 
 
 def _holds(path: Path, secret: str) -> bool:
