@@ -1,0 +1,144 @@
+"""The settings a provider declares for itself, next to the table's.
+
+A provider is an executor (`--super-executor`, executors/) or a kernel backend
+(`--super-backend`, kernels/). It declares its own settings as a tuple of `Setting` in the
+`settings` attribute of its class (e.g. the Ray executor's, executors/ray/settings.py): each is a
+`--super-<name>` option, an ini key `super_<name>`, a `SuperRun.resolve` keyword, resolved as the
+table's are (option > environment > ini > default, the same messages), and a run holds their
+values by provider kind: `SuperRun.executor_settings`, `SuperRun.backend_settings`.
+
+They are found without importing a heavy library (settings are read at every pytest start):
+
+- executors: `executors.declared_settings()`, which reads each known executor's class (a built-in
+  executor's module imports no cluster library);
+- kernel backends: a built-in backend's module is never imported here (the Docker SDK,
+  jupyter_client): the built-in backends that declare settings are listed in
+  `BUILTIN_BACKEND_SETTINGS` ("module:NAME" of their tuple, the same tuple as their class's
+  `settings`); a third-party backend (an entry point of `pytest_super.backends`) is imported and
+  its class's `settings` read.
+
+A name that is already a setting (the table's or another provider's) is refused: one option would
+mean two things.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import import_module
+from typing import Any, Literal
+
+from pytest_super.settings.readers import SettingError
+from pytest_super.settings.table import SETTINGS, Setting
+
+ProviderKind = Literal["executor", "backend"]
+#: each kind as its messages name it, in the order its settings follow the table's
+PROVIDER_KINDS: dict[ProviderKind, str] = {"executor": "executor", "backend": "kernel backend"}
+
+#: the built-in kernel backends that declare settings: backend name -> "module:NAME" of the tuple
+#: of `Setting` its class's `settings` holds, read without importing the backend's own module
+BUILTIN_BACKEND_SETTINGS: dict[str, str] = {}
+
+
+def provider_settings(kind: ProviderKind) -> dict[str, tuple[Setting, ...]]:
+    """The settings each known provider of `kind` declares, by provider (those declaring none left
+    out): read once per process, checked against the table's and the other providers' names."""
+    return _declared_settings()[kind]
+
+
+def executors_settings() -> dict[str, tuple[Setting, ...]]:
+    """The settings each known executor declares, by executor (`provider_settings("executor")`)."""
+    return provider_settings("executor")
+
+
+@functools.cache
+def _declared_settings() -> dict[ProviderKind, dict[str, tuple[Setting, ...]]]:
+    taken = {s.name: "pytest-super" for s in SETTINGS}
+    declared: dict[ProviderKind, dict[str, tuple[Setting, ...]]] = {}
+    for kind, label in PROVIDER_KINDS.items():
+        declared[kind] = {}
+        for provider, table in _declared_by(kind).items():
+            who = f"{label} {provider!r}"
+            for s in table:
+                if not isinstance(s, Setting):
+                    raise SettingError(
+                        f"{who}: its `settings` hold {s!r}, not a pytest_super.settings.Setting"
+                    )
+                if s.name in taken:
+                    raise SettingError(
+                        f"{who} declares the setting {s.name!r}, which is {taken[s.name]}'s "
+                        f"already: rename it (e.g. {provider}_{s.name})"
+                    )
+                taken[s.name] = who
+            declared[kind][provider] = tuple(table)
+    return declared
+
+
+def _declared_by(kind: ProviderKind) -> dict[str, tuple[Any, ...]]:
+    """What each known provider of `kind` declares, unchecked."""
+    if kind == "executor":
+        from pytest_super import executors
+
+        return executors.declared_settings()
+    return _backends_declared()
+
+
+def _backends_declared() -> dict[str, tuple[Any, ...]]:
+    """The built-in backends' settings from `BUILTIN_BACKEND_SETTINGS`, then each third-party
+    backend's class's `settings`. One that does not load declares nothing here: choosing it says
+    why (`--super-backend`)."""
+    from pytest_super import kernels
+
+    declared: dict[str, tuple[Any, ...]] = {}
+    for name in kernels.known_backend_names():
+        if name in kernels.BACKENDS:
+            where = BUILTIN_BACKEND_SETTINGS.get(name)
+            if where is not None:
+                module, _, attribute = where.partition(":")
+                declared[name] = tuple(getattr(import_module(module), attribute))
+            continue
+        try:
+            cls = kernels.kernel_backend_class(name)
+        except ValueError:
+            continue
+        table = tuple(getattr(cls, "settings", ()) or ())
+        if table:
+            declared[name] = table
+    return declared
+
+
+def all_settings() -> tuple[Setting, ...]:
+    """The table's settings, then every executor's, then every kernel backend's: the `--super-*`
+    options, ini keys and `SuperRun.resolve` keywords there are."""
+    return SETTINGS + tuple(
+        s for kind in PROVIDER_KINDS for table in provider_settings(kind).values() for s in table
+    )
+
+
+def setting_named(name: str) -> Setting:
+    """The setting `name`, the table's or a provider's; KeyError if there is none."""
+    found = {s.name: s for s in all_settings()}
+    return found[name]
+
+
+def cluster_addresses() -> dict[str, Setting]:
+    """Each executor's setting that names its cluster (`cluster_address`), by executor."""
+    return {
+        executor: s
+        for executor, table in executors_settings().items()
+        for s in table
+        if s.cluster_address
+    }
+
+
+def provider_defaults(kind: ProviderKind) -> dict[str, Any]:
+    """Every setting the providers of `kind` declare, as a pytest run given none holds it."""
+    return {
+        s.name: s.read(s.default) if isinstance(s.default, str) else s.default
+        for table in provider_settings(kind).values()
+        for s in table
+    }
+
+
+def provider_values(kind: ProviderKind, values: dict[str, Any]) -> dict[str, Any]:
+    """The resolved `values` of the settings the providers of `kind` declare, by name."""
+    return {s.name: values[s.name] for table in provider_settings(kind).values() for s in table}
