@@ -150,8 +150,7 @@ def finish_worker_reports(
             continue
         started = started or name == "logstart"
         handled += _pass_on(config, workers, name, kwargs)
-    if not started:
-        _end_collecting_workers(config, workers)
+    _end_workers_still_up(config, workers, started, grace_s)
     return handled
 
 
@@ -170,18 +169,28 @@ def _pass_on(config: pytest.Config, workers: Workers, name: str, kwargs: dict[st
     return 0
 
 
-def _end_collecting_workers(config: pytest.Config, workers: Workers) -> None:
-    """SIGKILL each worker still up: no task started, so it holds nothing of the run's (xdist's
-    teardown kills it the same way, after waiting 10 s for it to end)."""
+def _end_workers_still_up(
+    config: pytest.Config, workers: Workers, started: bool, grace_s: float
+) -> None:
+    """SIGKILL each worker still up once the wait is over, as xdist's teardown would after
+    waiting 10 s more (`NodeManager.EXIT_TIMEOUT`): with no task started it holds nothing of the
+    run's; with tasks started, the controller's end-of-run clean-up removes the kernels of the
+    tasks it was running (a worker killed with SIGKILL, KernelBackend's contract). A worker that
+    ignores its interrupt once its tasks ran (issue 42: 18 s, the grace then xdist's wait) is
+    ended at the grace's end."""
     left = [thirdparty.worker_process(node) for node in workers.nodes - workers.down]
     running = [process for process in left if process is not None and process.poll() is None]
     if not running:
         return
-    say(
-        config,
-        f"pytest-super: {len(running)} xdist worker(s) still collecting {COLLECTING_WAIT_S:g} s "
-        "after the interrupt (no task had started): ended",
-    )
+    if started:
+        what = (
+            f"still running {grace_s:g} s after the interrupt: ended (the run's clean-up removes "
+        )
+        what += "their kernels)"
+    else:
+        what = f"still collecting {COLLECTING_WAIT_S:g} s after the interrupt (no task had started)"
+        what += ": ended"
+    say(config, f"pytest-super: {len(running)} xdist worker(s) {what}")
     for process in running:
         with contextlib.suppress(OSError):
             process.kill()

@@ -71,11 +71,13 @@ def interrupt_collection(
     stubborn: bool = False,
     agent: str | None = "gold",
     bound_s: float = 15.0,
+    running: bool = False,
 ) -> Interrupted:
     """`pytest -n 2` collecting ROWS Masked rows in `root`, Ctrl-C (SIGINT to its process group,
     as a terminal sends it) `after_s` after both workers started collecting the file; the run
     must end within `bound_s` (else AssertionError, the run killed). `agent=None`: no --super-agent
-    (the tasks are collected and skipped: pytest's and xdist's own interrupt)."""
+    (the tasks are collected and skipped: pytest's and xdist's own interrupt). `running`: the
+    clock starts once the collection is over and the tasks run (xdist's "[N items]" line)."""
     make_project(root, {})
     with (root / "conftest.py").open("a") as conftest:
         conftest.write(COLLECTING + (STUBBORN_WORKERS if stubborn else ""))
@@ -90,6 +92,12 @@ def interrupt_collection(
             240,
             "both workers collecting",
         )
+        if running:
+            wait_for(
+                lambda: run.proc.poll() is not None or f"[{ROWS} items]" in run.output(),
+                240,
+                "the collection over",
+            )
         time.sleep(after_s)
         assert run.proc.poll() is None, run.output()[-3000:]
         os.killpg(run.proc.pid, signal.SIGINT)
