@@ -6,9 +6,8 @@ code cell whose source is the action's content and whose output is the observati
 `metrics.json` (`submitted`, `output_match`, `checkpoints`, `entrypoint`). This module owns:
 
 - `read_episode` / `read_run`: one folder / one run folder as `PublishedEpisode`s;
-- the mapping of their steps to our `Step`s (ReAct-SUPER's `execute`/`edit`/`submit`/... and
-  SWE-agent's shell cells (action `None`), viewer commands and `submit <json>`), so that the replay
-  agent can re-run them and scoring can read them;
+- the notebook's cells as raw steps, each mapped to our `Step` by published_steps.py (so that the
+  replay agent can re-run them and scoring can read them);
 - `import_run`: `<out>/<run>/trajectories/<task>.json` plus `<out>/<run>/results.jsonl` with the
   published scores, so `pytest-super report` puts a run of ours next to the paper's agents;
 - `entrypoint_from_query`: the script a Masked query asks to run (the first its run block names).
@@ -16,7 +15,6 @@ code cell whose source is the action's content and whose output is the observati
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import os
@@ -26,33 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from pytest_super import safe_read, scoring
-from pytest_super.edit import AFTER_MARKER, BEFORE_MARKER, EditRequest, format_edit
-from pytest_super.environment import CONTINUED_THOUGHT
+from pytest_super.edit import AFTER_MARKER, BEFORE_MARKER
 from pytest_super.errors import ExitStatus, SuperError
 from pytest_super.names import file_stem
+from pytest_super.published_steps import SWE_EDIT, SWE_EXITS, published_step
 from pytest_super.report import ResultsWriter, TaskRecord
 from pytest_super.tasks import SETS, categories_from_id, raw_category_of
 from pytest_super.trajectory import NOT_ACTIONS, Action, Step, Trajectory
 
 #: the agent name of imported results: never mistaken for a run of ours (`--super-resume`)
 PUBLISHED_PREFIX = "published:"
-#: the thought SUPER's notebooks give the pre-executed cells of a Masked task
-PUBLISHED_PRE_EXECUTED = "[pre-executed by user]"
-#: the thought SWE-agent's Masked notebooks give a pre-executed edit, written as
-#: "EDITING `path. CHANGING:\n\n\n<before>\n\nTO:\n\n\n<after>"
-SWE_PRE_EXECUTED = "EXECUTED BY USER"
-#: SWE-agent's exit commands, by the exit status of ours they stand for (an unknown `exit_*` ends
-#: the episode without a submission)
-SWE_EXITS = {
-    "exit_context": ExitStatus.BUDGET_EXCEEDED,  # the context window (tokens) was used up
-    "exit_cost": ExitStatus.BUDGET_EXCEEDED,
-    "exit_max_compute_time": ExitStatus.COMPUTE_LIMIT,
-    "exit_format": ExitStatus.FORMAT_ERRORS,
-}
-_SWE_EDIT = re.compile(
-    r"^EDITING `(?P<path>[^\n`]*?)`?\.? CHANGING:\n\n\n(?P<before>.*?)\n\nTO:\n\n\n(?P<after>.*)$",
-    re.DOTALL,
-)
 
 _STEP_HEADING = re.compile(r"^### Step (\d+)\s*$")
 _TIMES = re.compile(r"^Execution Start time: .*\(duration: (\d+(?:\.\d+)?) seconds?\)")
@@ -196,8 +177,10 @@ def read_episode(folder: Path, *, model: str, agent: str, set_name: str) -> Publ
     steps: list[Step] = []
     edit_sources: dict[int, str] = {}
     for raw in raw_steps:
-        steps.append(_step(raw, swe=swe, after_pre_executed=bool(steps) and steps[-1].pre_executed))
-        edit = _SWE_EDIT.match(raw["content"]) if steps[-1].action == Action.EDIT else None
+        steps.append(
+            published_step(raw, swe=swe, after_pre_executed=bool(steps) and steps[-1].pre_executed)
+        )
+        edit = SWE_EDIT.match(raw["content"]) if steps[-1].action == Action.EDIT else None
         if edit is not None and steps[-1].pre_executed:
             edit_sources[len(steps) - 1] = (
                 f"{edit['path'].strip()}\n{BEFORE_MARKER}\n{edit['before']}{AFTER_MARKER}\n"
@@ -302,116 +285,6 @@ def _notebook_steps(
     if not steps:
         raise EpisodeFormatError(f"{notebook}: no `### Step N` cells in it")
     return query, steps
-
-
-def _step(raw: dict[str, Any], *, swe: bool, after_pre_executed: bool = False) -> Step:
-    """One published step as our `Step` (the shapes our agents and the runner record)."""
-    kind, content, observation = raw["action"], raw["content"], raw["observation"]
-    thought = raw["thought"] if raw["thought"].strip() else ""
-    duration = raw.get("duration_s", 0.0)
-    if thought.strip() == CONTINUED_THOUGHT:
-        # the runner's own wait for a cell that ran out of time (SWE-agent's Masked notebooks
-        # write it with an empty action type and `continue_wait` as the content); it belongs to
-        # the prefix when the cell it waits for does
-        return Step(
-            thought=thought,
-            action=Action.WAIT,
-            content="",
-            observation=observation,
-            output=observation,
-            duration_s=duration,
-            pre_executed=after_pre_executed,
-        )
-    if thought.strip() == SWE_PRE_EXECUTED:
-        return _swe_pre_executed(raw, duration)
-    pre_executed = thought.strip() == PUBLISHED_PRE_EXECUTED
-    common = {"thought": thought, "duration_s": duration, "pre_executed": pre_executed}
-    if swe and kind == "None" and content.strip().startswith("exit_"):
-        return Step(action=Action.LIMIT, content=content.strip(), observation=observation, **common)
-    if kind == Action.EXECUTE or (swe and kind == "None"):
-        return Step(
-            action=Action.EXECUTE,
-            content=content,
-            observation=observation,
-            output=observation,
-            code=content,
-            **common,
-        )
-    if kind in (Action.WAIT, Action.INTERRUPT):
-        return Step(
-            action=Action(kind),
-            content=content,
-            observation=observation,
-            output=observation,
-            **common,
-        )
-    if kind == Action.SUBMIT:
-        return Step(action=Action.SUBMIT, content=_submission_text(content, swe=swe), **common)
-    if kind == Action.EDIT and not swe:
-        ok = observation.startswith("Edit was successful")
-        return Step(
-            action=Action.EDIT,
-            content=content,
-            observation=observation,
-            cell_status="ok" if ok else "error",
-            **common,
-        )
-    if kind == "exception":  # ReAct-SUPER's limit ending
-        return Step(action=Action.LIMIT, content=content, observation=observation, **common)
-    if kind == "" or not swe:
-        # a reply without a usable action ("Invalid action type" in the reference): a format
-        # error step, as our agents record them
-        return Step(action=Action.FORMAT_ERROR, content=content, observation=observation, **common)
-    return Step(action=kind, content=content, observation=observation, **common)  # a viewer
-
-
-def _swe_pre_executed(raw: dict[str, Any], duration: float) -> Step:
-    """A pre-executed step of SWE-agent's Masked notebooks: an edit written as `EDITING ...`
-    (our edit step, with its file, before and after), else a pre-executed cell."""
-    content, observation = raw["content"], raw["observation"]
-    common: dict[str, Any] = {
-        "thought": PUBLISHED_PRE_EXECUTED,
-        "duration_s": duration,
-        "pre_executed": True,
-    }
-    edit = _SWE_EDIT.match(content)
-    if edit is None:
-        return Step(
-            action=Action.EXECUTE,
-            content=content,
-            observation=observation,
-            output=observation,
-            code=content,
-            **common,
-        )
-    request = EditRequest(
-        file=edit["path"].strip(),
-        before=edit["before"].strip("\n"),
-        after=edit["after"].strip("\n"),
-    )
-    ok = observation.startswith("Edit was successful")
-    return Step(
-        action=Action.EDIT,
-        content=format_edit(request),
-        observation=observation,
-        cell_status="ok" if ok else "error",
-        **common,
-    )
-
-
-def _submission_text(content: str, *, swe: bool) -> str:
-    """The submitted JSON text. ReAct-SUPER's notebooks show the parsed value as Python prints it
-    (`{'a': 1}`, `None`, and a JSON string without its quotes); SWE-agent's the command
-    (`submit {"a": 1}`)."""
-    if swe:
-        text = content.strip()
-        return text[len(Action.SUBMIT) :].strip() if text.startswith(Action.SUBMIT) else text
-    try:
-        return json.dumps(ast.literal_eval(content.strip()))
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        # the reference parsed every submission as JSON, so what Python cannot read back was a
-        # JSON string, printed without its quotes
-        return json.dumps(content)
 
 
 def entrypoint_from_query(query: str) -> str | None:
