@@ -21,14 +21,15 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from pytest_super import safe_read, scoring
 from pytest_super.edit import AFTER_MARKER, BEFORE_MARKER
 from pytest_super.errors import ExitStatus, SuperError
 from pytest_super.names import file_stem
-from pytest_super.published_steps import SWE_EDIT, SWE_EXITS, published_step
+from pytest_super.published_steps import SWE_EDIT, SWE_EXITS, RawStep, published_step
 from pytest_super.report import ResultsWriter, TaskRecord
+from pytest_super.strictjson import JSON
 from pytest_super.tasks import SETS, categories_from_id, raw_category_of
 from pytest_super.trajectory import NOT_ACTIONS, Action, Step, Trajectory
 
@@ -42,6 +43,28 @@ _THOUGHT = "**Thought**:"
 _RUN_BLOCK = re.compile(r"successfully run\s*```(.*?)```", re.DOTALL)
 #: what a run block names to run: a module (`python -m a.b`, group 1) or a script file (group 2)
 _RUN_TARGET = re.compile(r"\bpython[\d.]*\s+(?:-\w+\s+)*-m\s+([\w.]+)|([\w./-]+\.(?:py|sh|bash))\b")
+
+
+class Metrics(TypedDict, total=False):
+    """metrics.json as `_read_metrics` checked it (other keys are kept, unread)."""
+
+    submitted: bool | int | None  # true, false, 0 or 1
+    output_match: float | None  # each score a number from 0 to 1
+    checkpoints: float | None
+    entrypoint: float | None
+
+
+class _Output(TypedDict, total=False):
+    data: dict[str, str | list[str]]
+    text: str | list[str]
+
+
+class _Cell(TypedDict, total=False):
+    """A notebook cell as `_check_cell` checked it: its text a string or a list of lines."""
+
+    cell_type: str
+    source: str | list[str]
+    outputs: list[_Output]
 
 
 class EpisodeFormatError(SuperError):
@@ -67,7 +90,7 @@ class PublishedEpisode:
     set: str  # expert, masked, auto
     query: str
     steps: list[Step] = field(default_factory=list)
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: Metrics = field(default_factory=lambda: Metrics())
     has_notebook: bool = True
     #: a pre-executed edit's text as the task gave it (blank lines kept), by its index in
     #: `steps`, where the notebook shows it whole (SWE-agent's Masked `EDITING ...` steps);
@@ -128,7 +151,7 @@ def read_metrics_only(folder: Path, *, model: str, agent: str, set_name: str) ->
     )
 
 
-def read_json_object(path: Path, max_bytes: int, what: str) -> dict[str, Any]:
+def read_json_object(path: Path, max_bytes: int, what: str) -> dict[str, JSON]:
     """A JSON object of a file we did not write (through safe_read); EpisodeFormatError naming
     the file if it cannot be read or is not an object (`what` says which)."""
     try:
@@ -140,7 +163,7 @@ def read_json_object(path: Path, max_bytes: int, what: str) -> dict[str, Any]:
     return data
 
 
-def _read_metrics(path: Path) -> dict[str, Any]:
+def _read_metrics(path: Path) -> Metrics:
     """metrics.json, a regular file of scores: `output_match`, `checkpoints` and `entrypoint`
     finite numbers in [0, 1] (or null), `submitted` a boolean, 0 or 1 (or null)."""
     metrics = read_json_object(path, METRICS_MAX_BYTES, "an object of scores")
@@ -162,7 +185,7 @@ def _read_metrics(path: Path) -> dict[str, Any]:
             f"{path}: submitted {json.dumps(metrics['submitted'])[:60]} is refused: "
             "it is true, false, 0 or 1"
         )
-    return metrics
+    return cast(Metrics, metrics)  # each score checked above
 
 
 def read_episode(folder: Path, *, model: str, agent: str, set_name: str) -> PublishedEpisode:
@@ -171,7 +194,7 @@ def read_episode(folder: Path, *, model: str, agent: str, set_name: str) -> Publ
     notebook = folder / "history.ipynb"
     cells = _read_cells(notebook)
     metrics_path = folder / "metrics.json"
-    metrics = _read_metrics(metrics_path) if os.path.lexists(metrics_path) else {}
+    metrics = _read_metrics(metrics_path) if os.path.lexists(metrics_path) else Metrics()
     swe = "swe" in agent
     query, raw_steps = _notebook_steps(notebook, cells)
     steps: list[Step] = []
@@ -199,7 +222,7 @@ def read_episode(folder: Path, *, model: str, agent: str, set_name: str) -> Publ
     )
 
 
-def _read_cells(notebook: Path) -> list[dict[str, Any]]:
+def _read_cells(notebook: Path) -> list[_Cell]:
     """The cells of a regular notebook file, each checked to have the shape the steps are read
     from (`_check_cell`)."""
     try:
@@ -213,17 +236,17 @@ def _read_cells(notebook: Path) -> list[dict[str, Any]]:
         problem = _check_cell(cell)
         if problem:
             raise EpisodeFormatError(f"{notebook}: cell {number}: {problem}")
-    return cells
+    return cast(list[_Cell], cells)  # each cell checked above
 
 
-def _is_text(value: Any) -> bool:
+def _is_text(value: object) -> bool:
     """A notebook's text: a string, or a list of strings (its lines)."""
     return isinstance(value, str) or (
         isinstance(value, list) and all(isinstance(v, str) for v in value)
     )
 
 
-def _check_cell(cell: Any) -> str | None:
+def _check_cell(cell: object) -> str | None:
     """What is wrong with a notebook cell for reading its step (None when nothing is)."""
     if not isinstance(cell, dict):
         return f"a JSON {type(cell).__name__}, not an object"
@@ -243,12 +266,12 @@ def _check_cell(cell: Any) -> str | None:
     return None
 
 
-def _source(cell: dict[str, Any]) -> str:
+def _source(cell: _Cell) -> str:
     source = cell.get("source", "")
     return "".join(source) if isinstance(source, list) else str(source)
 
 
-def _output_text(cell: dict[str, Any]) -> str:
+def _output_text(cell: _Cell) -> str:
     parts = []
     for output in cell.get("outputs") or []:
         data = output.get("data", {}).get("text/plain", output.get("text", ""))
@@ -256,12 +279,10 @@ def _output_text(cell: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def _notebook_steps(
-    notebook: Path, cells: list[dict[str, Any]]
-) -> tuple[str, list[dict[str, Any]]]:
+def _notebook_steps(notebook: Path, cells: list[_Cell]) -> tuple[str, list[RawStep]]:
     """The query and, per `### Step N`, its thought, action type, content, observation, duration."""
     query = ""
-    steps: list[dict[str, Any]] = []
+    steps: list[RawStep] = []
     for cell in cells:
         text = _source(cell)
         if cell.get("cell_type") == "markdown":
@@ -322,7 +343,7 @@ def published_agent(episode: PublishedEpisode) -> str:
     return f"{PUBLISHED_PREFIX}{episode.agent}"
 
 
-def _score(value: Any) -> float | None:
+def _score(value: float | None) -> float | None:
     return None if value is None else float(value)
 
 
@@ -347,7 +368,7 @@ def exit_status_of(episode: PublishedEpisode) -> str:
     return ExitStatus.NO_SUBMISSION.value
 
 
-def rescored(episode: PublishedEpisode) -> dict[str, Any]:
+def rescored(episode: PublishedEpisode) -> Rescored:
     """Our own scores of what the episode shows: submitted (its final action) and, when the query
     names the script to run, script-executed (its executed cells). Accuracy and landmarks need
     the task's answer and landmarks, which the published runs do not hold."""
@@ -360,6 +381,13 @@ def rescored(episode: PublishedEpisode) -> dict[str, Any]:
     if entrypoint is not None:
         script = scoring.score_script_executed(entrypoint, scoring.executed_cells(episode.steps))
     return {"submitted": submitted, "script_executed": script}
+
+
+class Rescored(TypedDict):
+    """Our own scores of a published episode (`rescored`)."""
+
+    submitted: bool
+    script_executed: float | None
 
 
 def episode_record(episode: PublishedEpisode, trajectory: Path | None = None) -> TaskRecord:

@@ -8,12 +8,32 @@ from __future__ import annotations
 import ast
 import json
 import re
-from typing import Any
+from typing import TypedDict
 
 from pytest_super.edit import EditRequest, format_edit
 from pytest_super.environment import CONTINUED_THOUGHT
 from pytest_super.errors import ExitStatus
 from pytest_super.trajectory import Action, Step
+
+
+class _RawTimes(TypedDict, total=False):
+    duration_s: float  # when the notebook gives the step's execution times
+
+
+class RawStep(_RawTimes):
+    """One `### Step N` of a notebook as published_runs.py reads it, before it is our `Step`."""
+
+    thought: str
+    action: str  # the action type the notebook names ("" when none)
+    content: str
+    observation: str
+
+
+class _Common(TypedDict):
+    thought: str
+    duration_s: float
+    pre_executed: bool
+
 
 #: the thought SUPER's notebooks give the pre-executed cells of a Masked task
 PUBLISHED_PRE_EXECUTED = "[pre-executed by user]"
@@ -34,7 +54,7 @@ SWE_EDIT = re.compile(
 )
 
 
-def published_step(raw: dict[str, Any], *, swe: bool, after_pre_executed: bool = False) -> Step:
+def published_step(raw: RawStep, *, swe: bool, after_pre_executed: bool = False) -> Step:
     """One published step as our `Step` (the shapes our agents and the runner record)."""
     kind, content, observation = raw["action"], raw["content"], raw["observation"]
     thought = raw["thought"] if raw["thought"].strip() else ""
@@ -55,7 +75,7 @@ def published_step(raw: dict[str, Any], *, swe: bool, after_pre_executed: bool =
     if thought.strip() == SWE_PRE_EXECUTED:
         return _swe_pre_executed(raw, duration)
     pre_executed = thought.strip() == PUBLISHED_PRE_EXECUTED
-    common = {"thought": thought, "duration_s": duration, "pre_executed": pre_executed}
+    common: _Common = {"thought": thought, "duration_s": duration, "pre_executed": pre_executed}
     if swe and kind == "None" and content.strip().startswith("exit_"):
         return Step(action=Action.LIMIT, content=content.strip(), observation=observation, **common)
     if kind == Action.EXECUTE or (swe and kind == "None"):
@@ -95,11 +115,11 @@ def published_step(raw: dict[str, Any], *, swe: bool, after_pre_executed: bool =
     return Step(action=kind, content=content, observation=observation, **common)  # a viewer
 
 
-def _swe_pre_executed(raw: dict[str, Any], duration: float) -> Step:
+def _swe_pre_executed(raw: RawStep, duration: float) -> Step:
     """A pre-executed step of SWE-agent's Masked notebooks: an edit written as `EDITING ...`
     (our edit step, with its file, before and after), else a pre-executed cell."""
     content, observation = raw["content"], raw["observation"]
-    common: dict[str, Any] = {
+    common: _Common = {
         "thought": PUBLISHED_PRE_EXECUTED,
         "duration_s": duration,
         "pre_executed": True,

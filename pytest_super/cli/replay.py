@@ -6,11 +6,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_super.cli.parsing import Subparsers
 from pytest_super.errors import SuperError
 from pytest_super.kernels.jupyter.output import console_text
+
+if TYPE_CHECKING:
+    from pytest_super.prompts import PromptSet
+    from pytest_super.replay.expected import ExpectedRequests
 
 
 def add_replay_run(sub: Subparsers) -> None:
@@ -166,7 +170,10 @@ def _replay_unpacked(args: argparse.Namespace) -> int:
 
 
 def _replay_runs(
-    args: argparse.Namespace, top: Path, prompts: Any, expected: dict[str, Any]
+    args: argparse.Namespace,
+    top: Path,
+    prompts: PromptSet | None,
+    expected: dict[str, ExpectedRequests],
 ) -> int:
     from pytest_super.published_runs import published_runs
     from pytest_super.replay.imported import is_imported_run
@@ -194,7 +201,7 @@ def _replay_runs(
         for line in report_lines(replay):  # quotes the episode's model text: no escapes
             print(console_text(f"  {line}"))
         failed = failed or bool(replay.undocumented) or bool(replay.errors)
-        if args.check_prompts:
+        if args.check_prompts and prompts is not None:  # it needs --prompts (_replay_unpacked)
             from pytest_super.prompt_check import check_sent_prompts
 
             sent = [(e.task_id, e.requests) for e in replay.episodes]
@@ -220,7 +227,9 @@ def _check_output_file(option: str, path: Path) -> None:
         )
 
 
-def _replay_inputs(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+def _replay_inputs(
+    args: argparse.Namespace,
+) -> tuple[PromptSet | None, dict[str, ExpectedRequests]]:
     """replay-run's prompt set (None: ours) and expected requests by run name."""
     from pytest_super.prompts import load_prompts
     from pytest_super.replay.expected import read_expected

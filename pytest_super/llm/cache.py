@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 MAX_CACHE_ENTRY_BYTES = 16 * 1024 * 1024
 
 
-def cache_file(cache_dir: Path, body: dict[str, Any]) -> Path:
+def cache_file(cache_dir: Path, body: Mapping[str, object]) -> Path:
     """The cache file of a request body under `cache_dir`."""
     canonical = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     digest = hashlib.sha256(canonical.encode()).hexdigest()

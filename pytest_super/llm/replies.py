@@ -37,7 +37,7 @@ def decode_json(content: bytes) -> Any:
     return safe_read.loads(content, "the answer")
 
 
-def shown_json(value: Any) -> str:
+def shown_json(value: object) -> str:
     """`value` as JSON for a message; a value too deep to encode is named, not encoded."""
     try:
         return json.dumps(value, default=str)
@@ -131,7 +131,7 @@ class ReplyReader:
             completion_tokens = len(text) // 4
         return text, prompt_tokens, completion_tokens, cached_tokens
 
-    def _usage(self, usage: Any) -> tuple[int | None, int | None, int]:
+    def _usage(self, usage: object) -> tuple[int | None, int | None, int]:
         """(prompt, completion, cached prompt) token counts of a reply's `usage`; None where it
         gives none (0 for cached: `usage.prompt_tokens_details.cached_tokens`).
 
@@ -164,7 +164,7 @@ class ReplyReader:
             counts.append(value)
         return counts[0], counts[1], counts[2] or 0
 
-    def _bad_reply(self, what: str, data: Any) -> LLMError:
+    def _bad_reply(self, what: str, data: object) -> LLMError:
         shown = scrub(shown_json(data)[:300], self._api_key)
         return LLMError(
             f"LLM endpoint {self._shown_url} {what}: {shown}; check that the base URL serves "
@@ -172,7 +172,7 @@ class ReplyReader:
         )
 
 
-def content_text(content: Any) -> str | None:
+def content_text(content: object) -> str | None:
     """The text of a message's `content` (string, null or list of parts); None if unreadable."""
     if content is None:
         return ""

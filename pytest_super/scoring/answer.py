@@ -10,7 +10,9 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Final, TypeGuard
+
+from pytest_super.strictjson import JSON
 
 DEFAULT_TOLERANCE = 0.01
 
@@ -35,7 +37,7 @@ class _Missing:
         return "MISSING"
 
 
-MISSING: Any = _Missing()
+MISSING: Final = _Missing()
 
 
 @dataclass(frozen=True)
@@ -43,19 +45,19 @@ class Comparison:
     """One leaf of the gold answer, compared with what was submitted there."""
 
     path: str  # "accuracy", "results[1].f1", "" for a scalar answer
-    expected: Any
-    submitted: Any  # MISSING when absent
+    expected: object  # a gold answer read from YAML: JSON's values, keys of any type
+    submitted: object  # MISSING when absent
     score: float  # 0..1 (a leaf scores 0 or 1)
 
 
 # --- accuracy -----------------------------------------------------------------------------------
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _leaf_matches(gold: Any, submitted: Any, tolerance: float) -> bool:
+def _leaf_matches(gold: object, submitted: object, tolerance: float) -> bool:
     """Whether one non-container gold value is matched by the submitted value."""
     if submitted is MISSING:
         return False
@@ -97,7 +99,7 @@ def _lookup(mapping: Mapping[object, object], key: object) -> object:
     return MISSING
 
 
-def _score(gold: Any, submitted: Any, tolerance: float) -> float:
+def _score(gold: object, submitted: object, tolerance: float) -> float:
     if isinstance(gold, dict):
         if not isinstance(submitted, dict):
             return 0.0
@@ -116,13 +118,13 @@ def _score(gold: Any, submitted: Any, tolerance: float) -> float:
     return float(_leaf_matches(gold, submitted, tolerance))
 
 
-def is_submitted(submission: Any) -> bool:
+def is_submitted(submission: object) -> bool:
     """Whether a parsed submission counts as submitted: as the reference decides it, a value that
     is empty or false (`null`, `{}`, `[]`, `""`, `0`, `false`) is not a submission."""
     return submission is not MISSING and bool(submission)
 
 
-def unmatchable_leaves(gold: Any, path: str = "") -> list[str]:
+def unmatchable_leaves(gold: object, path: str = "") -> list[str]:
     """Paths of gold leaves no submission can ever match (NaN, infinity), for a load warning."""
     if isinstance(gold, dict):
         return [p for k, g in gold.items() for p in unmatchable_leaves(g, _key_path(path, k))]
@@ -133,7 +135,7 @@ def unmatchable_leaves(gold: Any, path: str = "") -> list[str]:
     return []
 
 
-def score_accuracy(gold: Any, submission: Any, tolerance: float = DEFAULT_TOLERANCE) -> float:
+def score_accuracy(gold: object, submission: object, tolerance: float = DEFAULT_TOLERANCE) -> float:
     """The fraction of the gold answer the submission gets right, in 0..1.
 
     A dict scores the mean over the gold keys, a list the mean over the gold positions, recursively.
@@ -147,7 +149,7 @@ def score_accuracy(gold: Any, submission: Any, tolerance: float = DEFAULT_TOLERA
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*\Z")
 
 
-def _key_path(prefix: str, key: Any) -> str:
+def _key_path(prefix: str, key: object) -> str:
     if isinstance(key, str) and _PLAIN_KEY.match(key):
         return f"{prefix}.{key}" if prefix else key
     shown = json.dumps(key) if isinstance(key, str) else repr(key)
@@ -155,7 +157,7 @@ def _key_path(prefix: str, key: Any) -> str:
 
 
 def _compare(
-    gold: Any, submitted: Any, path: str, tolerance: float, rows: list[Comparison]
+    gold: object, submitted: object, path: str, tolerance: float, rows: list[Comparison]
 ) -> None:
     container = isinstance(gold, (dict, list, tuple))
     if container and (submitted is MISSING or not gold):
@@ -180,7 +182,7 @@ def _compare(
 
 
 def compare_answer(
-    gold: Any, submission: Any, tolerance: float = DEFAULT_TOLERANCE
+    gold: object, submission: object, tolerance: float = DEFAULT_TOLERANCE
 ) -> list[Comparison]:
     """One `Comparison` per gold leaf, in gold order, for a failure report.
 
@@ -199,7 +201,7 @@ class Submission:
     """What a submitted text amounts to: its value (None unless JSON), whether it counts as
     submitted, and why it scores nothing when it is not JSON."""
 
-    value: Any
+    value: JSON
     submitted: bool
     problem: str = ""
 
@@ -215,7 +217,7 @@ def read_submission(text: str) -> Submission:
     return Submission(value, is_submitted(value))
 
 
-def parse_submission(text: str) -> Any:
+def parse_submission(text: str) -> JSON:
     """Parse a submitted answer (JSON). Raises ValueError naming the problem and where it is.
 
     Any text gives a value or a ValueError: a value nested deeper than MAX_SUBMISSION_DEPTH (which
@@ -223,7 +225,7 @@ def parse_submission(text: str) -> Any:
     Python converts, is refused like text that is not JSON.
     """
     try:
-        value = json.loads(text)
+        value: JSON = json.loads(text)
     except json.JSONDecodeError as exc:
         shown = text if len(text) <= 200 else text[:200] + "..."
         raise ValueError(
@@ -252,15 +254,15 @@ def _too_deep_message(depth: str) -> str:
     )
 
 
-def nesting_depth(value: Any, stop_at: int) -> int:
+def nesting_depth(value: object, stop_at: int) -> int:
     """How many lists/tuples/dicts stand inside each other in `value` (0 for a scalar), counted
     without recursion; counting stops at `stop_at` (a value may be nested 100,000 deep)."""
     deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
+    stack: list[tuple[object, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
-            children: Iterable[Any] = item.values()
+            children: Iterable[object] = item.values()
         elif isinstance(item, (list, tuple)):
             children = item
         else:

@@ -50,7 +50,7 @@ def regex_expansion(pattern: str) -> int:
     Raises re.error for a pattern `re` cannot parse."""
     cap = MAX_LANDMARK_EXPANSION + 1
 
-    def size(items: Any) -> int:
+    def size(items: Any) -> int:  # Any: sre_parse's SubPattern and its items, untyped in typeshed
         total = 0
         for op, arg in items:
             name = str(op)
@@ -73,7 +73,7 @@ def regex_expansion(pattern: str) -> int:
     return size(sre_parse.parse(pattern))
 
 
-def _compiled(landmark: str) -> Any:
+def _compiled(landmark: str) -> regex.Pattern[str] | re.Pattern[str] | None:
     """The landmark for `regex` (same syntax as `re`, but with a timeout); `re` for the rare
     pattern only `re` accepts. None for a pattern whose counted repeats stand for more than
     MAX_LANDMARK_EXPANSION items (compiling it would take gigabytes)."""
@@ -102,7 +102,7 @@ def _landmark_hit(landmark: str, texts: Sequence[str], timeout_s: float) -> bool
 
 def _landmark_search(
     landmark: str, texts: Sequence[str], timeout_s: float
-) -> tuple[int, Any] | None:
+) -> tuple[int, regex.Match[str] | re.Match[str]] | None:
     """The first text `landmark` matches, as (index, match); None if none (or time ran out)."""
     pattern = _compiled(landmark)
     if pattern is None:

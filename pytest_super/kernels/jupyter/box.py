@@ -3,7 +3,8 @@ container), which `JupyterKernel` (runtime.py) drives over the Jupyter protocol.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Protocol
 
 
 class Box(Protocol):
@@ -11,7 +12,7 @@ class Box(Protocol):
 
     description: str
 
-    def connection_info(self) -> dict[str, Any]:
+    def connection_info(self) -> Mapping[str, object]:
         """jupyter_client connection dict reachable from this host (ip, transport, ports, key)."""
         ...
 
@@ -19,7 +20,7 @@ class Box(Protocol):
         """Is the kernel process alive? Cheap: polled about once a second while waiting."""
         ...
 
-    def restart(self) -> dict[str, Any]:
+    def restart(self) -> Mapping[str, object]:
         """Start a new kernel process in the same box (files stay); return its connection info."""
         ...
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from queue import Empty
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import zmq
 from jupyter_client.blocking.client import BlockingKernelClient
@@ -31,7 +32,6 @@ from pytest_super.kernels.jupyter.output import CappedText
 
 #: How often `Box.is_alive` is asked while waiting for a cell.
 ALIVE_CHECK_INTERVAL_S = 1.0
-
 #: Bound on internal requests (file reads and writes, the working directory change).
 SILENT_REQUEST_TIMEOUT_S = 60.0
 #: Largest file `read_file` reads. Its callers (the edit tool, the SWE-agent viewer) read source
@@ -44,8 +44,15 @@ FRAME_HEADROOM_BYTES = 1_000_000
 #: with frames of at most `max_frame_bytes`, the queue holds at most this many times that.
 RECEIVE_QUEUE_MESSAGES = 8
 
+#: the user expression, sent with each cell, that counts the kernel's threads (a cell that leaves
+#: one running gets the late-output grace: runtime.py)
 THREADS = "pytest_super_threads"
 THREADS_EXPR = "__import__('threading').active_count()"
+
+
+#: a Jupyter message, or a part of one, as jupyter_client gives it (`get_msg` returns
+#: dict[str, Any]); its fields are read as the protocol says, each read guarded (`_take`)
+Message: TypeAlias = dict[str, Any]
 
 
 @dataclass
@@ -95,7 +102,7 @@ class KernelConnection:
     def description(self) -> str:
         return self._box.description
 
-    def _next_iopub(self, timeout: float) -> dict[str, Any]:
+    def _next_iopub(self, timeout: float) -> Message:
         """The next IOPub message (Empty when none came in `timeout`). One the client cannot read
         (a bad signature: the task can reach its kernel's session and send its own) comes back as
         {UNREADABLE: reason}: the task's doing, noted in the cell's output, never a harness fault."""
@@ -106,7 +113,7 @@ class KernelConnection:
             return {UNREADABLE: f"{type(exc).__name__}: {str(exc)[:200]}"}
         return msg if isinstance(msg, dict) else {UNREADABLE: "not a message"}
 
-    def _take(self, msg: dict[str, Any], cell: RunningCell | None, out: CappedText) -> bool:
+    def _take(self, msg: Message, cell: RunningCell | None, out: CappedText) -> bool:
         """Record one IOPub message; True if it is the idle status of `cell`. A message that is
         not what the protocol says (unreadable, a stream whose text is a number, fields missing)
         is noted in the output of the running cell and otherwise left out."""
@@ -121,7 +128,7 @@ class KernelConnection:
                 out.append_block(f"[{MALFORMED_NOTE}: {type(exc).__name__}: {str(exc)[:200]}]")
             return False
 
-    def _take_valid(self, msg: dict[str, Any], cell: RunningCell | None, out: CappedText) -> bool:
+    def _take_valid(self, msg: Message, cell: RunningCell | None, out: CappedText) -> bool:
         kind = msg["msg_type"]
         content = msg["content"]
         parent = msg["parent_header"]
@@ -147,13 +154,13 @@ class KernelConnection:
             )
         return False
 
-    def _read_reply(self, msg_id: str, timeout: float = 5.0) -> dict[str, Any] | None:
+    def _read_reply(self, msg_id: str, timeout: float = 5.0) -> Message | None:
         """The shell reply to `msg_id` (it is sent before the idle status, so normally waiting)."""
         client = self._live_client()
         deadline = time.perf_counter() + timeout
         while (left := deadline - time.perf_counter()) > 0:
             try:
-                msg: dict[str, Any] = client.shell_channel.get_msg(timeout=left)
+                msg: Message = client.shell_channel.get_msg(timeout=left)
             except Empty:
                 return None
             if msg["parent_header"].get("msg_id") == msg_id:
@@ -166,7 +173,7 @@ class KernelConnection:
 
     def _silent_request(
         self, code: str, expressions: dict[str, str], doing: str
-    ) -> dict[str, dict[str, Any]]:
+    ) -> dict[str, Message]:
         """Run `code` silently (no history, no output) and return its evaluated `expressions`."""
         client = self._live_client()
         msg_id = client.execute(
@@ -207,7 +214,7 @@ class KernelConnection:
                         f"the kernel in {self.description} failed while {doing}: "
                         f"{content.get('ename')}: {content.get('evalue')}"
                     )
-                replies: dict[str, dict[str, Any]] = content.get("user_expressions", {})
+                replies: dict[str, Message] = content.get("user_expressions", {})
                 return replies
 
     def _live_client(self) -> BlockingKernelClient:
@@ -234,7 +241,7 @@ class KernelConnection:
         if client is not None:
             _release(client)
 
-    def _connect(self, info: dict[str, Any]) -> None:
+    def _connect(self, info: Mapping[str, object]) -> None:
         client = BlockingKernelClient()
         client.load_connection_info(cast("KernelConnectionInfo", info))
         # defaults for the sockets the client is about to make: a hard bound on what one frame
@@ -336,7 +343,7 @@ UNREADABLE = "_pytest_super_unreadable"
 MALFORMED_NOTE = "a message from the kernel was not readable and was left out"
 
 
-def _text(value: Any, what: str) -> str:
+def _text(value: object, what: str) -> str:
     """A message's text field, which the protocol says is a string (a list of lines is joined)."""
     if isinstance(value, str):
         return value
@@ -345,7 +352,7 @@ def _text(value: Any, what: str) -> str:
     raise TypeError(f"its {what} is {type(value).__name__}, not text")
 
 
-def expression_value(values: dict[str, Any], name: str) -> str | None:
+def expression_value(values: Message, name: str) -> str | None:
     result = values.get(name)
     if not result or result.get("status") != "ok":
         return None
