@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -68,6 +67,7 @@ from pytest_super.llm.transport import (
     max_reply_bytes,
     post_once,
 )
+from pytest_super.strictjson import JSON
 
 __all__ = [
     "BASE_URL_SETTING",
@@ -279,7 +279,7 @@ class LLMClient:
     def _where(self) -> str:
         return f"{self._shown_url} (model {self.settings.model!r})"
 
-    def _post(self, body: Mapping[str, object]) -> Any:
+    def _post(self, body: Mapping[str, object]) -> JSON:
         """The decoded answer to `body`, retried as `retries` says."""
         endpoint = Endpoint(
             send=lambda: self._post_once(body),

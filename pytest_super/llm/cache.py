@@ -14,10 +14,10 @@ import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from pytest_super import safe_read, strictjson
 from pytest_super.atomic import write_atomically
+from pytest_super.strictjson import JSON
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +32,14 @@ def cache_file(cache_dir: Path, body: Mapping[str, object]) -> Path:
     return cache_dir / digest[:2] / f"{digest}.json"
 
 
-def read_cache_entry(path: Path) -> Any:
+def read_cache_entry(path: Path) -> JSON:
     """A cache entry's JSON; None when there is none or it cannot be read (not a regular file,
     larger than MAX_CACHE_ENTRY_BYTES, not JSON, nested too deep): the model is asked again."""
     if not os.path.lexists(path):
         return None
     try:
-        return safe_read.read_json_file(path, MAX_CACHE_ENTRY_BYTES)
+        entry: JSON = safe_read.read_json_file(path, MAX_CACHE_ENTRY_BYTES)
+        return entry
     except Exception as exc:  # noqa: BLE001 - a bad entry is a cache miss
         log.warning("ignoring an unreadable LLM cache entry: %s", exc)
         return None
