@@ -266,7 +266,7 @@ def _mean_of(estimate: stats.Estimate | None) -> float | None:
     return None if estimate is None else estimate.mean
 
 
-def _as_bool_num(v: Any) -> float:
+def _as_bool_num(v: str | float) -> float:
     if isinstance(v, str):
         if v in ("True", "true"):
             return 1.0

@@ -254,7 +254,7 @@ def type_name(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
-def cell_to_mapping(cell: Cell) -> dict[str, Any]:
+def cell_to_mapping(cell: Cell) -> dict[str, object]:
     """A cell as our YAML format writes it: {"execute": code} or {"edit": {file, before, ...}}."""
     if cell.kind == "execute":
         return {"execute": cell.code}
