@@ -13,12 +13,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any
+from typing import TypeAlias
 
 #: the longest deadline handed to a timer: one year, and never more than `threading.TIMEOUT_MAX`
 #: (pytest-timeout's thread method, a kernel's waits; 49 days on Windows). `signal.setitimer`
 #: (its signal method) overflows from 1e10 s: a deadline above it was an INTERNALERROR.
 MAX_TIMER_S: float = min(365 * 24 * 3600.0, threading.TIMEOUT_MAX)
+
+#: what `signal.signal` returns and takes: a handler, SIG_DFL/SIG_IGN, or None
+SignalHandler: TypeAlias = (
+    "signal.Handlers | int | Callable[[int, FrameType | None], object] | None"
+)
 
 
 def timer_seconds(seconds: float) -> float:
@@ -49,7 +54,7 @@ class Alarm:
     ) -> None:
         self.seconds = timer_seconds(seconds) if seconds and seconds > 0 else 0.0
         self._expired = expired
-        self._previous: Any = None
+        self._previous: SignalHandler = None
         self._running = False
 
     def start(self) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import ssl
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -105,6 +106,10 @@ def bounded(limit: float, *, max_bytes: int | None = None) -> Iterator[float]:
         _BOUNDS.reset(token)
 
 
+# `Any` below: these take objects of httpx or of httpx2 (the Hub's client) and of httpcore or
+# httpcore2, two libraries with no common type; each is read only as its own API says
+
+
 def refuse_past_deadline(request: Any) -> None:
     """A client's request event hook: no request once the total deadline passed (a library
     that retries timeouts, sleeping between tries, would else go on past it)."""
@@ -170,14 +175,17 @@ class _DeadlineStream:
         self._stream.close()
 
     def start_tls(
-        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
     ) -> _DeadlineStream:
         left = _time_left(timeout, self._core.ConnectTimeout)
         return _DeadlineStream(
             self._stream.start_tls(ssl_context, server_hostname, left), self._core
         )
 
-    def get_extra_info(self, info: str) -> Any:
+    def get_extra_info(self, info: str) -> object:
         return self._stream.get_extra_info(info)
 
 
@@ -194,14 +202,14 @@ class _DeadlineBackend:
         port: int,
         timeout: float | None = None,
         local_address: str | None = None,
-        socket_options: Any = None,
+        socket_options: object = None,
     ) -> _DeadlineStream:
         left = _time_left(timeout, self._core.ConnectTimeout)
         stream = self._backend.connect_tcp(host, port, left, local_address, socket_options)
         return _DeadlineStream(stream, self._core)
 
     def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Any = None
+        self, path: str, timeout: float | None = None, socket_options: object = None
     ) -> _DeadlineStream:
         left = _time_left(timeout, self._core.ConnectTimeout)
         stream = self._backend.connect_unix_socket(path, left, socket_options)

@@ -6,9 +6,8 @@ code cell whose source is the action's content and whose output is the observati
 `metrics.json` (`submitted`, `output_match`, `checkpoints`, `entrypoint`). This module owns:
 
 - `read_episode` / `read_run`: one folder / one run folder as `PublishedEpisode`s;
-- the mapping of their steps to our `Step`s (ReAct-SUPER's `execute`/`edit`/`submit`/... and
-  SWE-agent's shell cells (action `None`), viewer commands and `submit <json>`), so that the replay
-  agent can re-run them and scoring can read them;
+- the notebook's cells as raw steps, each mapped to our `Step` by published_steps.py (so that the
+  replay agent can re-run them and scoring can read them);
 - `import_run`: `<out>/<run>/trajectories/<task>.json` plus `<out>/<run>/results.jsonl` with the
   published scores, so `pytest-super report` puts a run of ours next to the paper's agents;
 - `entrypoint_from_query`: the script a Masked query asks to run (the first its run block names).
@@ -16,43 +15,26 @@ code cell whose source is the action's content and whose output is the observati
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from pytest_super import safe_read, scoring
-from pytest_super.edit import AFTER_MARKER, BEFORE_MARKER, EditRequest, format_edit
-from pytest_super.environment import CONTINUED_THOUGHT
+from pytest_super.edit import AFTER_MARKER, BEFORE_MARKER
 from pytest_super.errors import ExitStatus, SuperError
 from pytest_super.names import file_stem
+from pytest_super.published_steps import SWE_EDIT, SWE_EXITS, RawStep, published_step
 from pytest_super.report import ResultsWriter, TaskRecord
+from pytest_super.strictjson import JSON
 from pytest_super.tasks import SETS, categories_from_id, raw_category_of
 from pytest_super.trajectory import NOT_ACTIONS, Action, Step, Trajectory
 
 #: the agent name of imported results: never mistaken for a run of ours (`--super-resume`)
 PUBLISHED_PREFIX = "published:"
-#: the thought SUPER's notebooks give the pre-executed cells of a Masked task
-PUBLISHED_PRE_EXECUTED = "[pre-executed by user]"
-#: the thought SWE-agent's Masked notebooks give a pre-executed edit, written as
-#: "EDITING `path. CHANGING:\n\n\n<before>\n\nTO:\n\n\n<after>"
-SWE_PRE_EXECUTED = "EXECUTED BY USER"
-#: SWE-agent's exit commands, by the exit status of ours they stand for (an unknown `exit_*` ends
-#: the episode without a submission)
-SWE_EXITS = {
-    "exit_context": ExitStatus.BUDGET_EXCEEDED,  # the context window (tokens) was used up
-    "exit_cost": ExitStatus.BUDGET_EXCEEDED,
-    "exit_max_compute_time": ExitStatus.COMPUTE_LIMIT,
-    "exit_format": ExitStatus.FORMAT_ERRORS,
-}
-_SWE_EDIT = re.compile(
-    r"^EDITING `(?P<path>[^\n`]*?)`?\.? CHANGING:\n\n\n(?P<before>.*?)\n\nTO:\n\n\n(?P<after>.*)$",
-    re.DOTALL,
-)
 
 _STEP_HEADING = re.compile(r"^### Step (\d+)\s*$")
 _TIMES = re.compile(r"^Execution Start time: .*\(duration: (\d+(?:\.\d+)?) seconds?\)")
@@ -61,6 +43,28 @@ _THOUGHT = "**Thought**:"
 _RUN_BLOCK = re.compile(r"successfully run\s*```(.*?)```", re.DOTALL)
 #: what a run block names to run: a module (`python -m a.b`, group 1) or a script file (group 2)
 _RUN_TARGET = re.compile(r"\bpython[\d.]*\s+(?:-\w+\s+)*-m\s+([\w.]+)|([\w./-]+\.(?:py|sh|bash))\b")
+
+
+class Metrics(TypedDict, total=False):
+    """metrics.json as `_read_metrics` checked it (other keys are kept, unread)."""
+
+    submitted: bool | int | None  # true, false, 0 or 1
+    output_match: float | None  # each score a number from 0 to 1
+    checkpoints: float | None
+    entrypoint: float | None
+
+
+class _Output(TypedDict, total=False):
+    data: dict[str, str | list[str]]
+    text: str | list[str]
+
+
+class _Cell(TypedDict, total=False):
+    """A notebook cell as `_check_cell` checked it: its text a string or a list of lines."""
+
+    cell_type: str
+    source: str | list[str]
+    outputs: list[_Output]
 
 
 class EpisodeFormatError(SuperError):
@@ -86,7 +90,7 @@ class PublishedEpisode:
     set: str  # expert, masked, auto
     query: str
     steps: list[Step] = field(default_factory=list)
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: Metrics = field(default_factory=lambda: Metrics())
     has_notebook: bool = True
     #: a pre-executed edit's text as the task gave it (blank lines kept), by its index in
     #: `steps`, where the notebook shows it whole (SWE-agent's Masked `EDITING ...` steps);
@@ -147,7 +151,7 @@ def read_metrics_only(folder: Path, *, model: str, agent: str, set_name: str) ->
     )
 
 
-def read_json_object(path: Path, max_bytes: int, what: str) -> dict[str, Any]:
+def read_json_object(path: Path, max_bytes: int, what: str) -> dict[str, JSON]:
     """A JSON object of a file we did not write (through safe_read); EpisodeFormatError naming
     the file if it cannot be read or is not an object (`what` says which)."""
     try:
@@ -159,7 +163,7 @@ def read_json_object(path: Path, max_bytes: int, what: str) -> dict[str, Any]:
     return data
 
 
-def _read_metrics(path: Path) -> dict[str, Any]:
+def _read_metrics(path: Path) -> Metrics:
     """metrics.json, a regular file of scores: `output_match`, `checkpoints` and `entrypoint`
     finite numbers in [0, 1] (or null), `submitted` a boolean, 0 or 1 (or null)."""
     metrics = read_json_object(path, METRICS_MAX_BYTES, "an object of scores")
@@ -181,7 +185,7 @@ def _read_metrics(path: Path) -> dict[str, Any]:
             f"{path}: submitted {json.dumps(metrics['submitted'])[:60]} is refused: "
             "it is true, false, 0 or 1"
         )
-    return metrics
+    return cast(Metrics, metrics)  # each score checked above
 
 
 def read_episode(folder: Path, *, model: str, agent: str, set_name: str) -> PublishedEpisode:
@@ -190,14 +194,16 @@ def read_episode(folder: Path, *, model: str, agent: str, set_name: str) -> Publ
     notebook = folder / "history.ipynb"
     cells = _read_cells(notebook)
     metrics_path = folder / "metrics.json"
-    metrics = _read_metrics(metrics_path) if os.path.lexists(metrics_path) else {}
+    metrics = _read_metrics(metrics_path) if os.path.lexists(metrics_path) else Metrics()
     swe = "swe" in agent
     query, raw_steps = _notebook_steps(notebook, cells)
     steps: list[Step] = []
     edit_sources: dict[int, str] = {}
     for raw in raw_steps:
-        steps.append(_step(raw, swe=swe, after_pre_executed=bool(steps) and steps[-1].pre_executed))
-        edit = _SWE_EDIT.match(raw["content"]) if steps[-1].action == Action.EDIT else None
+        steps.append(
+            published_step(raw, swe=swe, after_pre_executed=bool(steps) and steps[-1].pre_executed)
+        )
+        edit = SWE_EDIT.match(raw["content"]) if steps[-1].action == Action.EDIT else None
         if edit is not None and steps[-1].pre_executed:
             edit_sources[len(steps) - 1] = (
                 f"{edit['path'].strip()}\n{BEFORE_MARKER}\n{edit['before']}{AFTER_MARKER}\n"
@@ -216,7 +222,7 @@ def read_episode(folder: Path, *, model: str, agent: str, set_name: str) -> Publ
     )
 
 
-def _read_cells(notebook: Path) -> list[dict[str, Any]]:
+def _read_cells(notebook: Path) -> list[_Cell]:
     """The cells of a regular notebook file, each checked to have the shape the steps are read
     from (`_check_cell`)."""
     try:
@@ -230,17 +236,17 @@ def _read_cells(notebook: Path) -> list[dict[str, Any]]:
         problem = _check_cell(cell)
         if problem:
             raise EpisodeFormatError(f"{notebook}: cell {number}: {problem}")
-    return cells
+    return cast(list[_Cell], cells)  # each cell checked above
 
 
-def _is_text(value: Any) -> bool:
+def _is_text(value: object) -> bool:
     """A notebook's text: a string, or a list of strings (its lines)."""
     return isinstance(value, str) or (
         isinstance(value, list) and all(isinstance(v, str) for v in value)
     )
 
 
-def _check_cell(cell: Any) -> str | None:
+def _check_cell(cell: object) -> str | None:
     """What is wrong with a notebook cell for reading its step (None when nothing is)."""
     if not isinstance(cell, dict):
         return f"a JSON {type(cell).__name__}, not an object"
@@ -260,12 +266,12 @@ def _check_cell(cell: Any) -> str | None:
     return None
 
 
-def _source(cell: dict[str, Any]) -> str:
+def _source(cell: _Cell) -> str:
     source = cell.get("source", "")
     return "".join(source) if isinstance(source, list) else str(source)
 
 
-def _output_text(cell: dict[str, Any]) -> str:
+def _output_text(cell: _Cell) -> str:
     parts = []
     for output in cell.get("outputs") or []:
         data = output.get("data", {}).get("text/plain", output.get("text", ""))
@@ -273,12 +279,10 @@ def _output_text(cell: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def _notebook_steps(
-    notebook: Path, cells: list[dict[str, Any]]
-) -> tuple[str, list[dict[str, Any]]]:
+def _notebook_steps(notebook: Path, cells: list[_Cell]) -> tuple[str, list[RawStep]]:
     """The query and, per `### Step N`, its thought, action type, content, observation, duration."""
     query = ""
-    steps: list[dict[str, Any]] = []
+    steps: list[RawStep] = []
     for cell in cells:
         text = _source(cell)
         if cell.get("cell_type") == "markdown":
@@ -302,116 +306,6 @@ def _notebook_steps(
     if not steps:
         raise EpisodeFormatError(f"{notebook}: no `### Step N` cells in it")
     return query, steps
-
-
-def _step(raw: dict[str, Any], *, swe: bool, after_pre_executed: bool = False) -> Step:
-    """One published step as our `Step` (the shapes our agents and the runner record)."""
-    kind, content, observation = raw["action"], raw["content"], raw["observation"]
-    thought = raw["thought"] if raw["thought"].strip() else ""
-    duration = raw.get("duration_s", 0.0)
-    if thought.strip() == CONTINUED_THOUGHT:
-        # the runner's own wait for a cell that ran out of time (SWE-agent's Masked notebooks
-        # write it with an empty action type and `continue_wait` as the content); it belongs to
-        # the prefix when the cell it waits for does
-        return Step(
-            thought=thought,
-            action=Action.WAIT,
-            content="",
-            observation=observation,
-            output=observation,
-            duration_s=duration,
-            pre_executed=after_pre_executed,
-        )
-    if thought.strip() == SWE_PRE_EXECUTED:
-        return _swe_pre_executed(raw, duration)
-    pre_executed = thought.strip() == PUBLISHED_PRE_EXECUTED
-    common = {"thought": thought, "duration_s": duration, "pre_executed": pre_executed}
-    if swe and kind == "None" and content.strip().startswith("exit_"):
-        return Step(action=Action.LIMIT, content=content.strip(), observation=observation, **common)
-    if kind == Action.EXECUTE or (swe and kind == "None"):
-        return Step(
-            action=Action.EXECUTE,
-            content=content,
-            observation=observation,
-            output=observation,
-            code=content,
-            **common,
-        )
-    if kind in (Action.WAIT, Action.INTERRUPT):
-        return Step(
-            action=Action(kind),
-            content=content,
-            observation=observation,
-            output=observation,
-            **common,
-        )
-    if kind == Action.SUBMIT:
-        return Step(action=Action.SUBMIT, content=_submission_text(content, swe=swe), **common)
-    if kind == Action.EDIT and not swe:
-        ok = observation.startswith("Edit was successful")
-        return Step(
-            action=Action.EDIT,
-            content=content,
-            observation=observation,
-            cell_status="ok" if ok else "error",
-            **common,
-        )
-    if kind == "exception":  # ReAct-SUPER's limit ending
-        return Step(action=Action.LIMIT, content=content, observation=observation, **common)
-    if kind == "" or not swe:
-        # a reply without a usable action ("Invalid action type" in the reference): a format
-        # error step, as our agents record them
-        return Step(action=Action.FORMAT_ERROR, content=content, observation=observation, **common)
-    return Step(action=kind, content=content, observation=observation, **common)  # a viewer
-
-
-def _swe_pre_executed(raw: dict[str, Any], duration: float) -> Step:
-    """A pre-executed step of SWE-agent's Masked notebooks: an edit written as `EDITING ...`
-    (our edit step, with its file, before and after), else a pre-executed cell."""
-    content, observation = raw["content"], raw["observation"]
-    common: dict[str, Any] = {
-        "thought": PUBLISHED_PRE_EXECUTED,
-        "duration_s": duration,
-        "pre_executed": True,
-    }
-    edit = _SWE_EDIT.match(content)
-    if edit is None:
-        return Step(
-            action=Action.EXECUTE,
-            content=content,
-            observation=observation,
-            output=observation,
-            code=content,
-            **common,
-        )
-    request = EditRequest(
-        file=edit["path"].strip(),
-        before=edit["before"].strip("\n"),
-        after=edit["after"].strip("\n"),
-    )
-    ok = observation.startswith("Edit was successful")
-    return Step(
-        action=Action.EDIT,
-        content=format_edit(request),
-        observation=observation,
-        cell_status="ok" if ok else "error",
-        **common,
-    )
-
-
-def _submission_text(content: str, *, swe: bool) -> str:
-    """The submitted JSON text. ReAct-SUPER's notebooks show the parsed value as Python prints it
-    (`{'a': 1}`, `None`, and a JSON string without its quotes); SWE-agent's the command
-    (`submit {"a": 1}`)."""
-    if swe:
-        text = content.strip()
-        return text[len(Action.SUBMIT) :].strip() if text.startswith(Action.SUBMIT) else text
-    try:
-        return json.dumps(ast.literal_eval(content.strip()))
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        # the reference parsed every submission as JSON, so what Python cannot read back was a
-        # JSON string, printed without its quotes
-        return json.dumps(content)
 
 
 def entrypoint_from_query(query: str) -> str | None:
@@ -449,7 +343,7 @@ def published_agent(episode: PublishedEpisode) -> str:
     return f"{PUBLISHED_PREFIX}{episode.agent}"
 
 
-def _score(value: Any) -> float | None:
+def _score(value: float | None) -> float | None:
     return None if value is None else float(value)
 
 
@@ -474,7 +368,7 @@ def exit_status_of(episode: PublishedEpisode) -> str:
     return ExitStatus.NO_SUBMISSION.value
 
 
-def rescored(episode: PublishedEpisode) -> dict[str, Any]:
+def rescored(episode: PublishedEpisode) -> Rescored:
     """Our own scores of what the episode shows: submitted (its final action) and, when the query
     names the script to run, script-executed (its executed cells). Accuracy and landmarks need
     the task's answer and landmarks, which the published runs do not hold."""
@@ -487,6 +381,13 @@ def rescored(episode: PublishedEpisode) -> dict[str, Any]:
     if entrypoint is not None:
         script = scoring.score_script_executed(entrypoint, scoring.executed_cells(episode.steps))
     return {"submitted": submitted, "script_executed": script}
+
+
+class Rescored(TypedDict):
+    """Our own scores of a published episode (`rescored`)."""
+
+    submitted: bool
+    script_executed: float | None
 
 
 def episode_record(episode: PublishedEpisode, trajectory: Path | None = None) -> TaskRecord:

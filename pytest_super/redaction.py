@@ -13,7 +13,6 @@ URL itself is shown, it is shown by `masked_url`.
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import unquote
 
 #: what a secret is replaced with
@@ -119,7 +118,7 @@ def redact(text: str) -> str:
     return text
 
 
-def redact_value(value: Any) -> Any:
+def redact_value(value: object) -> object:
     """`value` redacted if it is a string that holds a secret; other values as they are."""
     return redact(value) if isinstance(value, str) and _secrets else value
 

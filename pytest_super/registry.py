@@ -34,7 +34,7 @@ class Registry:
         """Built-in names, then the entry points' names (sorted)."""
         return list(self.builtins) + sorted(set(self.entry_points()) - set(self.builtins))
 
-    def find(self, spec: str) -> Any:
+    def find(self, spec: str) -> Any:  # Any: what an entry point or getattr loads
         """What `spec` names (a built-in name, an entry point's name, or `module:Class`), imported;
         ValueError, saying why, if it names nothing that imports."""
         if spec in self.builtins:
@@ -86,7 +86,7 @@ class Registry:
             ) from None
 
 
-def qualified_name(obj: Any) -> str:
+def qualified_name(obj: object) -> str:
     """`module.QualName` of a class or function (of an object's type otherwise), for messages."""
     module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
     if not (isinstance(module, str) and isinstance(name, str)):

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -122,7 +122,7 @@ class TaskRecord:
     outcome: str
     properties: dict[str, Any] = field(default_factory=dict)  # without the `super.` prefix
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {"task_id": self.task_id, "outcome": self.outcome, **self.properties}
 
     @classmethod
@@ -266,7 +266,7 @@ def _mean_of(estimate: stats.Estimate | None) -> float | None:
     return None if estimate is None else estimate.mean
 
 
-def _as_bool_num(v: Any) -> float:
+def _as_bool_num(v: str | float) -> float:
     if isinstance(v, str):
         if v in ("True", "true"):
             return 1.0
@@ -342,7 +342,7 @@ def format_table(columns: dict[str, list[SummaryRow]], *, markdown: bool = False
     return "\n".join([*table, *legend(letters)])
 
 
-def run_letters(columns: dict[str, Any]) -> dict[str, str]:
+def run_letters(columns: Mapping[str, object]) -> dict[str, str]:
     """A short name per run (A, B, ..., Z, AA, ...) for the headers of a table of several runs:
     the runs' own names (agent/model, file) are too long to repeat over each column."""
     letters = {}

@@ -13,7 +13,6 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pytest_super import defaults, scoring
 from pytest_super.agents.base import Agent
@@ -39,6 +38,7 @@ from pytest_super.llm import LLMClient
 from pytest_super.lmr.judge import JudgeOutcome, judge_task
 from pytest_super.lmr.unit_tests import UnitTestOutcome, run_unit_test
 from pytest_super.netfaults import world_fault
+from pytest_super.strictjson import JSON
 from pytest_super.tasks import LmrTask, Task
 from pytest_super.trajectory import NOT_ACTIONS, Step, Trajectory
 
@@ -75,7 +75,7 @@ class TaskResult:
     agent: str
     model: str | None
     exit_status: ExitStatus
-    submission: Any = None
+    submission: JSON = None  # the submitted value, parsed
     submitted: bool = False
     accuracy: float | None = None
     landmarks: float | None = None
@@ -113,7 +113,7 @@ class TaskResult:
         value = self.metric_value
         return value is not None and value >= self.pass_threshold
 
-    def junit_properties(self) -> dict[str, Any]:
+    def junit_properties(self) -> dict[str, object]:
         """The `super.*` JUnit properties (names are a public interface: keep them); the
         record of a finished task (`report.TaskRecord.properties`) holds them without `super.`."""
         return {
@@ -284,7 +284,7 @@ def _raise_world_fault(
         raise fault
 
 
-def scoring_details(task: Task, result: TaskResult, steps: list[Step]) -> dict[str, Any]:
+def scoring_details(task: Task, result: TaskResult, steps: list[Step]) -> dict[str, object]:
     """What the reports show of the scoring: the expected answer key by key beside the
     submission, and each landmark with the step and excerpt that matched it."""
     return {

@@ -160,7 +160,7 @@ def read_json_file(path: str | os.PathLike[str], max_bytes: int, max_depth: int 
     return loads(read_regular_file(path, max_bytes), str(path), max_depth)
 
 
-def number(value: Any, *, low: float = 0.0, high: float = math.inf) -> float | None:
+def number(value: object, *, low: float = 0.0, high: float = math.inf) -> float | None:
     """A record's number (a JSON number, a bool, or the text JUnit properties hold) as a float in
     [low, high]; None for no value. Raises ValueError saying what is wrong."""
     if value in _EMPTY:
@@ -186,7 +186,7 @@ def number(value: Any, *, low: float = 0.0, high: float = math.inf) -> float | N
     return result
 
 
-def check_record(data: Any) -> None:
+def check_record(data: object) -> None:
     """Raise ValueError naming the field, its value and what is wrong unless `data` is a task
     record the reports can read: task_id text, outcome one of OUTCOMES, scores in [0, 1], token
     counts, cost, duration and steps finite and not negative, text fields text."""
@@ -207,6 +207,6 @@ def check_record(data: Any) -> None:
             raise ValueError(f"{name} {_shown(data[name])}: not text")
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     text = json.dumps(value, default=str)
     return text if len(text) <= 60 else text[:57] + "..."

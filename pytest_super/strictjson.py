@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, TypeAlias
 
 from pytest_super.redaction import redact
 
+#: a value as `json.loads` gives it
+JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
 
-def finite(value: Any) -> Any:
+
+def finite(value: object) -> object:
     """`value` with every non-finite float replaced by its name as a string (a copy where one was
     replaced; the value itself otherwise)."""
     if isinstance(value, float):
@@ -30,7 +33,7 @@ def finite(value: Any) -> Any:
     return value
 
 
-def dumps(value: Any, **kwargs: Any) -> str:
+def dumps(value: object, **kwargs: Any) -> str:  # Any: json.dumps's own options
     """`json.dumps` that writes strict JSON, with the run's secrets redacted (a key is ASCII
     letters, digits and `-_`, written in JSON as it is)."""
     kwargs.setdefault("default", str)

@@ -229,13 +229,13 @@ class Trajectory:
         return self.notebook_path
 
 
-def _markdown(source: str) -> dict[str, Any]:
+def _markdown(source: str) -> dict[str, object]:
     """nbformat's markdown cell, not validated on its own (`v4.new_markdown_cell` validates
     each cell it makes: a fifth of a replay's CPU time; the notebook is validated whole)."""
     return {"id": _cell_id(), "cell_type": "markdown", "source": source, "metadata": {}}
 
 
-def _code(source: str, count: int, output: str) -> dict[str, Any]:
+def _code(source: str, count: int, output: str) -> dict[str, object]:
     """nbformat's code cell with its output as one stdout stream, validated with the notebook."""
     outputs = [{"output_type": "stream", "name": "stdout", "text": output}] if output else []
     return {
@@ -260,7 +260,7 @@ def _write_at(path: Path, offset: int, data: bytes) -> None:
         f.truncate()
 
 
-def _notebook_json(value: Any) -> str:
+def _notebook_json(value: object) -> str:
     return strictjson.dumps(value, indent=1, sort_keys=True, ensure_ascii=False)
 
 

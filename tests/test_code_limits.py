@@ -77,3 +77,28 @@ def test_ruff_checks_cyclomatic_complexity_at_15() -> None:
     selected = lint.get("select", []) + lint.get("extend-select", [])
     assert any("C901".startswith(rule) for rule in selected), f"C901 not in {selected}"
     assert lint.get("mccabe", {}).get("max-complexity") == MAX_COMPLEXITY
+
+
+MAX_MODULE_LINES = 600
+#: modules still over MAX_MODULE_LINES, each being split on another branch of issue 45 (settings45,
+#: exec45, backend45); remove a name when its split lands: every other module is held to the limit
+STILL_OVER = {
+    "settings.py",
+    "plugin.py",
+    "executors/ray/cluster.py",
+    "kernels/docker/backend.py",
+}
+
+
+def test_no_module_is_over_600_lines() -> None:
+    """Issue 45 item 7: a module a reader takes in whole; a longer one is split by what its parts
+    do (as cli/, scoring/ and kernels/jupyter/ are)."""
+    long = {
+        path.relative_to(PACKAGE).as_posix(): lines
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    over = {name: lines for name, lines in long.items() if name not in STILL_OVER}
+    assert not over, (
+        f"modules over {MAX_MODULE_LINES} lines (split them by what the parts do): {over}"
+    )

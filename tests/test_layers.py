@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "report",
             "html",
             "published_runs",
+            "published_steps",
             "prompt_check",
             "replay",
             "lmr_report",

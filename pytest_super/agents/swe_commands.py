@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -515,7 +515,7 @@ class FileViewer:
             shown.append(f"({total - last} more lines below)")
         return "\n".join(shown)
 
-    def _snippet(self, name: str, args: dict[str, Any]) -> Any:
+    def _snippet(self, name: str, args: Mapping[str, object]) -> Any:
         """Run one of the helpers of `swe_kernel_tools` in the kernel; return its JSON result."""
         code = kernel_snippet(name, args)
         if self.run_cell is not None:
@@ -544,7 +544,7 @@ class FileViewer:
         raise KernelSnippetError(f"({result.status}) {result.output.strip()[-1000:]}")
 
 
-def kernel_snippet(name: str, args: dict[str, Any]) -> str:
+def kernel_snippet(name: str, args: Mapping[str, object]) -> str:
     """The cell that runs one of the viewer's helpers (`swe_kernel_tools`) in the kernel, loaded
     there once out of the user's namespace (`kernels.inside`); it prints its JSON result."""
     tools = kernel_module("pytest_super.kernels.inside", "swe_kernel_tools.py")

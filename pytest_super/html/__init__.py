@@ -16,6 +16,7 @@ import os
 import stat
 import threading
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,7 +74,7 @@ class TaskView:
     def outcome(self) -> str:
         return self.record.outcome
 
-    def prop(self, name: str) -> Any:
+    def prop(self, name: str) -> object:
         return self.record.properties.get(name)
 
     def number(self, name: str) -> float | None:
@@ -207,7 +208,7 @@ def _warn(message: str) -> None:
     warnings.warn(f"pytest-super html: {message}", SuperWarning, stacklevel=3)
 
 
-def _shown_step(step: dict[str, Any]) -> dict[str, Any]:
+def _shown_step(step: Mapping[str, object]) -> dict[str, object]:
     if not isinstance(step, dict):
         raise ValueError(f"a step is a JSON {type(step).__name__}, not an object")
     raw = step.pop("observation", None) or step.pop("output", None) or ""
@@ -311,7 +312,7 @@ def _cell_text(value: float | None, column: str) -> str:
     return f"{value:g}"
 
 
-def _as_json(value: Any) -> str:
+def _as_json(value: object) -> str:
     return strictjson.dumps(value, ensure_ascii=False)
 
 

@@ -25,10 +25,9 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -68,6 +67,7 @@ from pytest_super.llm.transport import (
     max_reply_bytes,
     post_once,
 )
+from pytest_super.strictjson import JSON
 
 __all__ = [
     "BASE_URL_SETTING",
@@ -227,7 +227,7 @@ class LLMClient:
             return f"HTTP {response.status_code}"
         return None
 
-    def _one_token_body(self) -> dict[str, Any]:
+    def _one_token_body(self) -> dict[str, object]:
         """The check's request: a one-token reply to `PREFLIGHT_PROMPT`."""
         body = self.request_body([{"role": "user", "content": PREFLIGHT_PROMPT}])
         body["max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"] = 1
@@ -261,10 +261,10 @@ class LLMClient:
 
     def request_body(
         self, messages: list[dict[str, str]], *, stop: list[str] | None = None
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """The JSON body sent for `messages` (also what the cache key is computed from)."""
         s = self.settings
-        body: dict[str, Any] = {"model": s.model, "messages": messages}
+        body: dict[str, object] = {"model": s.model, "messages": messages}
         if _REASONING.match(s.model.rsplit("/", 1)[-1].lower()):
             body["max_completion_tokens"] = s.max_tokens
         else:
@@ -273,13 +273,13 @@ class LLMClient:
                 body["stop"] = list(stop)
         return body
 
-    def _cache_file(self, body: dict[str, Any]) -> Path | None:
+    def _cache_file(self, body: Mapping[str, object]) -> Path | None:
         return None if self._cache is None else cache_file(self._cache, body)
 
     def _where(self) -> str:
         return f"{self._shown_url} (model {self.settings.model!r})"
 
-    def _post(self, body: dict[str, Any]) -> Any:
+    def _post(self, body: Mapping[str, object]) -> JSON:
         """The decoded answer to `body`, retried as `retries` says."""
         endpoint = Endpoint(
             send=lambda: self._post_once(body),
@@ -291,7 +291,7 @@ class LLMClient:
         )
         return post_with_retries(endpoint)
 
-    def _post_once(self, body: dict[str, Any], limit: float | None = None) -> httpx.Response:
+    def _post_once(self, body: Mapping[str, object], limit: float | None = None) -> httpx.Response:
         """One POST within a total deadline of `limit` (default `timeout_s`) from connect to
         last byte, the answer read up to `max_reply_bytes` (`transport.post_once`)."""
         limit = self.settings.timeout_s if limit is None else limit

@@ -12,11 +12,12 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from pytest_super import safe_read, strictjson
 from pytest_super.atomic import write_atomically
+from pytest_super.strictjson import JSON
 
 log = logging.getLogger(__name__)
 
@@ -24,20 +25,21 @@ log = logging.getLogger(__name__)
 MAX_CACHE_ENTRY_BYTES = 16 * 1024 * 1024
 
 
-def cache_file(cache_dir: Path, body: dict[str, Any]) -> Path:
+def cache_file(cache_dir: Path, body: Mapping[str, object]) -> Path:
     """The cache file of a request body under `cache_dir`."""
     canonical = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     digest = hashlib.sha256(canonical.encode()).hexdigest()
     return cache_dir / digest[:2] / f"{digest}.json"
 
 
-def read_cache_entry(path: Path) -> Any:
+def read_cache_entry(path: Path) -> JSON:
     """A cache entry's JSON; None when there is none or it cannot be read (not a regular file,
     larger than MAX_CACHE_ENTRY_BYTES, not JSON, nested too deep): the model is asked again."""
     if not os.path.lexists(path):
         return None
     try:
-        return safe_read.read_json_file(path, MAX_CACHE_ENTRY_BYTES)
+        entry: JSON = safe_read.read_json_file(path, MAX_CACHE_ENTRY_BYTES)
+        return entry
     except Exception as exc:  # noqa: BLE001 - a bad entry is a cache miss
         log.warning("ignoring an unreadable LLM cache entry: %s", exc)
         return None

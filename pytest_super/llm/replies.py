@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Mapping
 
 import httpx
 
 from pytest_super import redaction, safe_read
 from pytest_super.errors import LLMError
 from pytest_super.llm.accounting import MAX_USAGE_TOKENS
+from pytest_super.strictjson import JSON
 
 _KEYLIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-*.]{3,})")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -31,13 +32,14 @@ def scrub(text: str, api_key: str | None) -> str:
     return _KEYLIKE.sub("<API key>", redaction.redact(text))
 
 
-def decode_json(content: bytes) -> Any:
+def decode_json(content: bytes) -> JSON:
     """An answer's JSON, nested at most `safe_read.MAX_DEPTH` deep (checked before it is parsed);
     `ForeignDataError` if it is none."""
-    return safe_read.loads(content, "the answer")
+    value: JSON = safe_read.loads(content, "the answer")
+    return value
 
 
-def shown_json(value: Any) -> str:
+def shown_json(value: object) -> str:
     """`value` as JSON for a message; a value too deep to encode is named, not encoded."""
     try:
         return json.dumps(value, default=str)
@@ -87,7 +89,7 @@ class ReplyReader:
         self._shown_url = shown_url
         self._api_key = api_key
 
-    def read(self, data: Any, body: dict[str, Any]) -> tuple[str, int, int, int]:
+    def read(self, data: JSON, body: Mapping[str, object]) -> tuple[str, int, int, int]:
         """(text, prompt, completion and cached prompt tokens) of a reply; `LLMError` for a reply
         we cannot read, whatever the reason (a shape we do not know, nesting too deep to walk)."""
         try:
@@ -101,17 +103,18 @@ class ReplyReader:
                 "chat-completions protocol"
             ) from None
 
-    def _reply_parts(self, data: Any, body: dict[str, Any]) -> tuple[str, int, int, int]:
+    def _reply_parts(self, data: JSON, body: Mapping[str, object]) -> tuple[str, int, int, int]:
         """(text, prompt, completion and cached prompt tokens) of a reply; `LLMError` for a shape we cannot read.
 
         `content` may be a string, null (a reply of tool calls only) or a list of parts
         (`{"type": "text", "text": ...}`, OpenAI's newer format); text parts are joined and
         other parts (images, refusals) are left out.
         """
-        try:
-            message = data["choices"][0]["message"]
-        except (KeyError, IndexError, TypeError):
-            raise self._bad_reply("answered without choices[0].message", data) from None
+        choices = data.get("choices") if isinstance(data, dict) else None
+        first = choices[0] if isinstance(choices, list) and choices else None
+        if not isinstance(data, dict) or not isinstance(first, dict) or "message" not in first:
+            raise self._bad_reply("answered without choices[0].message", data)
+        message = first["message"]
         if not isinstance(message, dict):
             raise self._bad_reply("answered with a choices[0].message that is not an object", data)
         text = content_text(message.get("content"))
@@ -126,12 +129,14 @@ class ReplyReader:
         text = _LONE_SURROGATE.sub("\ufffd", redaction.redact(text))
         prompt_tokens, completion_tokens, cached_tokens = self._usage(data.get("usage"))
         if prompt_tokens is None:  # some local servers omit usage: estimate (4 characters a token)
-            prompt_tokens = sum(len(str(m.get("content") or "")) for m in body["messages"]) // 4
+            messages = body.get("messages")  # ours: a list of {"role", "content"}
+            shown = messages if isinstance(messages, list) else []
+            prompt_tokens = sum(len(str(m.get("content") or "")) for m in shown) // 4
         if completion_tokens is None:
             completion_tokens = len(text) // 4
         return text, prompt_tokens, completion_tokens, cached_tokens
 
-    def _usage(self, usage: Any) -> tuple[int | None, int | None, int]:
+    def _usage(self, usage: object) -> tuple[int | None, int | None, int]:
         """(prompt, completion, cached prompt) token counts of a reply's `usage`; None where it
         gives none (0 for cached: `usage.prompt_tokens_details.cached_tokens`).
 
@@ -164,7 +169,7 @@ class ReplyReader:
             counts.append(value)
         return counts[0], counts[1], counts[2] or 0
 
-    def _bad_reply(self, what: str, data: Any) -> LLMError:
+    def _bad_reply(self, what: str, data: object) -> LLMError:
         shown = scrub(shown_json(data)[:300], self._api_key)
         return LLMError(
             f"LLM endpoint {self._shown_url} {what}: {shown}; check that the base URL serves "
@@ -172,7 +177,7 @@ class ReplyReader:
         )
 
 
-def content_text(content: Any) -> str | None:
+def content_text(content: object) -> str | None:
     """The text of a message's `content` (string, null or list of parts); None if unreadable."""
     if content is None:
         return ""

@@ -14,7 +14,6 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
@@ -22,6 +21,7 @@ from pytest_super.errors import LLMError, LLMRefused
 from pytest_super.llm.breaker import Breaker
 from pytest_super.llm.replies import decode_json, refusal, scrub, server_message
 from pytest_super.llm.transport import ReplyTooLarge
+from pytest_super.strictjson import JSON
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +50,13 @@ class _Try:
     server asked for (None: backoff)."""
 
     done: bool
-    data: Any = None
+    data: JSON = None
     failure: str = ""
     wait: float | None = None
     no_answer: bool = False  # no answer or a server fault: what the circuit breaker counts
 
 
-def post_with_retries(endpoint: Endpoint) -> Any:
+def post_with_retries(endpoint: Endpoint) -> JSON:
     """The decoded JSON of the first 200 answer; `LLMRefused` for a refusal, `LLMError` once
     every try failed."""
     failure = ""

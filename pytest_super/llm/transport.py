@@ -8,7 +8,7 @@ while it inflates).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 import httpx
 
@@ -39,7 +39,7 @@ def http_client(headers: dict[str, str], timeout: float) -> httpx.Client:
 
 
 def post_once(
-    client: httpx.Client, url: str, body: dict[str, Any], limit: float, settings: LLMSettings
+    client: httpx.Client, url: str, body: Mapping[str, object], limit: float, settings: LLMSettings
 ) -> httpx.Response:
     """One POST within a total deadline of `limit` seconds from connect to last byte, however
     slowly the headers or the body trickle in; the answer read up to `max_reply_bytes(settings)`

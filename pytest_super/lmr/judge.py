@@ -23,7 +23,6 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pytest_super.errors import SuperError
 from pytest_super.lmr import LMR_COMMIT, LMR_REPO
@@ -64,9 +63,12 @@ class JudgeOutcome:
     rationale: list[str] = field(default_factory=list)
     error: str = ""
 
-    def properties(self) -> dict[str, Any]:
+    def properties(self) -> dict[str, object]:
         """The `super.judge_*` JUnit properties (and results.jsonl fields)."""
-        found: dict[str, Any] = {"super.judge_model": self.model, "super.judge_score": self.score}
+        found: dict[str, object] = {
+            "super.judge_model": self.model,
+            "super.judge_score": self.score,
+        }
         if self.error:
             found["super.judge_error"] = self.error
         return found

@@ -140,7 +140,7 @@ class UnitTestOutcome:
     def upstream_passed(self) -> bool:
         return self.upstream_verdict == "PASS"
 
-    def properties(self) -> dict[str, Any]:
+    def properties(self) -> dict[str, object]:
         """The `super.*` JUnit properties (and results.jsonl fields) of the unit test."""
         return {
             "super.unit_tests": 1.0 if self.passed else 0.0,

@@ -26,7 +26,7 @@ import json
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -51,7 +51,7 @@ def cut_at_stop(text: str, stops: Any) -> str:
 
 
 def completion_body(
-    request: dict[str, Any], text: str, prompt: int, completion: int
+    request: Mapping[str, object], text: str, prompt: int, completion: int
 ) -> dict[str, Any]:
     """An OpenAI chat completion answering `request` with `text` and the usage given."""
     return {
@@ -94,7 +94,7 @@ class ChatServer:
             # the client's delayed ACK hold the body back 40 ms per request
             disable_nagle_algorithm = True
 
-            def log_message(self, format: str, *args: Any) -> None:
+            def log_message(self, format: str, *args: object) -> None:
                 pass  # the replay's output is its comparison, not an access log
 
             def do_POST(self) -> None:

@@ -14,10 +14,11 @@ import os
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pytest_super.published_runs import (
     EpisodeFormatError,
+    Metrics,
     PublishedEpisode,
     parse_run_name,
     read_episode,
@@ -104,7 +105,9 @@ def _imported_episode(
         raise EpisodeFormatError(f"{path}: steps is a {type(raw_steps).__name__}, not a list")
     steps = [_step(path, n, raw) for n, raw in enumerate(raw_steps, start=1)]
     record = records.get(task_id, {})
-    metrics = {key: record[name] for key, name in _IMPORTED_SCORES.items() if name in record}
+    metrics = cast(  # read_results checked each score's type
+        Metrics, {key: record[name] for key, name in _IMPORTED_SCORES.items() if name in record}
+    )
     if "submitted" in record:
         metrics["submitted"] = int(bool(record["submitted"]))
     return PublishedEpisode(
@@ -119,7 +122,7 @@ def _imported_episode(
     )
 
 
-def _step(path: Path, number: int, raw: Any) -> Step:
+def _step(path: Path, number: int, raw: object) -> Step:
     """A trajectory's step, checked field by field against `Step`."""
     where = f"{path}: step {number}"
     if not isinstance(raw, dict):
@@ -138,7 +141,7 @@ def _step(path: Path, number: int, raw: Any) -> Step:
     return Step(**raw)
 
 
-def _fits(value: Any, hint: Any) -> bool:
+def _fits(value: object, hint: object) -> bool:
     """Whether a JSON value fits a step field's type (`str`, `int`, `float`, `bool`, `X | None`,
     `Action | str`)."""
     kinds = typing.get_args(hint) or (hint,)

@@ -22,7 +22,7 @@ import json
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pytest_super import defaults, scoring
 from pytest_super.agents import load_agent
@@ -33,7 +33,7 @@ from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.llm import LLMClient, LLMSettings
 from pytest_super.names import file_stem
 from pytest_super.prompts import PromptSet, ours
-from pytest_super.published_runs import PublishedEpisode, episode_folders, exit_status_of
+from pytest_super.published_runs import Metrics, PublishedEpisode, episode_folders, exit_status_of
 from pytest_super.replay.deviations import documented_for
 from pytest_super.replay.endpoint import ReplayEndpoint
 from pytest_super.replay.expected import ExpectedRequests
@@ -53,6 +53,7 @@ from pytest_super.replay.script import (
     episode_script,
 )
 from pytest_super.runner import RunSettings, TaskResult, run_task
+from pytest_super.strictjson import JSON
 from pytest_super.trajectory import NOT_ACTIONS, Action, Step
 
 
@@ -74,6 +75,26 @@ class Difference:
         return f"{task_id}: {where}: ours {self.ours}, published {self.published}"
 
 
+class OurSummary(TypedDict):
+    """How our replay of an episode ended (`EpisodeComparison.ours`)."""
+
+    steps: int
+    exit_status: str
+    error: str
+    submission: JSON
+    submitted: bool | None
+    script_executed: float | None
+    prompt_tokens: int | None
+
+
+class PublishedSummary(TypedDict):
+    """How the published episode ended (`EpisodeComparison.published`)."""
+
+    steps: int
+    exit_status: str
+    metrics: Metrics
+
+
 @dataclass
 class EpisodeComparison:
     """Our replay of one episode beside the episode."""
@@ -81,8 +102,8 @@ class EpisodeComparison:
     run: str
     task_id: str
     agent: str
-    ours: dict[str, Any]
-    published: dict[str, Any]
+    ours: OurSummary
+    published: PublishedSummary
     differences: list[Difference] = field(default_factory=list)
     deviations: list[str] = field(default_factory=list)  # documented deviations of the episode
     kernel_notes: list[str] = field(default_factory=list)
@@ -402,7 +423,7 @@ def endpoint_client(endpoint: ReplayEndpoint, model: str) -> LLMClient:
     return LLMClient(settings)
 
 
-def _summary_of_ours(steps: list[Step], result: TaskResult | None, error: str) -> dict[str, Any]:
+def _summary_of_ours(steps: list[Step], result: TaskResult | None, error: str) -> OurSummary:
     return {
         "steps": len(agent_steps(steps)),
         "exit_status": result.exit_status.value if result else "error",
@@ -414,7 +435,7 @@ def _summary_of_ours(steps: list[Step], result: TaskResult | None, error: str) -
     }
 
 
-def _summary_of_published(episode: PublishedEpisode) -> dict[str, Any]:
+def _summary_of_published(episode: PublishedEpisode) -> PublishedSummary:
     return {
         "steps": len(agent_steps(episode.steps)),
         "exit_status": exit_status_of(episode),

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -15,16 +14,17 @@ from pytest_super.tasks.super_jsonl import iter_jsonl_tasks
 from pytest_super.tasks.validation import cell_to_mapping
 
 
-def task_to_dict(task: Task) -> dict[str, Any]:
+def task_to_dict(task: Task) -> dict[str, object]:
     """The task as our YAML mapping, fields in the format's order, empty and default ones left out."""
-    data: dict[str, Any] = {"id": task.id, "set": task.set}
+    data: dict[str, object] = {"id": task.id, "set": task.set}
     implied = categories_from_id(task.id) if task.set == "masked" else ()
     if task.categories or task.categories != implied:
         data["categories"] = list(task.categories)
     if task.repository:
-        data["repository"] = {"url": task.repository}
+        repository = {"url": task.repository}
         if task.commit:
-            data["repository"]["commit"] = task.commit
+            repository["commit"] = task.commit
+        data["repository"] = repository
     data["query"] = task.query
     if task.answer is not None:
         data["answer"] = task.answer
@@ -47,7 +47,7 @@ def task_to_dict(task: Task) -> dict[str, Any]:
 class _TaskDumper(yaml.SafeDumper):
     """Block scalars for multi-line text, list items indented under their key, no aliases."""
 
-    def ignore_aliases(self, data: Any) -> bool:
+    def ignore_aliases(self, data: object) -> bool:
         return True
 
     def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,7 +115,7 @@ class Goal:
         return owner if self.class_name else f"the function `{self.function}`"
 
 
-def task_prompt(instruction: str, goal: Goal, data: dict[str, Any], paper: str | None) -> str:
+def task_prompt(instruction: str, goal: Goal, data: Mapping[str, object], paper: str | None) -> str:
     """The task's query: the instruction, the goal file and function, and the paper's text."""
     parts = [
         instruction.strip(),
@@ -257,7 +257,7 @@ def _read_info(info: Path) -> dict[str, Any]:
 
 
 def _check_keys(
-    info: Path, mapping: dict[str, Any], known: frozenset[str], where: str, what: str
+    info: Path, mapping: Mapping[str, object], known: frozenset[str], where: str, what: str
 ) -> None:
     unknown = sorted(set(mapping) - known)
     if unknown:
@@ -270,9 +270,9 @@ def _check_keys(
         )
 
 
-def _no_duplicate_keys(info: Path) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
-    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        result: dict[str, Any] = {}
+def _no_duplicate_keys(info: Path) -> Callable[[list[tuple[str, object]]], dict[str, object]]:
+    def hook(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        result: dict[str, object] = {}
         for key, value in pairs:
             if key in result:
                 raise TaskFileError(
@@ -288,7 +288,7 @@ def _no_duplicate_keys(info: Path) -> Callable[[list[tuple[str, Any]]], dict[str
     return hook
 
 
-def _repository_error(info: Path, data: dict[str, Any]) -> TaskFileError | None:
+def _repository_error(info: Path, data: Mapping[str, object]) -> TaskFileError | None:
     """The folder's repository is missing or empty (upstream's empty submodules): every
     implementation of the folder is broken by it."""
     name = data.get("repo_folder_name")
@@ -406,7 +406,7 @@ class _TextFields:
         return value
 
 
-def _category(info: Path, entry: dict[str, Any], where: str) -> str:
+def _category(info: Path, entry: Mapping[str, object], where: str) -> str:
     category = entry.get("category")
     if category is None:
         raise TaskFileError(
@@ -424,7 +424,7 @@ def _category(info: Path, entry: dict[str, Any], where: str) -> str:
     return category.strip()
 
 
-def _retrieval(info: Path, entry: dict[str, Any], where: str) -> tuple[str, ...]:
+def _retrieval(info: Path, entry: Mapping[str, object], where: str) -> tuple[str, ...]:
     present = [k for k in _RETRIEVAL_KEYS if k in entry]
     if len(present) > 1:
         raise TaskFileError(

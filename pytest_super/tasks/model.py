@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from pytest_super.kernels.base import ImageSpec
 
@@ -99,7 +99,7 @@ class Task:
     categories: tuple[str, ...] = ()
     repository: str | None = None
     commit: str | None = None
-    answer: Any = None  # gold values (dict, list, number, string); None for auto tasks
+    answer: object = None  # gold values (dict, list, number, string); None for auto tasks
     landmarks: tuple[str, ...] = ()
     entrypoint: str | None = None
     pre_executed: tuple[Cell, ...] = ()

@@ -9,10 +9,9 @@ file, line and fields in SUPER's terms.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from pytest_super import safe_read
 from pytest_super.edit import parse_edit
@@ -122,7 +121,7 @@ def jsonl_lines(data: bytes) -> Iterator[tuple[int, str | UnicodeDecodeError]]:
             yield number, error
 
 
-def task_from_super_row(row: Any, *, path: str, line: int, set_name: str | None) -> Task:
+def task_from_super_row(row: object, *, path: str, line: int, set_name: str | None) -> Task:
     """One row of SUPER's published data (allenai/super) as a Task.
 
     Required: task_id, query. The set comes from `set_name` (the --super-set option), else the
@@ -141,14 +140,14 @@ def task_from_super_row(row: Any, *, path: str, line: int, set_name: str | None)
     return task if task.set == "masked" else replace(task, pre_executed=())
 
 
-def row_to_mapping(row: Any, *, path: str, line: int, set_name: str | None) -> dict[str, Any]:
+def row_to_mapping(row: object, *, path: str, line: int, set_name: str | None) -> dict[str, object]:
     """SUPER's row as our YAML mapping, to be validated as a task file is. What only SUPER's
     format holds is decoded here: the set (option, row or file name), the answer's JSON string,
     pre_execute_cells and solution in their several shapes. A field that is null or blank text
     is absent. Raises TaskFileError for what cannot be decoded."""
 
     def fail(
-        message: str, field: str | None = None, value: Any = None, hint: str | None = None
+        message: str, field: str | None = None, value: object = None, hint: str | None = None
     ) -> TaskFileError:
         return TaskFileError(path, message, field=field, value=value, line=line, hint=hint)
 
@@ -181,7 +180,7 @@ def row_to_mapping(row: Any, *, path: str, line: int, set_name: str | None) -> d
     return {name: value for name, value in mapping.items() if value is not None}
 
 
-def _given(value: Any) -> Any:
+def _given(value: object) -> object:
     """None for what SUPER leaves empty: null or blank text."""
     return None if isinstance(value, str) and not value.strip() else value
 
@@ -198,7 +197,7 @@ def _missing_super_field(name: str, about: str) -> tuple[str, str]:
     return f"missing {name}", f'add a "{name}"' + (f" ({about})" if about else "")
 
 
-def _answer(raw: Any, fail: _Fail) -> Any:
+def _answer(raw: object, fail: _Fail) -> object:
     """SUPER stores the gold answer as a string holding JSON; empty means none (Auto)."""
     if not isinstance(raw, str):
         return raw
@@ -213,7 +212,7 @@ def _answer(raw: Any, fail: _Fail) -> Any:
         ) from None
 
 
-def _decoded_cell(item: Any, where: str, fail: _Fail) -> dict[str, Any]:
+def _decoded_cell(item: object, where: str, fail: _Fail) -> Mapping[str, object]:
     """A SUPER cell given as a JSON string or as an object, decoded to a dict."""
     if isinstance(item, str):
         try:
@@ -231,8 +230,8 @@ def _decoded_cell(item: Any, where: str, fail: _Fail) -> dict[str, Any]:
 
 
 def _typed_cell(
-    item: dict[str, Any], index: int, fail: _Fail, field: str = "pre_execute_cells"
-) -> dict[str, Any]:
+    item: Mapping[str, object], index: int, fail: _Fail, field: str = "pre_execute_cells"
+) -> dict[str, object]:
     """{"type": "execute"|"edit", "content": "..."} -> our cell mapping; edits are in SUPER's
     edit format."""
     where = f"{field}[{index}]"
@@ -268,7 +267,7 @@ def _typed_cell(
     )
 
 
-def _solution(raw: Any, fail: _Fail) -> Any:
+def _solution(raw: object, fail: _Fail) -> object:
     """The gold cells as our cell mappings, in whichever shape the row holds them (a value that
     is no list of cells is passed on for the schema to name).
 
@@ -280,7 +279,7 @@ def _solution(raw: Any, fail: _Fail) -> Any:
     raw = _solution_items(raw)
     if not isinstance(raw, list):
         return raw
-    cells: list[dict[str, Any]] = []
+    cells: list[dict[str, object]] = []
     for index, item in enumerate(raw):
         cell = _solution_cell(_decoded_json_cell(item), index, fail)
         if cell is not None:
@@ -288,7 +287,7 @@ def _solution(raw: Any, fail: _Fail) -> Any:
     return cells
 
 
-def _solution_items(raw: Any) -> Any:
+def _solution_items(raw: object) -> object:
     """The list of cells a solution holds: a list as it is; a JSON string of a list or of a
     notebook decoded; a notebook's "cells"; one cell (a code string or a cell object) as a list
     of it. Anything else is returned as it is."""
@@ -303,7 +302,7 @@ def _solution_items(raw: Any) -> Any:
     return raw
 
 
-def _decoded_json_cell(item: Any) -> Any:
+def _decoded_json_cell(item: object) -> object:
     """An item that is a JSON string of a cell object, decoded; any other item as it is."""
     if isinstance(item, str) and item.lstrip().startswith("{"):
         try:
@@ -315,7 +314,7 @@ def _decoded_json_cell(item: Any) -> Any:
     return item
 
 
-def _solution_cell(item: Any, index: int, fail: _Fail) -> dict[str, Any] | None:
+def _solution_cell(item: object, index: int, fail: _Fail) -> dict[str, object] | None:
     """One item of a solution as our cell mapping; None for an item that runs nothing (blank
     code, a markdown or raw notebook cell)."""
     where = f"solution[{index}]"

@@ -26,6 +26,7 @@ from jsonschema.exceptions import ValidationError, best_match
 from pytest_super import safe_read
 from pytest_super.errors import SuperWarning, TaskFileError
 from pytest_super.scoring import MAX_LANDMARK_EXPANSION, regex_expansion, unmatchable_leaves
+from pytest_super.strictjson import JSON
 from pytest_super.tasks.model import (
     LIMIT_RANGES,
     YAML_IMAGE,
@@ -101,7 +102,7 @@ def infer_set(
 
 
 def infer_set_at(
-    path: Path, explicit: str | None, field_value: Any, *, line: int | None = None
+    path: Path, explicit: str | None, field_value: object, *, line: int | None = None
 ) -> str | None:
     """`infer_set`, with the line an error names (a JSON-lines row's)."""
     for given, origin in ((explicit, "the --super-set option"), (field_value, "the `set` field")):
@@ -131,10 +132,10 @@ def infer_set_at(
 
 
 @functools.cache
-def schema() -> dict[str, Any]:
+def schema() -> dict[str, JSON]:
     """The JSON Schema of a task file (`task.schema.json`), loaded once. Do not mutate it."""
     text = resources.files("pytest_super").joinpath("task.schema.json").read_text(encoding="utf-8")
-    loaded: dict[str, Any] = json.loads(text)
+    loaded: dict[str, JSON] = json.loads(text)
     return loaded
 
 
@@ -221,7 +222,7 @@ def task_from_mapping(data: dict[str, Any], origin: Origin) -> Task:
     )
 
 
-def warn_unmatchable_answer(task_id: str, source: str, answer: Any) -> None:
+def warn_unmatchable_answer(task_id: str, source: str, answer: object) -> None:
     """Warn when a gold answer holds values no submission can match (NaN, infinity)."""
     paths = unmatchable_leaves(answer)
     if paths:
@@ -234,7 +235,7 @@ def warn_unmatchable_answer(task_id: str, source: str, answer: Any) -> None:
         )
 
 
-def type_name(value: Any) -> str:
+def type_name(value: object) -> str:
     """What a value is, in a task author's words ("a mapping", "a list", "an integer", ...)."""
     if value is None:
         return "null"
@@ -253,7 +254,7 @@ def type_name(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def cell_to_mapping(cell: Cell) -> dict[str, Any]:
+def cell_to_mapping(cell: Cell) -> dict[str, object]:
     """A cell as our YAML format writes it: {"execute": code} or {"edit": {file, before, ...}}."""
     if cell.kind == "execute":
         return {"execute": cell.code}
@@ -276,7 +277,7 @@ def _cell_from_mapping(item: dict[str, Any]) -> Cell:
     )
 
 
-def _check_limits(data: Any, origin: Origin) -> None:
+def _check_limits(data: object, origin: Origin) -> None:
     """Every number under `limits` finite and in its range (LIMIT_RANGES). Checked before the
     schema, whose `exclusiveMinimum` lets NaN and infinity through; what is not a number is
     left to the schema."""
@@ -332,7 +333,7 @@ def _schema_error(error: ValidationError, origin: Origin) -> TaskFileError:
     within = f" in {where}" if where else ""
     # the violated (sub)schema, the value and the keyword's value, as the task file gave them
     subschema: dict[str, Any] = error.schema if isinstance(error.schema, dict) else {}
-    instance: Any = error.instance
+    instance: Any = error.instance  # Any: jsonschema's ValidationError types them so
     expected: Any = error.validator_value
     described = subschema.get("description")
     line = origin.line_at(location, False)
