@@ -828,8 +828,8 @@ def _cluster_cleaned(
 
 def _cleanup_docker(settings: KernelSettings, run_id: str | None, *, every: bool) -> list[str]:
     """Docker's containers, and the leases a run's killed processes left."""
-    from pytest_super.kernels import cleanup_containers, docker_client
-    from pytest_super.kernels.docker.cleanup import cleanup_dead_leases
+    from pytest_super.kernels.docker.cleanup import cleanup_containers, cleanup_dead_leases
+    from pytest_super.kernels.docker.engine import docker_client
 
     client = docker_client(settings)
     removed = cleanup_containers(client, run_id=run_id, dead_runs_only=not (every or run_id))

@@ -20,11 +20,13 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import docker
 import docker.errors
 
 from pytest_super.errors import InfrastructureError
+from pytest_super.kernels.base import KernelSettings, PreparedImage
 from pytest_super.kernels.docker import trust
 from pytest_super.kernels.docker.engine import docker_client_for
 from pytest_super.kernels.docker.image import (
@@ -35,8 +37,10 @@ from pytest_super.kernels.docker.image import (
     build_inputs,
     build_lock,
     image_exists,
+    image_for_task,
 )
 from pytest_super.kernels.docker.reaper import REAPER_REPOSITORY
+from pytest_super.kernels.docker.settings import docker_options
 
 #: HOST:PORT, the host a name, an IPv4 address or a bracketed IPv6 address
 _ADDRESS = re.compile(
@@ -210,6 +214,47 @@ def provide_image(
 def own_profile(tag: str, profile: str) -> str | None:
     """`profile` when `tag` is that profile's default image (ours to build), else None."""
     return profile if tag == build_inputs(profile=profile).tag() else None
+
+
+def prepare_kernel_image(settings: KernelSettings, profile: str) -> PreparedImage | None:
+    """`DockerBackend.prepare`: the kernel image of a task of image `profile` made present on
+    the engine of `settings` (`provide_image`: pulled from the `registry` option when given, else
+    built when it is our profile's own image). None for an image not ours without a registry
+    (named with --super-image: it must be on the engine already, its kernel's start says so)."""
+    options = docker_options(settings)
+    for tag, image_id in options.trusted_images:  # what the controller trusts, trusted here too
+        trust.record(tag, image_id)
+    if options.build:  # `pytest-super image build` (`--ray`: on each node)
+        started, said = time.monotonic(), list[str]()
+        built = build_image(
+            profile=profile,
+            base=options.base,
+            offline=options.offline,
+            tag=settings.image,
+            docker_host=settings.docker_host,
+            log=said.append,
+        )
+        if any("nothing to build" in line for line in said):
+            return PreparedImage(built, "present")
+        return PreparedImage(built, "built", time.monotonic() - started)
+    image = image_for_task(profile, settings.image)
+    registry = options.registry
+    own = own_profile(image, profile)
+    if own is None and not registry:
+        return None
+    provided = provide_image(
+        image, registry=registry, profile=own, docker_host=settings.docker_host
+    )
+    how = _HOW.get(provided.how, "present")
+    return PreparedImage(provided.image, how, provided.seconds, provided.fallback)
+
+
+#: `Provided.how` as `PreparedImage.how`
+_HOW: dict[str, Literal["present", "pulled", "built", "missing"]] = {
+    "pulled": "pulled",
+    "built": "built",
+    "missing": "missing",
+}
 
 
 def warn_once(message: str) -> None:
