@@ -1,8 +1,9 @@
 """The plugin's settings under pytest: every `--super-*` option and its `super_*` ini key are
-declared from settings.py's `SETTINGS` table, and resolved once at start-up into one `SuperRun` by
-settings.py's `resolve_run`, the code `SuperRun.resolve` runs for a script (option > environment
-variable > ini file > default; a bad value is a usage error naming where it came from). Nothing
-else in the package reads pytest's options.
+declared from the settings package's `SETTINGS` table (and the providers' own settings), and
+resolved once at start-up into one `SuperRun` by the settings package's `resolve_run`, the code
+`SuperRun.resolve` runs for a script (option > environment variable > ini file > default; a bad
+value is a usage error naming where it came from). Nothing else in the package reads pytest's
+options.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from pytest_super.paths import shown_path
 from pytest_super.redaction import masked_url
 from pytest_super.settings import (
     DEFAULT_DISK,
-    FLAGS,
     MEMORY_BOUNDS,
     SETTINGS,
     TRUSTED_AGENTS,
@@ -65,10 +65,10 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         help="only tasks of these sets (expert, masked, auto; comma-separated or repeated)",
     )
-    for s in _all_settings():  # the table's, then each executor's own
-        g.addoption(s.flag, dest=s.dest, metavar=s.metavar, help=s.help)
-        if s.ini:
-            parser.addini(s.dest, s.help, default=None)
+    settings = _all_settings()  # the table's, then each executor's own
+    for s in settings:
+        if not s.boolean:
+            g.addoption(s.flag, dest=s.dest, metavar=s.metavar, help=s.help)
     g.addoption(
         "--super-git-mirror",
         action="append",
@@ -77,15 +77,13 @@ def add_options(parser: pytest.Parser) -> None:
         help="clone PREFIX<name> from DIR/<name> inside kernels (repeatable; ini "
         "super_git_mirrors)",
     )
-    for name, _default, ini, text in FLAGS:
-        flag = "--super-" + name
-        if ini:
-            g.addoption(
-                flag, dest="super_" + name, action=argparse.BooleanOptionalAction, help=text
-            )
-            parser.addini("super_" + name, text, default=None)
-        else:
-            g.addoption(flag, dest="super_" + name, action="store_true", default=None, help=text)
+    for s in settings:  # the on/off ones: --super-NAME (and --no-super-NAME with an ini key)
+        if s.boolean:
+            action = argparse.BooleanOptionalAction if s.ini else "store_true"
+            g.addoption(s.flag, dest=s.dest, action=action, default=None, help=s.help)
+    for s in sorted(settings, key=lambda s: s.boolean):  # the on/off ones' last, as their options
+        if s.ini:
+            parser.addini(s.dest, s.help, default=None)
     parser.addini("super_tasks", "folders holding task files", type="paths", default=["tasks"])
     parser.addini("super_git_mirrors", "PREFIX=DIR git mirrors", type="linelist", default=[])
 
@@ -153,7 +151,7 @@ def continues_after_collection_errors(config: pytest.Config) -> bool:
 
 
 def make_run(config: pytest.Config, run_id: str) -> SuperRun:
-    """The run's settings, resolved by settings.py's `resolve_run` (the code `SuperRun.resolve`
+    """The run's settings, resolved by the settings package's `resolve_run` (the code `SuperRun.resolve`
     runs for a script) from pytest's options, ini file and the environment; a bad value is a
     usage error with the message naming its source."""
     try:
