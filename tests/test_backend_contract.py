@@ -21,6 +21,7 @@ from pytest_super.errors import EngineUnavailable, InfrastructureError
 from pytest_super.kernels.base import (
     BackendBase,
     BackendResources,
+    BackendSetting,
     Kernel,
     KernelSettings,
     PreparedImage,
@@ -238,3 +239,62 @@ def test_the_docker_backends_node_options_are_the_images_it_trusts(
     assert docker_options(sent).trusted_images == (
         ("pytest-super-kernel:default-abc", "sha256:" + "1" * 64),
     )
+
+
+# -- a backend's own settings (issue 45 item 2: declared by the backend, as executors declare theirs)
+
+
+def test_the_docker_backends_settings_are_its_own_and_reach_it_in_its_options(
+    tmp_path: Path,
+) -> None:
+    from pytest_super.settings import SETTINGS, SuperRun, all_settings
+
+    table = {s.name for s in SETTINGS}
+    assert {"registry", "docker_host", "pip_cache"}.isdisjoint(table)  # not the run's table's
+    assert {"registry", "docker_host", "pip_cache"} <= {s.name for s in all_settings()}
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    run = SuperRun.resolve(tmp_path, agent="gold", registry=" 127.0.0.1:5000 ")
+    assert run.kernel.options == {"registry": "127.0.0.1:5000"}
+    assert docker_options(run.kernel).registry == "127.0.0.1:5000"
+    assert SuperRun.resolve(tmp_path, agent="gold").kernel.options == {}  # nothing set
+    local = SuperRun.resolve(tmp_path, agent="gold", backend="local", registry="127.0.0.1:5000")
+    assert local.kernel.options == {}  # Docker's settings are Docker's alone
+
+
+def test_a_bad_value_of_a_backends_setting_names_it(tmp_path: Path) -> None:
+    from pytest_super.settings import SettingError, SuperRun
+
+    (tmp_path / "pytest.ini").write_text("[pytest]\nsuper_registry = http://nowhere/path\n")
+    with pytest.raises(SettingError, match=r"super_registry.*expected HOST:PORT"):
+        SuperRun.resolve(tmp_path, agent="gold")
+
+
+class DeclaringBackend(FullBackend):
+    """A third party's backend with a setting of its own."""
+
+    settings = (BackendSetting("zone", str.strip, "eu-1", "where the example backend's boxes run"),)
+
+
+class TakingBackend(FullBackend):
+    settings = (BackendSetting("mem", str, "1g", "a name the run's table has"),)
+
+
+def test_a_third_party_backend_declares_its_settings_on_its_class(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_super.settings import SettingError, SuperRun, providers
+
+    def only(cls: str) -> None:
+        monkeypatch.setattr(kernels, "known_backend_names", lambda: ["docker", "local", cls])
+        providers.backends_settings.cache_clear()
+
+    (tmp_path / "pytest.ini").write_text("[pytest]\nsuper_zone = us-2\n")
+    try:
+        only(f"{HERE}:DeclaringBackend")
+        run = SuperRun.resolve(tmp_path, agent="gold", backend=f"{HERE}:DeclaringBackend")
+        assert run.kernel.options == {"zone": "us-2"}
+        only(f"{HERE}:TakingBackend")
+        with pytest.raises(SettingError, match=r"declares the setting 'mem', which is pytest-s"):
+            providers.backends_settings()
+    finally:
+        providers.backends_settings.cache_clear()

@@ -556,7 +556,6 @@ DOCKER_IMPORTERS_LEFT: dict[str, str] = {
     "(kernels.prepare_kernel_image)",
     "pytest_super.executors.ray.cluster": "trust.recorded (kernels.node_options), parse_bytes "
     "(kernels.backend_resources)",
-    "pytest_super.settings": "the --super-registry reader (the Docker backend's own settings)",
 }
 
 

@@ -10,7 +10,7 @@ whose box runs ipykernel can hand its box to `runtime.JupyterKernel` and get a `
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -90,6 +90,20 @@ class KernelSettings:
     #: the backend's own settings by name (those it declares), read by the backend alone (the
     #: docker backend: `kernels/docker/settings.py`)
     options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BackendSetting:
+    """A setting a backend declares for itself (as executors declare theirs): `--super-<name>`,
+    ini `super_<name>`, `SuperRun.resolve(<name>=...)`; its value (`read` from the text, else
+    `default`) reaches the backend in `KernelSettings.options[name]` when the run uses it. The
+    settings package turns each into one of its `Setting`s (settings/providers.py)."""
+
+    name: str
+    read: Callable[[str], Any]
+    default: Any
+    help: str
+    metavar: str | None = None
 
 
 @runtime_checkable

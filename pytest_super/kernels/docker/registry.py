@@ -15,7 +15,6 @@ other address needs TLS or an `insecure-registries` entry in each engine's daemo
 from __future__ import annotations
 
 import contextlib
-import re
 import time
 import warnings
 from collections.abc import Callable
@@ -41,23 +40,9 @@ from pytest_super.kernels.docker.image import (
 )
 from pytest_super.kernels.docker.reaper import REAPER_REPOSITORY
 from pytest_super.kernels.docker.settings import docker_options
+from pytest_super.kernels.docker.settings import registry_address as registry_address  # the CLI's
 
-#: HOST:PORT, the host a name, an IPv4 address or a bracketed IPv6 address
-_ADDRESS = re.compile(
-    r"^(?P<host>[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})$"
-)
 _SAID: set[str] = set()  # the fallback reasons this process has said (warn_once)
-
-
-def registry_address(value: str) -> str:
-    """`--super-registry` / `--registry`: HOST:PORT (no scheme, no path), port 1-65535."""
-    match = _ADDRESS.match(value.strip())
-    if match is None or not 1 <= int(match["port"]) <= 65535:
-        raise ValueError(
-            "expected HOST:PORT of a Docker registry, e.g. 127.0.0.1:5000 or "
-            "registry.example.org:443 (no http://, no path)"
-        )
-    return value.strip()
 
 
 def remote_name(registry: str, tag: str) -> str:
