@@ -298,3 +298,43 @@ def test_a_third_party_backend_declares_its_settings_on_its_class(
             providers.backends_settings()
     finally:
         providers.backends_settings.cache_clear()
+
+
+# -- the Ray node side asks the contract only
+
+
+def test_a_nodes_cleanup_of_everything_is_the_backends_cleanup_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_super.executors.ray import nodefiles
+
+    import tempfile
+
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # this test's node folders only
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
+    removed = nodefiles.cleanup_here(
+        KernelSettings(backend=f"{HERE}:FullBackend"), None, every=True
+    )
+    assert removed == ["live-one", "dead-one"]
+
+
+def test_a_node_asks_the_backend_whether_its_engine_failed() -> None:
+    from pytest_super.executors.ray.node import NodeOutcome, _engine_failed
+
+    full = KernelSettings(backend=f"{HERE}:FullBackend")
+    outcome = NodeOutcome(name="t1", node="host/abc")
+    assert _engine_failed(outcome, InfrastructureError("unclear"), full)  # the engine's ping
+    assert outcome.engine_failed and outcome.result is None
+    assert outcome.error == (
+        "EngineUnavailable",
+        "the test engine on node host/abc failed: the test engine is down",
+    )
+    fault = NodeOutcome(name="t1", node="host/abc")
+    assert _engine_failed(fault, ConnectionResetError("reset"), full)  # its own engine fault
+    assert fault.error is not None and "ConnectionResetError: reset" in fault.error[1]
+    local = KernelSettings(backend="local")
+    fine = NodeOutcome(name="t1", node="host/abc")
+    assert not _engine_failed(fine, InfrastructureError("the kernel did not start"), local)
+    assert not fine.engine_failed and fine.error is None
