@@ -306,9 +306,9 @@ def test_a_third_party_backend_declares_its_settings_on_its_class(
 def test_a_nodes_cleanup_of_everything_is_the_backends_cleanup_all(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_super.executors.ray import nodefiles
-
     import tempfile
+
+    from pytest_super.executors.ray import nodefiles
 
     run = tmp_path / "run"
     run.mkdir(mode=0o700)
