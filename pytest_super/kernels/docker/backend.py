@@ -96,6 +96,7 @@ from pytest_super.kernels.docker.image import build_hint, default_image_tag, ima
 from pytest_super.kernels.docker.lease import LABEL_LEASE, lease_for, release_leases, remove_later
 from pytest_super.kernels.docker.network import is_remote_engine, task_network
 from pytest_super.kernels.docker.relay import RELAY_IN_CONTAINER, EngineRelay, relay_source
+from pytest_super.kernels.docker.settings import docker_options
 
 KERNEL_COMMAND = ["python", "-m", "ipykernel_launcher", "-f", CONNECTION_FILE_IN_CONTAINER]
 #: A controller that is not root cannot connect to sockets the container's root made with the
@@ -137,6 +138,7 @@ class DockerBackend(BackendBase):
     warm_pool = True
 
     def provision(self, settings: KernelSettings, *, task_id: str) -> Kernel:
+        _trust_given(settings)  # the reaper's image base may be one the controller trusts
         return start_docker_kernel(settings, task_id=task_id)
 
     def image_for(self, settings: KernelSettings, profile: str) -> str:
@@ -148,6 +150,7 @@ class DockerBackend(BackendBase):
         `base.TaskImageBackend`)."""
         from pytest_super.kernels.docker.task_image import prepare_task_image
 
+        _trust_given(settings)
         return prepare_task_image(settings, spec)
 
     def cleanup_run(self, settings: KernelSettings, run_id: str) -> list[str]:
@@ -216,6 +219,14 @@ class DockerBackend(BackendBase):
         from pytest_super.kernels.docker import trust
 
         return {"trusted_images": trust.recorded()}
+
+
+def _trust_given(settings: KernelSettings) -> None:
+    """Trust here the images the controller trusts (`node_options`, on a Ray node)."""
+    from pytest_super.kernels.docker import trust
+
+    for tag, image_id in docker_options(settings).trusted_images:
+        trust.record(tag, image_id)
 
 
 def start_docker_kernel(settings: KernelSettings, *, task_id: str) -> Kernel:
