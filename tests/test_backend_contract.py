@@ -286,7 +286,7 @@ def test_a_third_party_backend_declares_its_settings_on_its_class(
 
     def only(cls: str) -> None:
         monkeypatch.setattr(kernels, "known_backend_names", lambda: ["docker", "local", cls])
-        providers.backends_settings.cache_clear()
+        providers._declared_settings.cache_clear()
 
     (tmp_path / "pytest.ini").write_text("[pytest]\nsuper_zone = us-2\n")
     try:
@@ -295,9 +295,9 @@ def test_a_third_party_backend_declares_its_settings_on_its_class(
         assert run.kernel.options == {"zone": "us-2"}
         only(f"{HERE}:TakingBackend")
         with pytest.raises(SettingError, match=r"declares the setting 'mem', which is pytest-s"):
-            providers.backends_settings()
+            providers.provider_settings("backend")
     finally:
-        providers.backends_settings.cache_clear()
+        providers._declared_settings.cache_clear()
 
 
 # -- the Ray node side asks the contract only

@@ -18,7 +18,6 @@ Docker's, and nothing outside `kernels/docker/` imports Docker's modules (tests/
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import threading
 import warnings
 from collections.abc import Callable
@@ -26,7 +25,6 @@ from typing import Any
 
 from pytest_super.kernels.base import (
     BackendResources,
-    BackendSetting,
     ImageBackend,
     ImageSpec,
     Kernel,
@@ -49,10 +47,6 @@ BACKENDS: dict[str, str] = {
     "local": "pytest_super.kernels.local:LocalBackend",
     "replay": "pytest_super.replay.kernel:ReplayBackend",
 }
-
-#: where each built-in backend declares its own settings (`declared_settings`): a module that
-#: imports nothing of the backend's engine, read for every run
-BACKEND_SETTINGS: dict[str, str] = {"docker": "pytest_super.kernels.docker.settings:SETTINGS"}
 
 _REGISTRY = Registry(
     kind="kernel backend", plural="kernel backends", group=ENTRY_POINT_GROUP, builtins=BACKENDS
@@ -82,33 +76,6 @@ def kernel_backend_class(spec: str) -> type:
             f"needs {_NEEDS}"
         )
     return cls
-
-
-def declared_settings() -> dict[str, tuple[BackendSetting, ...]]:
-    """The settings each known backend declares for itself, by name (backends declaring none
-    left out): a built-in's from its `BACKEND_SETTINGS` module, another's from its class's
-    `settings` (a backend that does not load declares nothing here: choosing it says why)."""
-    declared: dict[str, tuple[BackendSetting, ...]] = {}
-    for name in known_backend_names():
-        if name in BACKEND_SETTINGS:
-            module, _, attribute = BACKEND_SETTINGS[name].partition(":")
-            table = getattr(importlib.import_module(module), attribute)
-        elif name in BACKENDS:
-            continue
-        else:
-            try:
-                table = getattr(_REGISTRY.find(name), "settings", ())
-            except ValueError:
-                continue
-        for setting in table or ():
-            if not isinstance(setting, BackendSetting):
-                raise ValueError(
-                    f"kernel backend {name!r}: its `settings` hold {setting!r}, not a "
-                    "pytest_super.kernels.base.BackendSetting"
-                )
-        if table:
-            declared[name] = tuple(table)
-    return declared
 
 
 def kernel_backend(settings: KernelSettings) -> KernelBackend:
@@ -252,7 +219,6 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "backend_resources",
     "cleanup_all",
-    "declared_settings",
     "engine_problem",
     "is_engine_fault",
     "kernel_backend",

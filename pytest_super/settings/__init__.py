@@ -21,7 +21,8 @@ The modules, each one job:
 - readers.py: how a setting's text is read (sizes, numbers in bounds, choices, true/false,
   prices, names) and `SettingError`;
 - table.py: `Setting` and `SETTINGS`, the on/off settings among them (`Setting.boolean`);
-- providers.py: the settings an executor declares for itself, and `all_settings()`;
+- providers.py: the settings a provider (an executor, a kernel backend) declares for itself,
+  and `all_settings()`;
 - ini.py: the ini file, found and read as pytest does (`find_ini`, `rootdir_without_ini`);
 - resolve.py: `Inputs` and the resolution (`resolve_one`, `resolve_values`, a subcommand's
   option by `resolve_setting`);
@@ -29,6 +30,20 @@ The modules, each one job:
 - superrun.py: `SuperRun`, `new_run_id`, `resolve_run`.
 
 Every name the rest of the package imports from `pytest_super.settings` is here.
+
+**Providers own their settings.** An executor or a kernel backend declares its own settings as a
+tuple of `Setting` in the `settings` attribute of its class (the Ray executor's:
+executors/ray/settings.py). They are options, ini keys and `SuperRun.resolve` keywords like the
+table's, resolved with the same precedence and messages, and a run holds their values by kind:
+`SuperRun.executor_settings` and `SuperRun.backend_settings` (name -> value, every provider's of
+that kind). `provider_settings(kind)`, `kind` "executor" or "backend", gives what each known
+provider of that kind declares, by provider name, found without importing a heavy library: an
+executor's class is read (its module imports no cluster library); a built-in backend's module is
+never imported to find them, so a built-in backend that declares settings is listed in
+`providers.BUILTIN_BACKEND_SETTINGS` as "module:NAME" of the tuple its class's `settings` holds
+(e.g. "docker": "pytest_super.kernels.docker.settings:SETTINGS"), while a third-party backend's
+class (an entry point of `pytest_super.backends`) is imported and read. A name that is already a
+setting, the table's or another provider's, is a `SettingError` naming both.
 """
 
 from __future__ import annotations
@@ -42,9 +57,11 @@ from pytest_super.settings.ini import (
     rootdir_without_ini,
 )
 from pytest_super.settings.providers import (
+    ProviderKind,
     all_settings,
     cluster_addresses,
     executors_settings,
+    provider_settings,
     setting_named,
 )
 from pytest_super.settings.readers import (
@@ -92,6 +109,7 @@ __all__ = [
     "TRUSTED_AGENTS",
     "IniFile",
     "Inputs",
+    "ProviderKind",
     "Setting",
     "SettingError",
     "SuperRun",
@@ -106,6 +124,7 @@ __all__ = [
     "memory_size",
     "new_run_id",
     "number_reader",
+    "provider_settings",
     "resolve_one",
     "resolve_run",
     "resolve_setting",

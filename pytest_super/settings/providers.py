@@ -1,98 +1,139 @@
-"""The settings a provider declares for itself, next to the table's: each executor's (`settings`
-of its class, read without importing a cluster's client library), each kernel backend's
-(`kernels.declared_settings`, read without importing an engine's client library), and all the
-settings there are.
+"""The settings a provider declares for itself, next to the table's.
+
+A provider is an executor (`--super-executor`, executors/) or a kernel backend
+(`--super-backend`, kernels/). It declares its own settings as a tuple of `Setting` in the
+`settings` attribute of its class (a kernel backend, below this package, as a tuple of
+`kernels.base.BackendSetting`, made a `Setting` here: `as_settings`) (e.g. the Ray executor's, executors/ray/settings.py): each is a
+`--super-<name>` option, an ini key `super_<name>`, a `SuperRun.resolve` keyword, resolved as the
+table's are (option > environment > ini > default, the same messages), and a run holds their
+values by provider kind: `SuperRun.executor_settings`, `SuperRun.backend_settings`.
+
+They are found without importing a heavy library (settings are read at every pytest start):
+
+- executors: `executors.declared_settings()`, which reads each known executor's class (a built-in
+  executor's module imports no cluster library);
+- kernel backends: a built-in backend's module is never imported here (the Docker SDK,
+  jupyter_client): the built-in backends that declare settings are listed in
+  `BUILTIN_BACKEND_SETTINGS` ("module:NAME" of their tuple, the same tuple as their class's
+  `settings`); a third-party backend (an entry point of `pytest_super.backends`) is imported and
+  its class's `settings` read.
+
+A name that is already a setting (the table's or another provider's) is refused: one option would
+mean two things.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from importlib import import_module
+from typing import Any, Literal
 
 from pytest_super.settings.readers import SettingError
 from pytest_super.settings.table import SETTINGS, Setting
 
+ProviderKind = Literal["executor", "backend"]
+#: each kind as its messages name it, in the order its settings follow the table's
+PROVIDER_KINDS: dict[ProviderKind, str] = {"executor": "executor", "backend": "kernel backend"}
+
+#: the built-in kernel backends that declare settings: backend name -> "module:NAME" of the tuple
+#: its class's `settings` holds, read without importing the backend's own module
+BUILTIN_BACKEND_SETTINGS: dict[str, str] = {
+    "docker": "pytest_super.kernels.docker.settings:SETTINGS"
+}
+
+
+def provider_settings(kind: ProviderKind) -> dict[str, tuple[Setting, ...]]:
+    """The settings each known provider of `kind` declares, by provider (those declaring none left
+    out): read once per process, checked against the table's and the other providers' names."""
+    return _declared_settings()[kind]
+
+
+def executors_settings() -> dict[str, tuple[Setting, ...]]:
+    """The settings each known executor declares, by executor (`provider_settings("executor")`)."""
+    return provider_settings("executor")
+
 
 @functools.cache
-def executors_settings() -> dict[str, tuple[Setting, ...]]:
-    """The settings each known executor declares (its class's `settings`), by executor: read once
-    per process, without importing any cluster's client library. A name that is already a
-    setting (the table's or another executor's) is refused: one option would mean two things."""
-    from pytest_super import executors
-
+def _declared_settings() -> dict[ProviderKind, dict[str, tuple[Setting, ...]]]:
     taken = {s.name: "pytest-super" for s in SETTINGS}
-    declared: dict[str, tuple[Setting, ...]] = {}
-    for executor, table in executors.declared_settings().items():
-        for s in table:
-            if not isinstance(s, Setting):
-                raise SettingError(
-                    f"executor {executor!r}: its `settings` hold {s!r}, not a "
-                    "pytest_super.settings.Setting"
-                )
-            if s.name in taken:
-                raise SettingError(
-                    f"executor {executor!r} declares the setting {s.name!r}, which is "
-                    f"{taken[s.name]}'s already: rename it (e.g. {executor}_{s.name})"
-                )
-            taken[s.name] = f"executor {executor!r}"
-        declared[executor] = tuple(table)
+    declared: dict[ProviderKind, dict[str, tuple[Setting, ...]]] = {}
+    for kind, label in PROVIDER_KINDS.items():
+        declared[kind] = {}
+        for provider, table in _declared_by(kind).items():
+            who = f"{label} {provider!r}"
+            for s in table:
+                if not isinstance(s, Setting):
+                    raise SettingError(
+                        f"{who}: its `settings` hold {s!r}, not a pytest_super.settings.Setting"
+                    )
+                if s.name in taken:
+                    raise SettingError(
+                        f"{who} declares the setting {s.name!r}, which is {taken[s.name]}'s "
+                        f"already: rename it (e.g. {provider}_{s.name})"
+                    )
+                taken[s.name] = who
+            declared[kind][provider] = tuple(table)
     return declared
 
 
-@functools.cache
-def backends_settings() -> dict[str, tuple[Setting, ...]]:
-    """The settings each known kernel backend declares (`kernels.base.BackendSetting`), as
-    settings of the table's kind, by backend: read once per process. A name that is already a
-    setting (the table's, an executor's or another backend's) is refused."""
+def _declared_by(kind: ProviderKind) -> dict[str, tuple[Any, ...]]:
+    """What each known provider of `kind` declares, unchecked."""
+    if kind == "executor":
+        from pytest_super import executors
+
+        return executors.declared_settings()
+    return _backends_declared()
+
+
+def _backends_declared() -> dict[str, tuple[Any, ...]]:
+    """The built-in backends' settings from `BUILTIN_BACKEND_SETTINGS`, then each third-party
+    backend's class's `settings`. One that does not load declares nothing here: choosing it says
+    why (`--super-backend`)."""
     from pytest_super import kernels
 
-    taken = {s.name: "pytest-super" for s in SETTINGS}
-    taken.update(
-        {s.name: f"executor {e!r}" for e, table in executors_settings().items() for s in table}
-    )
-    declared: dict[str, tuple[Setting, ...]] = {}
-    try:
-        backends = kernels.declared_settings()
-    except ValueError as exc:
-        raise SettingError(str(exc)) from None
-    for backend, table in backends.items():
-        for s in table:
-            if s.name in taken:
-                raise SettingError(
-                    f"kernel backend {backend!r} declares the setting {s.name!r}, which is "
-                    f"{taken[s.name]}'s already: rename it (e.g. {backend}_{s.name})"
-                )
-            taken[s.name] = f"kernel backend {backend!r}"
-        declared[backend] = tuple(
-            Setting(s.name, s.read, s.default, s.help, metavar=s.metavar) for s in table
-        )
+    declared: dict[str, tuple[Any, ...]] = {}
+    for name in kernels.known_backend_names():
+        if name in kernels.BACKENDS:
+            where = BUILTIN_BACKEND_SETTINGS.get(name)
+            if where is not None:
+                module, _, attribute = where.partition(":")
+                declared[name] = as_settings(getattr(import_module(module), attribute))
+            continue
+        try:
+            cls = kernels.kernel_backend_class(name)
+        except ValueError:
+            continue
+        table = as_settings(getattr(cls, "settings", ()) or ())
+        if table:
+            declared[name] = table
     return declared
+
+
+def as_settings(declared: Iterable[Any]) -> tuple[Any, ...]:
+    """A backend's `settings` as the table's kind: a `kernels.base.BackendSetting` (the kernels'
+    own declaration, which cannot import this package) becomes the `Setting` it describes;
+    anything else is left for the check to judge."""
+    from pytest_super.kernels.base import BackendSetting
+
+    return tuple(
+        Setting(s.name, s.read, s.default, s.help, metavar=s.metavar)
+        if isinstance(s, BackendSetting)
+        else s
+        for s in declared
+    )
 
 
 def all_settings() -> tuple[Setting, ...]:
-    """The table's settings, then every kernel backend's, then every executor's: the
-    `--super-*` options, ini keys and `SuperRun.resolve` keywords there are."""
-    return (
-        SETTINGS
-        + tuple(s for table in backends_settings().values() for s in table)
-        + tuple(s for table in executors_settings().values() for s in table)
+    """The table's settings, then every executor's, then every kernel backend's: the `--super-*`
+    options, ini keys and `SuperRun.resolve` keywords there are."""
+    return SETTINGS + tuple(
+        s for kind in PROVIDER_KINDS for table in provider_settings(kind).values() for s in table
     )
 
 
-def backend_options(backend: str, values: Mapping[str, Any]) -> dict[str, Any]:
-    """The values of the settings `backend` declares that differ from their defaults, by name
-    (`KernelSettings.options`: the backend applies its own defaults, so that a directly built
-    `KernelSettings()` means what a run that set nothing means)."""
-    return {
-        s.name: values[s.name]
-        for s in backends_settings().get(backend, ())
-        if values[s.name] != s.default
-    }
-
-
 def setting_named(name: str) -> Setting:
-    """The setting `name`, the table's or an executor's; KeyError if there is none."""
+    """The setting `name`, the table's or a provider's; KeyError if there is none."""
     found = {s.name: s for s in all_settings()}
     return found[name]
 
@@ -104,4 +145,29 @@ def cluster_addresses() -> dict[str, Setting]:
         for executor, table in executors_settings().items()
         for s in table
         if s.cluster_address
+    }
+
+
+def provider_defaults(kind: ProviderKind) -> dict[str, Any]:
+    """Every setting the providers of `kind` declare, as a pytest run given none holds it."""
+    return {
+        s.name: s.read(s.default) if isinstance(s.default, str) else s.default
+        for table in provider_settings(kind).values()
+        for s in table
+    }
+
+
+def provider_values(kind: ProviderKind, values: dict[str, Any]) -> dict[str, Any]:
+    """The resolved `values` of the settings the providers of `kind` declare, by name."""
+    return {s.name: values[s.name] for table in provider_settings(kind).values() for s in table}
+
+
+def backend_options(backend: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The values of the settings `backend` declares that differ from their defaults, by name
+    (`KernelSettings.options`: the backend applies its own defaults, so that a directly built
+    `KernelSettings()` means what a run that set nothing means)."""
+    return {
+        s.name: values[s.name]
+        for s in provider_settings("backend").get(backend, ())
+        if values[s.name] != s.default
     }

@@ -19,7 +19,7 @@ from pytest_super.llm import LLMSettings
 from pytest_super.prompts import PromptSet
 from pytest_super.runner import RunSettings
 from pytest_super.settings.endpoint import judge_settings, model_settings
-from pytest_super.settings.providers import executors_settings
+from pytest_super.settings.providers import provider_defaults, provider_values
 from pytest_super.settings.readers import SettingError, shown
 from pytest_super.settings.resolve import (
     Inputs,
@@ -108,15 +108,6 @@ def _default_kernel() -> KernelSettings:
     )
 
 
-def _default_executor_settings() -> dict[str, Any]:
-    """Every executor's settings as a pytest run given none holds them."""
-    return {
-        s.name: s.read(s.default) if isinstance(s.default, str) else s.default
-        for table in executors_settings().values()
-        for s in table
-    }
-
-
 def _default_run_settings() -> RunSettings:
     values = {s.name: default_of(s.name) for s in SETTINGS if s.name not in ("backend",)}
     values["agent"] = None
@@ -146,7 +137,14 @@ class SuperRun:
     executor: str = BY_NAME["executor"].default
     #: the settings the executors declare (`--super-<name>`), by name: the executor's own code
     #: reads them (e.g. executors/ray/settings.py)
-    executor_settings: Mapping[str, Any] = field(default_factory=_default_executor_settings)
+    executor_settings: Mapping[str, Any] = field(
+        default_factory=lambda: provider_defaults("executor")
+    )
+    #: the settings the kernel backends declare (`--super-<name>`, settings/providers.py), by
+    #: name: the backend's own code reads them
+    backend_settings: Mapping[str, Any] = field(
+        default_factory=lambda: provider_defaults("backend")
+    )
     #: --super-progress: the status line with an ETA (progress.py): auto, on or off
     progress: str = default_of("progress")
     #: --super-registry HOST:PORT: an engine without the kernel image pulls it from there first
@@ -230,9 +228,8 @@ def resolve_run(inputs: Inputs, run_id: str) -> SuperRun:
         retries=values["retries"],
         backend=values["backend"],
         executor=values["executor"],
-        executor_settings={
-            s.name: values[s.name] for table in executors_settings().values() for s in table
-        },
+        executor_settings=provider_values("executor", values),
+        backend_settings=provider_values("backend", values),
         progress=values["progress"],
         max_containers=values["max_containers"],
         pool=values["pool"],

@@ -96,6 +96,7 @@ from pytest_super.kernels.docker.image import build_hint, default_image_tag, ima
 from pytest_super.kernels.docker.lease import LABEL_LEASE, lease_for, release_leases, remove_later
 from pytest_super.kernels.docker.network import is_remote_engine, task_network
 from pytest_super.kernels.docker.relay import RELAY_IN_CONTAINER, EngineRelay, relay_source
+from pytest_super.kernels.docker.settings import SETTINGS as DOCKER_SETTINGS
 from pytest_super.kernels.docker.settings import docker_options
 
 KERNEL_COMMAND = ["python", "-m", "ipykernel_launcher", "-f", CONNECTION_FILE_IN_CONTAINER]
@@ -136,6 +137,9 @@ class DockerBackend(BackendBase):
 
     #: a container may be made ahead of the task that uses it (the kernel pool)
     warm_pool = True
+    #: the settings only Docker reads (`KernelSettings.options`), declared in a module that the
+    #: settings package reads without importing this one (the Docker SDK)
+    settings = DOCKER_SETTINGS
 
     def provision(self, settings: KernelSettings, *, task_id: str) -> Kernel:
         _trust_given(settings)  # the reaper's image base may be one the controller trusts

@@ -32,7 +32,8 @@ def _text(value: str) -> str:
     return value
 
 
-#: the settings only the Docker backend reads (`kernels.declared_settings`)
+#: the settings only the Docker backend reads (`DockerBackend.settings`; the settings package
+#: finds them here through `settings.providers.BUILTIN_BACKEND_SETTINGS`)
 SETTINGS: tuple[BackendSetting, ...] = (
     BackendSetting(
         "registry",

@@ -1,0 +1,189 @@
+"""Providers own their settings (settings/providers.py): a kernel backend declares them on its class
+as an executor does, and they are options, ini keys and `SuperRun.resolve` keywords resolved with
+the table's precedence and messages, held in `SuperRun.backend_settings`, found without importing
+a heavy library."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+TOY_BACKEND = """\
+from pytest_super.kernels.local import LocalBackend
+from pytest_super.settings import Setting, number_reader
+from pytest_super.tasks.model import Bounds
+
+
+class ToyBackend(LocalBackend):
+    settings = (
+        Setting(
+            "{name}",
+            number_reader(Bounds(1, 8, whole=True)),
+            2,
+            "depth of the toy backend's boxes",
+            env=("TOY_DEPTH",),
+            metavar="N",
+        ),
+    )
+"""
+
+#: the project's conftest shows what the run holds of the backend's settings
+HEADER_CONFTEST = """\
+from pytest_super.options import run_of
+
+
+def pytest_report_header(config):
+    run = run_of(config)
+    toy = {k: v for k, v in run.backend_settings.items() if k.startswith("toy")}  # not docker's
+    return [f"toy: {toy} from {run.sources.get('toy_depth')}"]
+"""
+
+TASK = """\
+id: t
+query: 'Report x as a json structured as follows: {"x": 0}.'
+answer: {x: 1}
+solution:
+  - execute: print('{"x": 1}')
+"""
+
+
+def _install_toy_backend(site: Path, setting: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A third-party kernel backend, registered as an entry point of `pytest_super.backends` by a
+    distribution's metadata on the subprocesses' PYTHONPATH."""
+    site.mkdir()
+    (site / "toy_backend.py").write_text(TOY_BACKEND.format(name=setting))
+    info = site / "toy_backend-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-backend\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[pytest_super.backends]\ntoy = toy_backend:ToyBackend\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makefile(".yaml", **{"tasks/expert/t": TASK})
+    pytester.makeconftest(HEADER_CONFTEST)
+    return pytester
+
+
+def _toy_line(result: pytest.RunResult) -> str:
+    (line,) = [line for line in result.outlines if line.startswith("toy: ")]
+    return line
+
+
+def test_a_backend_declares_its_own_settings(project, tmp_path, monkeypatch):
+    """A backend's `settings` are `--super-*` options and ini keys with an environment variable,
+    resolved as the table's are (option > environment > ini > default), held in
+    `run.backend_settings`; a bad value is the usage error an option of the table gives."""
+    _install_toy_backend(tmp_path / "site", "toy_depth", monkeypatch)
+    monkeypatch.delenv("TOY_DEPTH", raising=False)
+    args = ["--collect-only", "--super-agent=gold", "--super-backend=toy"]
+    project.makefile(".ini", pytest="[pytest]\nsuper_tasks = tasks\n")
+    result = project.runpytest_subprocess(*args)
+    assert _toy_line(result) == "toy: {'toy_depth': 2} from default"
+    project.makefile(".ini", pytest="[pytest]\nsuper_tasks = tasks\nsuper_toy_depth = 3\n")
+    result = project.runpytest_subprocess(*args)
+    assert _toy_line(result) == "toy: {'toy_depth': 3} from ini super_toy_depth (pytest.ini)"
+    monkeypatch.setenv("TOY_DEPTH", "5")
+    result = project.runpytest_subprocess(*args)
+    assert _toy_line(result) == "toy: {'toy_depth': 5} from environment variable TOY_DEPTH"
+    result = project.runpytest_subprocess(*args, "--super-toy-depth=7")
+    assert _toy_line(result) == "toy: {'toy_depth': 7} from --super-toy-depth"
+    result = project.runpytest_subprocess(*args, "--super-toy-depth=9")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--super-toy-depth 9: expected a whole number from 1 to 8*"])
+
+
+@pytest.mark.parametrize(
+    ("name", "owner"), [("mem", "pytest-super's"), ("ray_address", "executor 'ray''s")]
+)
+def test_a_backend_may_not_take_a_setting_that_is_already_one(
+    project, tmp_path, monkeypatch, name, owner
+):
+    _install_toy_backend(tmp_path / "site", name, monkeypatch)
+    result = project.runpytest_subprocess("--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"*kernel backend 'toy' declares the setting {name!r}, which is {owner} already*"]
+    )
+
+
+SCRIPT = """\
+import sys
+from pathlib import Path
+from pytest_super.settings import SettingError, SuperRun
+
+root = Path(sys.argv[1])
+run = SuperRun.resolve(root, backend="toy", toy_depth="4")
+toy = lambda held: {k: v for k, v in held.items() if k.startswith("toy")}  # not docker's
+print(toy(run.backend_settings), run.sources["toy_depth"], dict(run.kernel.options))
+print(toy(SuperRun().backend_settings))
+try:
+    SuperRun.resolve(root, backend="toy", toy_depth="0")
+except SettingError as exc:
+    print(exc)
+"""
+
+
+def test_a_script_resolves_a_backends_settings_as_pytest_does(tmp_path, monkeypatch):
+    _install_toy_backend(tmp_path / "site", "toy_depth", monkeypatch)
+    monkeypatch.delenv("TOY_DEPTH", raising=False)
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "pytest.ini").write_text("[pytest]\nsuper_toy_depth = 3\n")
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path / "project")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.splitlines()
+    assert out == [
+        "{'toy_depth': 4} SuperRun.resolve(toy_depth=...) {'toy_depth': 4}",
+        "{'toy_depth': 2}",
+        "SuperRun.resolve(toy_depth=...) 0: expected a whole number from 1 to 8",
+    ]
+
+
+#: what no pytest start may import to find the providers' settings
+HEAVY = ("docker", "jupyter_client", "ray", "pytest_super.kernels.docker.backend")
+
+
+def test_the_providers_settings_are_found_without_importing_a_heavy_library():
+    code = (
+        "import sys\n"
+        "from pytest_super.settings import all_settings, provider_settings\n"
+        "provider_settings('executor'), provider_settings('backend'), all_settings()\n"
+        f"print([m for m in {HEAVY!r} if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_each_built_in_provider_declares_on_its_class_what_is_found():
+    """What `provider_settings` finds of a built-in provider is its class's `settings` (a
+    built-in backend's come from `BUILTIN_BACKEND_SETTINGS`, without importing it)."""
+    from pytest_super import executors, kernels
+    from pytest_super.registry import Registry
+    from pytest_super.settings import provider_settings
+    from pytest_super.settings.providers import as_settings
+
+    found = provider_settings("backend")
+    for name in kernels.BACKENDS:
+        declared = getattr(kernels.kernel_backend_class(name), "settings", ()) or ()
+        assert found.get(name, ()) == as_settings(declared), name  # kernels' BackendSetting
+    registry = Registry("executor", "executors", executors.ENTRY_POINT_GROUP, executors.EXECUTORS)
+    found = provider_settings("executor")
+    for name in executors.EXECUTORS:
+        declared = tuple(getattr(registry.find(name), "settings", ()) or ())
+        assert found.get(name, ()) == declared, name
+    assert found["ray"], "the Ray executor declares its address and concurrency"
