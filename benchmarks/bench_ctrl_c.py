@@ -49,7 +49,7 @@ import docker
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_super.kernels import LABEL_RUN  # noqa: E402
+from pytest_super.kernels.docker.engine import LABEL_RUN  # noqa: E402
 from pytest_super.kernels.docker.image import build_image  # noqa: E402
 from tests.support.projects import make_project, sleep_then_answer, task_yaml, wait_for  # noqa: E402
 from tests.support.ray_cluster import GIB, RayTestCluster  # noqa: E402

@@ -32,8 +32,9 @@ import uuid
 
 import requests.exceptions
 
-from pytest_super.kernels import cleanup_containers, docker_client, provision_kernel
+from pytest_super.kernels import provision_kernel
 from pytest_super.kernels.base import KernelSettings
+from pytest_super.kernels.docker.cleanup import cleanup_containers
 from pytest_super.kernels.docker.diskwatch import (
     POLL_MAX_S,
     POLL_MIN_S,
@@ -41,6 +42,7 @@ from pytest_super.kernels.docker.diskwatch import (
     DiskWatch,
     folder_use,
 )
+from pytest_super.kernels.docker.engine import docker_client
 from pytest_super.kernels.docker.image import build_image
 
 POPULATE = {

@@ -22,9 +22,11 @@ from collections.abc import Callable
 
 from jupyter_client import BlockingKernelClient
 
-from pytest_super.kernels import cleanup_containers, docker_client, provision_kernel
+from pytest_super.kernels import provision_kernel
 from pytest_super.kernels.base import KernelSettings
-from pytest_super.kernels.docker.backend import KERNEL_PORTS
+from pytest_super.kernels.docker.box import KERNEL_PORTS
+from pytest_super.kernels.docker.cleanup import cleanup_containers
+from pytest_super.kernels.docker.engine import docker_client
 from pytest_super.kernels.docker.image import PROFILES, build_image
 
 

@@ -26,7 +26,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_super.kernels import cleanup_containers, docker_client_for
+from pytest_super.kernels.docker.cleanup import cleanup_containers
+from pytest_super.kernels.docker.engine import docker_client_for
 from pytest_super.kernels.docker.image import build_image
 
 TARGET_RATIO = 1.7  # n1/n2, set (issue 9) when the harness's own waits dominated -n 1

@@ -225,7 +225,7 @@ EOF
   [[ -z $listening ]] || fail "still listening in the namespace: $listening"
   left=$(namespace_processes)
   [[ -z $left ]] || fail "processes left in the namespace: $left"
-  label=$("$work/head/venv/bin/python" -c 'from pytest_super.kernels import LABEL_RUN; print(LABEL_RUN)')
+  label=$("$work/head/venv/bin/python" -c 'from pytest_super.kernels.docker.engine import LABEL_RUN; print(LABEL_RUN)')
   for run in $(cat "$work/runs"); do
     containers=$(docker -H "$ENGINE" ps -aq --filter "label=$label=$run")
     [[ -z $containers ]] || fail "containers of run $run left on $ENGINE: $containers"

@@ -110,7 +110,7 @@ def image() -> str:
 
 @pytest.fixture
 def engine(image: str) -> docker.DockerClient:
-    from pytest_super.kernels import docker_client_for
+    from pytest_super.kernels.docker.engine import docker_client_for
 
     return docker_client_for(None)
 
@@ -128,7 +128,7 @@ def second_engine(image: str) -> Iterator[docker.DockerClient]:
 def project_dir(pytester: pytest.Pytester, engine: docker.DockerClient) -> Iterator[Path]:
     """A fresh folder for a project's pytest runs; whatever its runs (`reports/<run id>/`) leave
     on the engine is removed after the test."""
-    from pytest_super.kernels import cleanup_containers
+    from pytest_super.kernels.docker.cleanup import cleanup_containers
 
     yield pytester.path
     reports = pytester.path / "reports"
@@ -140,8 +140,8 @@ def project_dir(pytester: pytest.Pytester, engine: docker.DockerClient) -> Itera
 @functools.cache
 def _engine_problem() -> str | None:
     from pytest_super.errors import EngineUnavailable
-    from pytest_super.kernels import docker_client
     from pytest_super.kernels.base import KernelSettings
+    from pytest_super.kernels.docker.engine import docker_client
 
     try:
         docker_client(KernelSettings())

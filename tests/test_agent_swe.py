@@ -619,7 +619,9 @@ def test_episode_in_a_docker_kernel(openai_server, tmp_path: Path) -> None:
     container's Python."""
     import uuid
 
-    from pytest_super.kernels import cleanup_containers, docker_client, provision_kernel
+    from pytest_super.kernels import provision_kernel
+    from pytest_super.kernels.docker.cleanup import cleanup_containers
+    from pytest_super.kernels.docker.engine import docker_client
     from pytest_super.kernels.docker.image import build_image
 
     build_image(offline=True, log=lambda line: None)

@@ -27,19 +27,13 @@ import docker
 import docker.errors
 import pytest
 
+from pytest_super import process_identity
 from pytest_super.kernels import provision_kernel
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.docker import cleanup, lease
 from pytest_super.kernels.docker import engine as engine_module
 from pytest_super.kernels.docker.cleanup import cleanup_containers
-from pytest_super.kernels.docker.lease import (
-    LABEL_HOLDER_PID,
-    LABEL_LEASE,
-    TTL_S,
-    Holder,
-    Lease,
-    engine_time,
-)
+from pytest_super.kernels.docker.lease import LABEL_LEASE, TTL_S, Lease, engine_time
 from pytest_super.kernels.docker.reaper import LABEL_REAPER, ensure_reaper, reaper_name
 from pytest_super.kernels.inside import reaper as inside
 from tests.support.projects import (
@@ -69,10 +63,10 @@ def test_the_reaper_reads_the_labels_and_names_the_harness_writes() -> None:
     assert inside.LABEL_LEASE == lease.LABEL_LEASE
     assert inside.LABEL_HOLDER == lease.LABEL_HOLDER
     assert inside.LABEL_SWITCH == lease.LABEL_SWITCH
-    assert inside.LABEL_HOLDER_PID == lease.LABEL_HOLDER_PID
-    assert inside.LABEL_HOLDER_START == lease.LABEL_HOLDER_START
-    assert inside.LABEL_HOLDER_PID_NS == lease.LABEL_HOLDER_PID_NS
-    assert inside.LABEL_HOLDER_BOOT == lease.LABEL_HOLDER_BOOT
+    assert inside.LABEL_HOLDER_PID == process_identity.LABEL_HOLDER_PID
+    assert inside.LABEL_HOLDER_START == process_identity.LABEL_HOLDER_START
+    assert inside.LABEL_HOLDER_PID_NS == process_identity.LABEL_HOLDER_PID_NS
+    assert inside.LABEL_HOLDER_BOOT == process_identity.LABEL_HOLDER_BOOT
     assert inside.LEASE_FILE == lease.LEASE_FILE
     assert inside.KEPT_SUFFIX == cleanup.KEPT_SUFFIX
     assert inside.DEFAULT_TTL_S == TTL_S
@@ -140,7 +134,7 @@ def test_a_lease_of_another_namespace_goes_by_the_clock_within_ttl_and_a_sweep(
     20 s later (not before), one renewed now stays."""
     engine = second_engine
     assert ensure_reaper(engine, SECOND_HOST) == reaper_name()
-    elsewhere = Holder(pid=1, boot_id="another-boot", pid_ns=1, start_ticks=1)
+    elsewhere = process_identity.Holder(pid=1, boot_id="another-boot", pid_ns=1, start_ticks=1)
     ages = {"expired": TTL_S + 5, "due": TTL_S - 20, "fresh": 0.0}
     leases = {name: Lease(engine, image, switch=True) for name in ages}
     boxes = {}
@@ -218,7 +212,7 @@ def _under_lease(client: docker.DockerClient, lease_id: str) -> list[str]:
 
 def _holder_pid(client: docker.DockerClient, lease_id: str) -> int:
     holder = client.api.inspect_container(f"pytest-super-lease-{lease_id}")
-    return int(holder["Config"]["Labels"][LABEL_HOLDER_PID])
+    return int(holder["Config"]["Labels"][process_identity.LABEL_HOLDER_PID])
 
 
 #: the runs use the second engine: there no other session's start-up cleanup can remove a killed

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_super.kernels import docker_client
 from pytest_super.kernels.base import KernelSettings
+from pytest_super.kernels.docker.engine import docker_client
 from pytest_super.kernels.docker.image import build_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_super.cli import main as cli
 from pytest_super.errors import InfrastructureError
-from pytest_super.kernels import docker_client_for
+from pytest_super.kernels.docker.engine import docker_client_for
 from pytest_super.kernels.docker.image import (
     build_image,
     build_inputs,

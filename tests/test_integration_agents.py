@@ -15,8 +15,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from pytest_super.kernels import docker_client
 from pytest_super.kernels.base import KernelSettings
+from pytest_super.kernels.docker.engine import docker_client
 from pytest_super.kernels.docker.image import build_image
 from tests.support.openai_server import Status
 from tests.support.projects import junit_properties as read_junit_properties

@@ -12,8 +12,9 @@ import textwrap
 import docker
 import pytest
 
-from pytest_super.kernels import cleanup_containers, docker_client
 from pytest_super.kernels.base import KernelSettings
+from pytest_super.kernels.docker.cleanup import cleanup_containers
+from pytest_super.kernels.docker.engine import docker_client
 from pytest_super.kernels.docker.image import build_image
 from tests.support.projects import junit_properties as read_junit_properties
 

@@ -37,16 +37,13 @@ import docker
 import pytest
 
 from pytest_super.errors import ImageMissing
-from pytest_super.kernels import (
-    cleanup_containers,
-    cleanup_host_folders,
-    engine_address,
-    provision_kernel,
-)
+from pytest_super.kernels import provision_kernel
 from pytest_super.kernels.base import Kernel, KernelSettings
-from pytest_super.kernels.docker.backend import TASK_NETWORK, bridge_interface, task_network
+from pytest_super.kernels.docker.cleanup import cleanup_containers, cleanup_host_folders
+from pytest_super.kernels.docker.engine import engine_address
 from pytest_super.kernels.docker.hostguard import input_rule
 from pytest_super.kernels.docker.lease import LABEL_LEASE_RUN
+from pytest_super.kernels.docker.network import TASK_NETWORK, bridge_interface, task_network
 from tests.support.projects import (  # the helpers of the scale tests: same projects, same processes
     PytestRun,
     make_project,

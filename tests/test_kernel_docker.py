@@ -24,12 +24,15 @@ import docker
 import pytest
 
 from pytest_super.errors import EngineUnavailable, ImageMissing
-from pytest_super.kernels import cleanup_containers, docker_client, provision_kernel
+from pytest_super.kernels import provision_kernel
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.docker import lease as lease_module
 from pytest_super.kernels.docker.backend import container_name
+from pytest_super.kernels.docker.cleanup import cleanup_containers
+from pytest_super.kernels.docker.engine import docker_client
 from pytest_super.kernels.docker.image import build_image
-from pytest_super.kernels.docker.lease import LABEL_LEASE, TTL_S, Holder, Lease, engine_time
+from pytest_super.kernels.docker.lease import LABEL_LEASE, TTL_S, Lease, engine_time
+from pytest_super.process_identity import Holder
 
 pytestmark = pytest.mark.docker
 

@@ -544,3 +544,81 @@ def test_the_check_sees_a_stat_file_read(tmp_path: Path) -> None:
         "line 3: '[0-9]*/stat'",
         "line 4: 'stat'",
     ]
+
+
+#: Docker's package: nothing outside it imports the Docker SDK or it (issue 45 item 2); the rest
+#: of the code asks the backend contract (`pytest_super.kernels`)
+DOCKER_PACKAGE = "pytest_super.kernels.docker"
+#: modules outside it that still import it, each with what is left to move to the contract; the
+#: list only shrinks (a module that no longer imports it must leave the list)
+DOCKER_IMPORTERS_LEFT: dict[str, str] = {
+    "pytest_super.cli.image": "Docker's own commands (image build/push/lock-colab) and its "
+    "part of cleanup (kernels.cleanup_all)",
+    "pytest_super.plugin": "release_leases (kernels.shutdown_backends), provide_for_run "
+    "(kernels.prepare_kernel_image)",
+    "pytest_super.executors.ray.cluster": "trust.recorded (kernels.node_options), parse_bytes "
+    "(kernels.backend_resources)",
+}
+
+
+def docker_imports_in(path: Path, root: Path = PACKAGE.parent) -> list[str]:
+    """Where `path` imports the Docker SDK (`docker`, `docker.errors`, ...) or the Docker backend's
+    package (absolute or relative, at module level or in a function)."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = absolute_name(path, root, node)
+            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            if name == "docker" or name.startswith("docker.") or name == DOCKER_PACKAGE:
+                found.append((node.lineno, f"line {node.lineno}: imports {name}"))
+                break
+            if name.startswith(DOCKER_PACKAGE + "."):
+                found.append((node.lineno, f"line {node.lineno}: imports {name}"))
+                break
+    return [where for _, where in sorted(found)]
+
+
+def test_nothing_outside_the_docker_backend_imports_docker() -> None:
+    outside = {
+        name: where
+        for name, path in MODULES.items()
+        if name != DOCKER_PACKAGE and not name.startswith(DOCKER_PACKAGE + ".")
+        for where in [docker_imports_in(path)]
+        if where
+    }
+    assert {n: w for n, w in outside.items() if n not in DOCKER_IMPORTERS_LEFT} == {}
+    assert sorted(set(DOCKER_IMPORTERS_LEFT) - set(outside)) == [], "remove them from the list"
+
+
+def test_the_check_sees_a_docker_import(tmp_path: Path) -> None:
+    files = {
+        "__init__.py": "",
+        "kernels/__init__.py": "",
+        "kernels/docker/__init__.py": "",
+        "kernels/docker/engine.py": "",
+        "executors/__init__.py": "",
+        "executors/node.py": (
+            '"""import docker in a docstring is fine."""\n'
+            "import docker.errors\n"
+            "from docker.utils import parse_bytes\n"
+            "def f():\n    from ..kernels.docker import engine\n"
+            "from pytest_super.kernels import docker\n"
+            "from pytest_super.kernels import kernel_backend\n"
+            "BACKEND = 'pytest_super.kernels.docker.backend:DockerBackend'\n"
+        ),
+    }
+    for name, text in files.items():
+        (tmp_path / "pytest_super" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "pytest_super" / name).write_text(text)
+    node = tmp_path / "pytest_super/executors/node.py"
+    assert docker_imports_in(node, tmp_path) == [
+        "line 2: imports docker.errors",
+        "line 3: imports docker.utils",
+        "line 5: imports pytest_super.kernels.docker",
+        "line 6: imports pytest_super.kernels.docker",
+    ]

@@ -24,13 +24,9 @@ import docker.errors
 import pytest
 
 from pytest_super.errors import EnvironmentFault
-from pytest_super.kernels import (
-    docker_client,
-    needs_own_image,
-    prepare_task_image,
-    settings_for_task,
-)
+from pytest_super.kernels import needs_own_image, prepare_task_image, settings_for_task
 from pytest_super.kernels.base import ImageSpec, KernelSettings, TaskImageUnsupported
+from pytest_super.kernels.docker.engine import docker_client
 from pytest_super.kernels.docker.image import build_image, image_exists
 from pytest_super.kernels.docker.task_image import base_images, context_files, task_image_tags
 from pytest_super.tasks import lmr_tasks

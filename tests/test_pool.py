@@ -18,8 +18,9 @@ from typing import Any
 import docker
 import pytest
 
-from pytest_super.kernels import LABEL_TASK, docker_client_for, provision_kernel, slots
+from pytest_super.kernels import provision_kernel, slots
 from pytest_super.kernels.base import KernelSettings
+from pytest_super.kernels.docker.engine import LABEL_TASK, docker_client_for
 from pytest_super.kernels.pool import KernelPool, PooledKernel, Reaper, kernel_key
 from tests.support.projects import (  # the helpers of the scale tests: same projects, same processes
     EngineEvents,
@@ -124,7 +125,7 @@ def settings(image: str, tmp_path: Path, engine: docker.DockerClient):
     """Kernel settings of a run of this test's own; its containers are removed after it."""
     run_id = f"pooltest-{tmp_path.name}"[-40:]
     yield KernelSettings(run_id=run_id, worker="pooltest")
-    from pytest_super.kernels import cleanup_containers
+    from pytest_super.kernels.docker.cleanup import cleanup_containers
 
     cleanup_containers(engine, run_id=run_id)
 

@@ -372,7 +372,7 @@ def test_a_task_file_that_did_not_load_is_recorded_with_the_prompts(project, tmp
 
 @pytest.mark.docker
 def test_a_crashed_task_is_recorded_with_the_prompts(project_dir, engine, tmp_path):
-    from pytest_super.kernels import LABEL_WORKER
+    from pytest_super.kernels.docker.engine import LABEL_WORKER
     from tests.support.projects import (
         PytestRun,
         make_project,

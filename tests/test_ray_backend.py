@@ -24,7 +24,7 @@ import docker
 import pytest
 
 from pytest_super import load_tasks
-from pytest_super.kernels import LABEL_RUN
+from pytest_super.kernels.docker.engine import LABEL_RUN
 from tests.support.openai_server import FakeOpenAIServer
 from tests.support.projects import (
     junit_properties,

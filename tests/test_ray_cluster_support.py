@@ -25,7 +25,7 @@ import docker
 import docker.errors
 import pytest
 
-from pytest_super.kernels.docker.backend import TASK_NETWORK, bridge_interface
+from pytest_super.kernels.docker.network import TASK_NETWORK, bridge_interface
 from tests.support.ray_cluster import SLOT_BASE, RayTestCluster
 from tests.support.ray_fixtures import CLUSTER_TESTS
 
@@ -82,7 +82,7 @@ import json, os, sys, time, docker, ray
 
 @ray.remote(num_cpus=1, resources={sys.argv[1]: 1})
 def reach_out(image, program):
-    from pytest_super.kernels.docker.backend import task_network
+    from pytest_super.kernels.docker.network import task_network
     client = docker.from_env()
     network = task_network(client, os.environ["DOCKER_HOST"], "bridge")
     (ipam,) = client.networks.get(network).attrs["IPAM"]["Config"]

@@ -35,8 +35,8 @@ import docker
 import docker.errors
 
 from pytest_super.executors.ray.nodefiles import NODE_FOLDER_PREFIX, OWNER_FILE
-from pytest_super.kernels import LABEL_RUN
-from pytest_super.kernels.docker.lease import Holder
+from pytest_super.kernels.docker.engine import LABEL_RUN
+from pytest_super.process_identity import Holder
 from tests.support.projects import make_project, sleep_then_answer, task_yaml, wait_for
 from tests.support.ray_cluster import _processes, stat_fields
 from tests.support.ray_fixtures import CLUSTER_TESTS, ClusterRun

@@ -140,8 +140,9 @@ def test_a_node_whose_engine_is_stopped_gives_an_engine_failed_outcome(cluster, 
     kind, message = outcome["error"]
     assert kind == "EngineUnavailable", outcome
     engine = cluster.engines[1]
-    assert message.startswith("the Docker engine of node "), message
-    assert f"({engine}) failed: " in message, message
+    # the backend's own description of its engine (`kernels.backend_resources(...).where`)
+    assert message.startswith(f"the Docker engine at {engine} on node "), message
+    assert " failed: " in message, message
     assert outcome["status"] is None and outcome["timed_out_after_s"] is None
     assert not [f for f in steps["after"]["folders"] if steps["run_id"] in f], steps
     assert steps["after"]["lock"] is False, steps

@@ -18,7 +18,7 @@ import docker
 import pytest
 
 from pytest_super.cli import main as cli
-from pytest_super.kernels import docker_client_for
+from pytest_super.kernels.docker.engine import docker_client_for
 from pytest_super.kernels.docker.image import default_image_tag, host_ca_bundle, image_exists
 from pytest_super.kernels.docker.registry import registry_address, remote_name
 from tests.support.projects import make_project, run_pytest, sleep_then_answer, task_yaml

@@ -27,7 +27,7 @@ import docker
 import docker.errors
 import pytest
 
-from pytest_super.kernels import (
+from pytest_super.kernels.docker.engine import (
     LABEL_PID,
     LABEL_RUN,
     LABEL_TASK,

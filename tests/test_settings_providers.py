@@ -40,7 +40,8 @@ from pytest_super.options import run_of
 
 def pytest_report_header(config):
     run = run_of(config)
-    return [f"toy: {dict(run.backend_settings)} from {run.sources.get('toy_depth')}"]
+    toy = {k: v for k, v in run.backend_settings.items() if k.startswith("toy")}  # not docker's
+    return [f"toy: {toy} from {run.sources.get('toy_depth')}"]
 """
 
 TASK = """\
@@ -122,8 +123,9 @@ from pytest_super.settings import SettingError, SuperRun
 
 root = Path(sys.argv[1])
 run = SuperRun.resolve(root, backend="toy", toy_depth="4")
-print(dict(run.backend_settings), run.sources["toy_depth"])
-print(dict(SuperRun().backend_settings))
+toy = lambda held: {k: v for k, v in held.items() if k.startswith("toy")}  # not docker's
+print(toy(run.backend_settings), run.sources["toy_depth"], dict(run.kernel.options))
+print(toy(SuperRun().backend_settings))
 try:
     SuperRun.resolve(root, backend="toy", toy_depth="0")
 except SettingError as exc:
@@ -144,7 +146,7 @@ def test_a_script_resolves_a_backends_settings_as_pytest_does(tmp_path, monkeypa
         timeout=120,
     ).stdout.splitlines()
     assert out == [
-        "{'toy_depth': 4} SuperRun.resolve(toy_depth=...)",
+        "{'toy_depth': 4} SuperRun.resolve(toy_depth=...) {'toy_depth': 4}",
         "{'toy_depth': 2}",
         "SuperRun.resolve(toy_depth=...) 0: expected a whole number from 1 to 8",
     ]
@@ -173,11 +175,12 @@ def test_each_built_in_provider_declares_on_its_class_what_is_found():
     from pytest_super import executors, kernels
     from pytest_super.registry import Registry
     from pytest_super.settings import provider_settings
+    from pytest_super.settings.providers import as_settings
 
     found = provider_settings("backend")
     for name in kernels.BACKENDS:
-        declared = tuple(getattr(kernels.kernel_backend_class(name), "settings", ()) or ())
-        assert found.get(name, ()) == declared, name
+        declared = getattr(kernels.kernel_backend_class(name), "settings", ()) or ()
+        assert found.get(name, ()) == as_settings(declared), name  # kernels' BackendSetting
     registry = Registry("executor", "executors", executors.ENTRY_POINT_GROUP, executors.EXECUTORS)
     found = provider_settings("executor")
     for name in executors.EXECUTORS:

@@ -8,12 +8,21 @@ has the test skipped with its reason.
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import time
 
 import pytest
 
+from pytest_super import kernels
 from pytest_super.conformance.conftest import OUTPUT_CAP_BYTES, provision
-from pytest_super.kernels.base import Kernel, KernelBackend, KernelSettings
+from pytest_super.errors import EngineUnavailable
+from pytest_super.kernels.base import (
+    BackendResources,
+    Kernel,
+    KernelBackend,
+    KernelSettings,
+    PreparedImage,
+)
 
 #: seconds a cell that should finish quickly may take (a slow engine, a loaded machine)
 QUICK_S = 60.0
@@ -209,3 +218,27 @@ def test_cleanup_run_removes_a_kernel_never_closed(
         assert backend.cleanup_run(run, run.run_id) == []
     finally:
         made.close()  # after cleanup removed its box: still safe
+
+
+def test_the_optional_calls_answer_with_the_contracts_types(
+    backend: KernelBackend, settings: KernelSettings
+) -> None:
+    """What the rest of the code asks through `pytest_super.kernels` (the backend's own methods
+    or the defaults): the image made present, its resources, its engine's health and faults,
+    the options its nodes need."""
+    task = kernels.settings_for_task(settings, "default")
+    prepared = kernels.prepare_kernel_image(task, "default")
+    assert prepared is None or isinstance(prepared, PreparedImage), prepared
+    if prepared is not None:
+        assert prepared.how in ("present", "pulled", "built"), prepared  # the suite's image
+        assert prepared.image and prepared.seconds >= 0
+    resources = kernels.backend_resources(settings)
+    assert isinstance(resources, BackendResources)
+    assert resources.memory_bytes is None or resources.memory_bytes > 0, resources
+    assert resources.cpus is None or resources.cpus > 0, resources
+    assert kernels.engine_problem(settings) == ""  # the engine the suite's kernels run on answers
+    assert kernels.is_engine_fault(settings, EngineUnavailable("nothing answers"))
+    assert not kernels.is_engine_fault(settings, ValueError("a bug of the harness"))
+    options = kernels.node_options(settings)
+    assert isinstance(options, dict)
+    assert pickle.loads(pickle.dumps(options)) == options  # it crosses to another machine

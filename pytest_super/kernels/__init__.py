@@ -7,90 +7,35 @@ lifecycle: `provision` a kernel for a task, `cleanup_run` what a run left behind
 in; others come from the entry-point group `pytest_super.backends` or as `package.module:Class` (`registry.Registry`, as agents do). `kernel_backend` gives the one
 `KernelSettings.backend` names, `provision_kernel` starts a kernel with it, `settings_for_task`
 asks it for a task's image, `prepare_task_image` has it make the image a task's own files describe
-(`base.ImageSpec`: an LMR-Bench folder's Dockerfile). Nothing here is Docker's: the Docker engine's connection and labels
-(`docker/engine.py`) and the cleanup of its leftovers (`docker/cleanup.py`) are still answered by
-name for older imports (`__getattr__`), loaded only when asked for.
+(`base.ImageSpec`: an LMR-Bench folder's Dockerfile).
+
+The contract's optional methods (`base.KernelBackend`'s docstring) are asked through functions
+that give a backend lacking one the default: `prepare_kernel_image`, `cleanup_all`,
+`shutdown_backends`, `backend_resources`, `is_engine_fault`, `engine_problem`, `node_options`. Nothing here is
+Docker's, and nothing outside `kernels/docker/` imports Docker's modules (tests/test_layers.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import threading
-from typing import TYPE_CHECKING
+import warnings
+from collections.abc import Callable
+from typing import Any
 
 from pytest_super.kernels.base import (
+    BackendResources,
     ImageBackend,
     ImageSpec,
     Kernel,
     KernelBackend,
     KernelSettings,
+    PreparedImage,
     TaskImageBackend,
     TaskImageUnsupported,
+    engine_unavailable_in,
 )
 from pytest_super.registry import Registry, qualified_name
-
-if TYPE_CHECKING:  # Docker's names, as `__getattr__` gives them (for type checkers)
-    from pytest_super.kernels.docker.cleanup import (
-        HOST_FOLDER_PREFIX,
-        KEPT_SUFFIX,
-        OWNER_FILE,
-        cleanup_containers,
-        cleanup_host_folders,
-        host_folder_root,
-    )
-    from pytest_super.kernels.docker.engine import (
-        LABEL,
-        LABEL_HOST,
-        LABEL_PID,
-        LABEL_RUN,
-        LABEL_TASK,
-        LABEL_WORKER,
-        docker_client,
-        docker_client_for,
-        engine_address,
-        forget_docker_client,
-    )
-
-#: the Docker backend's names this package still answers, for code that imported them from here;
-#: each is imported from its module when first asked for, so that running another backend loads
-#: nothing of Docker's. New code imports them from `kernels.docker.engine` / `kernels.docker.cleanup`.
-_DOCKER_NAMES: dict[str, str] = {
-    **dict.fromkeys(
-        (
-            "HOST_FOLDER_PREFIX",
-            "KEPT_SUFFIX",
-            "OWNER_FILE",
-            "cleanup_containers",
-            "cleanup_host_folders",
-            "host_folder_root",
-        ),
-        "pytest_super.kernels.docker.cleanup",
-    ),
-    **dict.fromkeys(
-        (
-            "LABEL",
-            "LABEL_HOST",
-            "LABEL_PID",
-            "LABEL_RUN",
-            "LABEL_TASK",
-            "LABEL_WORKER",
-            "docker_client",
-            "docker_client_for",
-            "engine_address",
-            "forget_docker_client",
-        ),
-        "pytest_super.kernels.docker.engine",
-    ),
-}
-
-
-def __getattr__(name: str) -> object:
-    module = _DOCKER_NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
 
 #: the entry-point group third-party backends register under
 ENTRY_POINT_GROUP = "pytest_super.backends"
@@ -186,30 +131,104 @@ def provision_kernel(settings: KernelSettings, *, task_id: str) -> Kernel:
     return kernel_backend(settings).provision(settings, task_id=task_id)
 
 
+def _optional(backend: KernelBackend, name: str) -> Callable[..., Any] | None:
+    """The backend's own optional method `name`, or None when it has none."""
+    method = getattr(backend, name, None)
+    return method if callable(method) else None
+
+
+def prepare_kernel_image(settings: KernelSettings, profile: str) -> PreparedImage | None:
+    """Have the backend make the image a task of image `profile` runs in present (`prepare`),
+    with these settings (`settings_for_task`'s); what it did, None when there was nothing to do."""
+    backend = kernel_backend(settings)
+    prepare = _optional(backend, "prepare")
+    prepared = prepare(settings, profile) if prepare is not None else None
+    if prepared is not None and not isinstance(prepared, PreparedImage):
+        raise TypeError(
+            f"{settings.backend}: prepare() returned {prepared!r}, not a PreparedImage or None"
+        )
+    return prepared
+
+
+def cleanup_all(settings: KernelSettings) -> list[str]:
+    """Everything of the backend's it finds, live runs' included (`cleanup_all`; without it:
+    `cleanup_dead_runs`); the names removed."""
+    backend = kernel_backend(settings)
+    method = _optional(backend, "cleanup_all")
+    removed = method(settings) if method is not None else backend.cleanup_dead_runs(settings)
+    return [str(name) for name in removed]
+
+
+def shutdown_backends() -> None:
+    """Shut down every backend instance this process made (`shutdown`), at the process's end; a
+    backend that fails to is a warning, the others still shut down."""
+    with _instances_lock:
+        made = list(_instances.items())
+    for name, backend in made:
+        shutdown = _optional(backend, "shutdown")
+        if shutdown is None:
+            continue
+        try:
+            shutdown()
+        except Exception as exc:  # noqa: BLE001 - the process is ending: say it, go on
+            warnings.warn(
+                f"pytest-super: the kernel backend {name!r} failed to shut down: {exc}",
+                stacklevel=2,
+            )
+
+
+def backend_resources(settings: KernelSettings) -> BackendResources:
+    """What one kernel of `settings` takes and where it runs (`describe`; without it: nothing
+    declared)."""
+    backend = kernel_backend(settings)
+    describe = _optional(backend, "describe")
+    described = describe(settings) if describe is not None else BackendResources()
+    if not isinstance(described, BackendResources):
+        raise TypeError(
+            f"{settings.backend}: describe() returned {described!r}, not a BackendResources"
+        )
+    return described
+
+
+def is_engine_fault(settings: KernelSettings, exc: BaseException) -> bool:
+    """Whether `exc` is the backend's engine failing rather than the task (`is_engine_fault`;
+    without it: an `EngineUnavailable` among its causes)."""
+    method = _optional(kernel_backend(settings), "is_engine_fault")
+    return bool(method(exc)) if method is not None else engine_unavailable_in(exc)
+
+
+def engine_problem(settings: KernelSettings) -> str:
+    """Why the backend's engine does not answer now; "" when it does, or the backend has no
+    engine to ask (`engine_problem`)."""
+    method = _optional(kernel_backend(settings), "engine_problem")
+    return str(method(settings) or "") if method is not None else ""
+
+
+def node_options(settings: KernelSettings) -> dict[str, Any]:
+    """The backend's options a process on another machine (a Ray node) needs from this one, to
+    add to its `KernelSettings.options` there (`node_options`; without it: none)."""
+    method = _optional(kernel_backend(settings), "node_options")
+    given = method(settings) if method is not None else {}
+    if not isinstance(given, dict):
+        raise TypeError(f"{settings.backend}: node_options() returned {given!r}, not a dict")
+    return given
+
+
 __all__ = [
     "BACKENDS",
     "ENTRY_POINT_GROUP",
-    "HOST_FOLDER_PREFIX",
-    "KEPT_SUFFIX",
-    "LABEL",
-    "LABEL_HOST",
-    "LABEL_PID",
-    "LABEL_RUN",
-    "LABEL_TASK",
-    "LABEL_WORKER",
-    "OWNER_FILE",
-    "cleanup_containers",
-    "cleanup_host_folders",
-    "docker_client",
-    "docker_client_for",
-    "engine_address",
-    "forget_docker_client",
-    "host_folder_root",
+    "backend_resources",
+    "cleanup_all",
+    "engine_problem",
+    "is_engine_fault",
     "kernel_backend",
     "kernel_backend_class",
     "known_backend_names",
     "needs_own_image",
+    "node_options",
+    "prepare_kernel_image",
     "prepare_task_image",
     "provision_kernel",
     "settings_for_task",
+    "shutdown_backends",
 ]

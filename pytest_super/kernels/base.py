@@ -10,12 +10,13 @@ whose box runs ipykernel can hand its box to `runtime.JupyterKernel` and get a `
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pytest_super import defaults
-from pytest_super.errors import InfrastructureError
+from pytest_super.errors import EngineUnavailable, InfrastructureError
 
 CellStatus = Literal["ok", "error", "timeout", "died"]
 
@@ -86,6 +87,23 @@ class KernelSettings:
     worker: str = "main"
     output_cap_bytes: int = 10_000_000
     startup_timeout_s: float = 60.0
+    #: the backend's own settings by name (those it declares), read by the backend alone (the
+    #: docker backend: `kernels/docker/settings.py`)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BackendSetting:
+    """A setting a backend declares for itself (as executors declare theirs): `--super-<name>`,
+    ini `super_<name>`, `SuperRun.resolve(<name>=...)`; its value (`read` from the text, else
+    `default`) reaches the backend in `KernelSettings.options[name]` when the run uses it. The
+    settings package turns each into one of its `Setting`s (settings/providers.py)."""
+
+    name: str
+    read: Callable[[str], Any]
+    default: Any
+    help: str
+    metavar: str | None = None
 
 
 @runtime_checkable
@@ -215,6 +233,33 @@ class KernelBackend(Protocol):
     **Kernels made ahead.** A backend whose kernels may be made ahead of the task that uses them
     (the kernel pool warms the next task's kernel while the current one runs) says so in a class
     attribute `warm_pool = True`; without it (or `False`) kernels start when a task asks for one.
+
+    **Optional methods** (`BackendBase` has each with its default; a backend without one gets the
+    default, through the module functions of `pytest_super.kernels` the rest of the code calls):
+
+    - `prepare(settings, profile) -> PreparedImage | None`: make the image (or environment) a
+      task of image profile `profile` runs in present, before its deadline starts (a build or a
+      pull, under a lock the backend's processes on one machine share: others wait, then find it
+      made); what was done, None when nothing was to be done. Called on the process that runs
+      the task (a Ray node, before the task's episode). Default: nothing (`kernels.prepare_kernel_image`).
+    - `cleanup_all(settings) -> list[str]`: remove everything of the backend's it finds, live
+      runs' included (`pytest-super cleanup --all`); the names removed. Default:
+      `cleanup_dead_runs` (`kernels.cleanup_all`).
+    - `shutdown() -> None`: at the end of the process that made the instance (`pytest_unconfigure`,
+      a node's end), release what the instance holds for the process's life (Docker: its leases).
+      Safe to call twice; after it no kernel of the process is used. Default: nothing
+      (`kernels.shutdown_backends`, for every instance this process made).
+    - `describe(settings) -> BackendResources`: what one kernel of these settings takes and where
+      it runs (an executor reserves that much for each task). Default: nothing declared
+      (`kernels.backend_resources`).
+    - `is_engine_fault(exc) -> bool`: whether `exc` (or an error it came from) is the backend's
+      engine failing, not the task (a Ray node then gives the task to another node). Default:
+      an `EngineUnavailable` among its causes (`kernels.is_engine_fault`).
+    - `engine_problem(settings) -> str`: why the engine does not answer now, "" when it does (a
+      health check after an error whose cause is unclear). Default: "" (`kernels.engine_problem`).
+    - `node_options(settings) -> dict[str, Any]`: what a process on another machine (a Ray node)
+      needs from this one to run the backend's kernels, added to the settings' `options` there
+      (Docker: the images this machine trusts). Default: {} (`kernels.node_options`).
     """
 
     def provision(self, settings: KernelSettings, *, task_id: str) -> Kernel:
@@ -238,6 +283,81 @@ class KernelBackend(Protocol):
         another, nor a kept box); return the names removed. Raises `InfrastructureError` if the
         backend cannot be reached. A backend whose boxes die with their process returns []."""
         ...
+
+
+@dataclass(frozen=True)
+class PreparedImage:
+    """What `prepare` did for a task's image: `how` is "present" (there already, or made meanwhile
+    by another process), "pulled", "built" or "missing" (not there and not ours to make: the
+    kernel's start says so); `seconds` what it took; `note` what went wrong on the way and was
+    worked around (a pull that failed, then a build), for the run to say once."""
+
+    image: str
+    how: Literal["present", "pulled", "built", "missing"]
+    seconds: float = 0.0
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class BackendResources:
+    """What one kernel takes and where it runs (`describe`): `memory_bytes` and `cpus` the bounds
+    the backend enforces on it (None: none enforced), `where` a short description of the place
+    (an engine's address, this machine) for messages."""
+
+    memory_bytes: int | None = None
+    cpus: float | None = None
+    where: str = ""
+
+
+def engine_unavailable_in(exc: BaseException) -> bool:
+    """Whether `exc` or an error it came from (`__cause__`, `__context__`) is `EngineUnavailable`:
+    the default `is_engine_fault`."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, EngineUnavailable):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+class BackendBase:
+    """A base for backends: the optional methods of `KernelBackend`'s contract with their defaults
+    (a subclass still defines `provision`, `cleanup_run` and `cleanup_dead_runs`). A backend need
+    not derive from it: `pytest_super.kernels` gives the same defaults to one that lacks them."""
+
+    #: kernels start when a task asks for one (`KernelBackend`'s "Kernels made ahead")
+    warm_pool = False
+
+    def cleanup_dead_runs(self, settings: KernelSettings) -> list[str]:
+        raise NotImplementedError  # pragma: no cover - each backend defines it
+
+    def prepare(self, settings: KernelSettings, profile: str) -> PreparedImage | None:
+        """Nothing to make: kernels need no image prepared."""
+        return None
+
+    def cleanup_all(self, settings: KernelSettings) -> list[str]:
+        """What the backend can tell is left: `cleanup_dead_runs`."""
+        return self.cleanup_dead_runs(settings)
+
+    def shutdown(self) -> None:
+        """Nothing held for the process's life."""
+
+    def describe(self, settings: KernelSettings) -> BackendResources:
+        """No bound enforced on a kernel."""
+        return BackendResources(where=settings.backend)
+
+    def is_engine_fault(self, exc: BaseException) -> bool:
+        return engine_unavailable_in(exc)
+
+    def engine_problem(self, settings: KernelSettings) -> str:
+        """No engine to ask."""
+        return ""
+
+    def node_options(self, settings: KernelSettings) -> dict[str, Any]:
+        """Nothing another machine needs from this one."""
+        return {}
 
 
 @runtime_checkable

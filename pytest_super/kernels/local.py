@@ -27,6 +27,8 @@ from typing import Any
 from jupyter_client.connect import write_connection_file
 
 from pytest_super.kernels.base import (
+    BackendBase,
+    BackendResources,
     ImageSpec,
     Kernel,
     KernelSettings,
@@ -234,9 +236,11 @@ def start_local_kernel(settings: KernelSettings, *, task_id: str) -> JupyterKern
     )
 
 
-class LocalBackend:
+class LocalBackend(BackendBase):
     """The local backend: an ipykernel subprocess per kernel. Its boxes are removed when the
-    process that made them exits (`_remove_leftover_boxes`), so no later cleanup finds any."""
+    process that made them exits (`_remove_leftover_boxes`), so no later cleanup finds any.
+    No image to prepare, nothing held to shut down, no bound on a kernel (`describe`), no engine
+    (`BackendBase`'s defaults)."""
 
     #: kernels start when a task asks for one: a subprocess, nothing worth making ahead
     warm_pool = False
@@ -267,3 +271,7 @@ class LocalBackend:
 
     def cleanup_dead_runs(self, settings: KernelSettings) -> list[str]:
         return []
+
+    def describe(self, settings: KernelSettings) -> BackendResources:
+        """No bound: a subprocess of this machine, sharing its memory and CPUs."""
+        return BackendResources(where="an ipykernel subprocess on this machine")

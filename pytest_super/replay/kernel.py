@@ -29,6 +29,7 @@ from pathlib import Path
 from pytest_super.edit import EditFormatError, parse_edit
 from pytest_super.errors import InfrastructureError
 from pytest_super.kernels.base import (
+    BackendBase,
     CellResult,
     CellStatus,
     ImageSpec,
@@ -234,7 +235,7 @@ class ReplayKernel:
         self._closed = True
 
 
-class ReplayBackend:
+class ReplayBackend(BackendBase):
     """Provisions `ReplayKernel`s for the episodes registered with it (see the module docstring).
     Made once per process without arguments; reaches nothing."""
 

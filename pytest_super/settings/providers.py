@@ -2,7 +2,8 @@
 
 A provider is an executor (`--super-executor`, executors/) or a kernel backend
 (`--super-backend`, kernels/). It declares its own settings as a tuple of `Setting` in the
-`settings` attribute of its class (e.g. the Ray executor's, executors/ray/settings.py): each is a
+`settings` attribute of its class (a kernel backend, below this package, as a tuple of
+`kernels.base.BackendSetting`, made a `Setting` here: `as_settings`) (e.g. the Ray executor's, executors/ray/settings.py): each is a
 `--super-<name>` option, an ini key `super_<name>`, a `SuperRun.resolve` keyword, resolved as the
 table's are (option > environment > ini > default, the same messages), and a run holds their
 values by provider kind: `SuperRun.executor_settings`, `SuperRun.backend_settings`.
@@ -24,6 +25,7 @@ mean two things.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable, Mapping
 from importlib import import_module
 from typing import Any, Literal
 
@@ -35,8 +37,10 @@ ProviderKind = Literal["executor", "backend"]
 PROVIDER_KINDS: dict[ProviderKind, str] = {"executor": "executor", "backend": "kernel backend"}
 
 #: the built-in kernel backends that declare settings: backend name -> "module:NAME" of the tuple
-#: of `Setting` its class's `settings` holds, read without importing the backend's own module
-BUILTIN_BACKEND_SETTINGS: dict[str, str] = {}
+#: its class's `settings` holds, read without importing the backend's own module
+BUILTIN_BACKEND_SETTINGS: dict[str, str] = {
+    "docker": "pytest_super.kernels.docker.settings:SETTINGS"
+}
 
 
 def provider_settings(kind: ProviderKind) -> dict[str, tuple[Setting, ...]]:
@@ -94,16 +98,30 @@ def _backends_declared() -> dict[str, tuple[Any, ...]]:
             where = BUILTIN_BACKEND_SETTINGS.get(name)
             if where is not None:
                 module, _, attribute = where.partition(":")
-                declared[name] = tuple(getattr(import_module(module), attribute))
+                declared[name] = as_settings(getattr(import_module(module), attribute))
             continue
         try:
             cls = kernels.kernel_backend_class(name)
         except ValueError:
             continue
-        table = tuple(getattr(cls, "settings", ()) or ())
+        table = as_settings(getattr(cls, "settings", ()) or ())
         if table:
             declared[name] = table
     return declared
+
+
+def as_settings(declared: Iterable[Any]) -> tuple[Any, ...]:
+    """A backend's `settings` as the table's kind: a `kernels.base.BackendSetting` (the kernels'
+    own declaration, which cannot import this package) becomes the `Setting` it describes;
+    anything else is left for the check to judge."""
+    from pytest_super.kernels.base import BackendSetting
+
+    return tuple(
+        Setting(s.name, s.read, s.default, s.help, metavar=s.metavar)
+        if isinstance(s, BackendSetting)
+        else s
+        for s in declared
+    )
 
 
 def all_settings() -> tuple[Setting, ...]:
@@ -142,3 +160,14 @@ def provider_defaults(kind: ProviderKind) -> dict[str, Any]:
 def provider_values(kind: ProviderKind, values: dict[str, Any]) -> dict[str, Any]:
     """The resolved `values` of the settings the providers of `kind` declare, by name."""
     return {s.name: values[s.name] for table in provider_settings(kind).values() for s in table}
+
+
+def backend_options(backend: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The values of the settings `backend` declares that differ from their defaults, by name
+    (`KernelSettings.options`: the backend applies its own defaults, so that a directly built
+    `KernelSettings()` means what a run that set nothing means)."""
+    return {
+        s.name: values[s.name]
+        for s in provider_settings("backend").get(backend, ())
+        if values[s.name] != s.default
+    }

@@ -146,12 +146,6 @@ def read_text(value: str) -> str:
     return value
 
 
-def read_registry(value: str) -> str:
-    from pytest_super.kernels.docker.registry import registry_address
-
-    return registry_address(value)
-
-
 def read_prompts(value: str) -> PromptSet:
     """`ours`, `reference`, a folder of prompt templates, or SUPER's prompt.yaml
     (PromptFileError, a ValueError, names the file and field)."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.settings.ini import find_ini, ini_lines, ini_paths, rootdir_without_ini
-from pytest_super.settings.providers import all_settings, setting_named
+from pytest_super.settings.providers import all_settings, backend_options, setting_named
 from pytest_super.settings.readers import SettingError, shown
 from pytest_super.tasks import SETS
 
@@ -157,6 +157,7 @@ def kernel_settings(
         disk_bytes=values["disk"],
         run_id=run_id,
         worker=inputs.worker,
+        options=backend_options(values["backend"], values),
     )
 
 

@@ -28,7 +28,6 @@ from pytest_super.settings.readers import (
     read_executor,
     read_prices,
     read_prompts,
-    read_registry,
     read_runs_per_task,
     read_text,
 )
@@ -113,16 +112,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "image", read_text, None, "kernel image (default: what `pytest-super image build` makes)"
     ),
-    Setting(
-        "registry",
-        read_registry,
-        None,
-        "a Docker registry the kernel image was pushed to (`pytest-super image push --registry "
-        "HOST:PORT`): an "
-        "engine without the image pulls it from there before building it",
-        metavar="HOST:PORT",
-    ),
-    Setting("docker_host", read_text, None, "Docker engine address (default DOCKER_HOST)"),
     Setting("mem", memory_size, defaults.MEM, f"container memory limit (default {defaults.MEM})"),
     Setting(
         "cpus",
@@ -155,13 +144,6 @@ SETTINGS: tuple[Setting, ...] = (
         number_reader(LIMIT_RANGES["compute_s"]),
         defaults.COMPUTE_LIMIT_S,
         f"seconds of summed cell time per task, prefix cells included ({defaults.COMPUTE_LIMIT_S:g})",
-    ),
-    Setting(
-        "pip_cache",
-        read_text,
-        None,
-        "docker volume shared by task containers as pip's cache (mounted only for the gold "
-        "agent: see docs/security.md)",
     ),
     Setting(
         "tolerance",

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_super.kernels import docker_client_for
+from pytest_super.kernels.docker.engine import docker_client_for
 from pytest_super.kernels.docker.image import build_image
 from tests.support.attack_runs import Run, junit_cases, recorded, run_leftovers
 from tests.support.openai_server import FakeOpenAIServer, Status

@@ -21,22 +21,12 @@ import pytest
 
 from pytest_super import options, report
 from pytest_super.errors import LLMError
-from pytest_super.kernels import (
-    LABEL_HOST,
-    LABEL_PID,
-    LABEL_RUN,
-    cleanup_containers,
-    docker_client_for,
-)
+from pytest_super.kernels.docker.cleanup import cleanup_containers
+from pytest_super.kernels.docker.engine import LABEL_HOST, LABEL_PID, LABEL_RUN, docker_client_for
 from pytest_super.kernels.docker.image import build_image
-from pytest_super.kernels.docker.lease import (
-    LABEL_LEASE,
-    TTL_S,
-    Holder,
-    Lease,
-    engine_time,
-)
+from pytest_super.kernels.docker.lease import LABEL_LEASE, TTL_S, Lease, engine_time
 from pytest_super.llm import MAX_USAGE_TOKENS, LLMClient, LLMSettings
+from pytest_super.process_identity import Holder
 from pytest_super.tasks import TaskFileError, iter_jsonl_tasks
 from tests.support.attack_runs import Run, junit_cases, recorded, run_leftovers, running, wait_for
 from tests.support.openai_server import Status

@@ -238,9 +238,10 @@ FAST_S = 30.0
 def docker_kernel(image: str):
     import uuid
 
-    from pytest_super.kernels import docker_client, provision_kernel
+    from pytest_super.kernels import provision_kernel
     from pytest_super.kernels.base import KernelSettings
     from pytest_super.kernels.docker.cleanup import cleanup_containers
+    from pytest_super.kernels.docker.engine import docker_client
 
     run_id = f"test-{uuid.uuid4().hex[:10]}"
     settings = KernelSettings(run_id=run_id, mem="1g", cpus=1.0, startup_timeout_s=60)

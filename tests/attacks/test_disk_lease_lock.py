@@ -33,7 +33,9 @@ import docker
 import docker.errors
 import pytest
 
-from pytest_super.kernels import LABEL_TASK, cleanup_containers, slots
+from pytest_super.kernels import slots
+from pytest_super.kernels.docker.cleanup import cleanup_containers
+from pytest_super.kernels.docker.engine import LABEL_TASK
 from pytest_super.kernels.docker.lease import (
     LABEL_LEASE,
     LEASE_FILE,
@@ -242,7 +244,8 @@ def test_a_planted_owner_file_does_not_block_the_host_folder_cleanup(tmpdirs, en
     os.chown(foreign, STRANGER, STRANGER)
     _python(
         """
-        from pytest_super.kernels import cleanup_host_folders, docker_client_for
+        from pytest_super.kernels.docker.cleanup import cleanup_host_folders
+        from pytest_super.kernels.docker.engine import docker_client_for
         print(cleanup_host_folders(docker_client_for(None)))
         """,
         _env(tmpdirs),
@@ -421,7 +424,7 @@ def test_a_folder_is_measured_by_its_blocks_and_inodes(tmp_path: Path) -> None:
 
 WATCH_ONCE = """
 import json, sys, time, warnings
-from pytest_super.kernels import docker_client_for
+from pytest_super.kernels.docker.engine import docker_client_for
 from pytest_super.kernels.docker.diskwatch import DiskWatch, DiskWatchWarning
 
 container_id = sys.argv[1]

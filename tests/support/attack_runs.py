@@ -13,7 +13,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from pytest_super.kernels import LABEL_RUN, LABEL_TASK
+from pytest_super.kernels.docker.engine import LABEL_RUN, LABEL_TASK
 from pytest_super.kernels.docker.lease import LABEL_LEASE_RUN
 
 #: Python for a process's own peak resident memory in kB (VmHWM), spliced into the code the

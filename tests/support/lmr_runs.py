@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pytest_super.kernels import docker_client
 from pytest_super.kernels.base import KernelSettings
+from pytest_super.kernels.docker.engine import docker_client
 
 
 def run_lmr(project: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:

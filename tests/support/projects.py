@@ -22,10 +22,7 @@ import docker.errors
 import yaml
 
 from pytest_super.junit import PREFIX, split_suite_property
-from pytest_super.kernels import (
-    LABEL_RUN,
-    LABEL_TASK,
-)
+from pytest_super.kernels.docker.engine import LABEL_RUN, LABEL_TASK
 
 PASS = "print('{\"x\": 1}')"
 FAIL = "print('{\"x\": 2}')"

@@ -65,7 +65,7 @@ from typing import Any
 import docker
 import docker.errors
 
-from pytest_super.kernels.docker.backend import bridge_interface
+from pytest_super.kernels.docker.network import bridge_interface
 from tests.support.second_engine import _cannot_start_second_engine
 
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gwm")

@@ -18,8 +18,8 @@ import docker
 import docker.errors
 import pytest
 
-from pytest_super.kernels.docker.backend import TASK_NETWORK
 from pytest_super.kernels.docker.image import DEFAULT_BASE, OFFLINE_BASE
+from pytest_super.kernels.docker.network import TASK_NETWORK
 
 # One second engine per process (an xdist worker, a session without xdist) at most, on a slot no
 # other process of this host holds: test_scale and test_isolation both start one, on two workers

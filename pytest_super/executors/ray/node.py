@@ -10,10 +10,12 @@ man's switch off, the next run's start-up clean-up on the node (`cleanup_on_node
 removes those whose worker is provably gone, or no task holds, and `pytest-super cleanup --run
 ID` removes the run's.
 
-The node's Docker engine failing (a connection error of docker/requests or `EngineUnavailable`
-from the kernel backend, the image's provisioning, the lease or the clean-up, or an engine that no
-longer answers its ping after an infrastructure error) is the node's fault, not the task's: the
-outcome says `engine_failed` and the controller tries the task elsewhere."""
+The node's kernel backend failing (an error its contract calls an engine fault,
+`kernels.is_engine_fault`, or an engine that no longer answers after an infrastructure error,
+`kernels.engine_problem`) is the node's fault, not the task's: the outcome says `engine_failed`
+and the controller tries the task elsewhere. Nothing here knows which backend runs the kernels:
+the image is made present, the leftovers removed and the faults told through the contract
+(`pytest_super.kernels`)."""
 
 from __future__ import annotations
 
@@ -23,13 +25,13 @@ import os
 import platform
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_super.deadlines import DeadlineExpired, enforce
-from pytest_super.errors import EngineUnavailable, InfrastructureError, SuperError
+from pytest_super.errors import InfrastructureError, SuperError
 from pytest_super.execute import run_one_task, trajectory_path
 from pytest_super.executors.ray import nodefiles, watchdog
 from pytest_super.kernels.base import Kernel, KernelSettings
@@ -37,9 +39,6 @@ from pytest_super.runner import TaskResult
 from pytest_super.settings import SuperRun
 from pytest_super.tasks import Task
 from pytest_super.trajectory import Step
-
-#: seconds the engine's ping may take when an infrastructure error asks whether it still answers
-ENGINE_PING_S = 10
 
 
 @dataclass
@@ -68,7 +67,7 @@ class NodeOutcome:
     #: end how long the outcome took to reach its report)
     started_at: float = 0.0
     ended_at: float = 0.0
-    #: the task ended because this node's Docker engine failed (the node's fault, not the task's:
+    #: the task ended because this node's kernel engine failed (the node's fault, not the task's:
     #: the controller retries it on another node and stops using a node whose engine failed twice)
     engine_failed: bool = False
 
@@ -83,27 +82,23 @@ def _node_name() -> str:
 
 
 def _ensure_image(run: SuperRun, task: Task, outcome: NodeOutcome) -> None:
-    """Make the task's kernel image present on this node's engine when it lacks it: pulled from
-    --super-registry when one is given, else (or when the pull fails) built, our own default
-    images only; concurrent tasks on the node wait for one pull or build (the build lock), the
-    others find it made. A named image (--super-image) is pulled, never built. What was done is
-    put in `outcome`."""
+    """Make the task's kernel image present on this node (`kernels.prepare_kernel_image`: for
+    Docker, pulled from --super-registry when one is given, else, or when the pull fails, built
+    when it is our own; concurrent tasks on the node wait for one). What was done is put in
+    `outcome`. A task with an image of its own has it made when it runs."""
     from pytest_super.execute import kernel_settings_for, needs_own_image
-    from pytest_super.kernels.docker.registry import own_profile, provide_image
+    from pytest_super.kernels import prepare_kernel_image
 
-    if needs_own_image(run, task):  # the task's own image: made on this node when it runs
+    if needs_own_image(run, task):
         return
-    image = kernel_settings_for(run, task).image or ""
-    if run.kernel.image and not run.registry:  # named: it must be there already
+    prepared = prepare_kernel_image(kernel_settings_for(run, task), task.image)
+    if prepared is None:
         return
-    provided = provide_image(
-        image, registry=run.registry, profile=own_profile(image, task.image), docker_host=None
-    )
-    outcome.pull_failed = provided.fallback
-    if provided.how == "pulled":
-        outcome.pulled_image, outcome.pull_s = image, provided.seconds
-    elif provided.how == "built":
-        outcome.built_image, outcome.build_s = image, provided.seconds
+    outcome.pull_failed = prepared.note
+    if prepared.how == "pulled":
+        outcome.pulled_image, outcome.pull_s = prepared.image, prepared.seconds
+    elif prepared.how == "built":
+        outcome.built_image, outcome.build_s = prepared.image, prepared.seconds
 
 
 def _node_kernels(lock_dir: Path) -> Callable[[KernelSettings, str], Kernel]:
@@ -119,69 +114,24 @@ def _node_kernels(lock_dir: Path) -> Callable[[KernelSettings, str], Kernel]:
     return provision
 
 
-def _engine_fault(exc: BaseException) -> bool:
-    """Is `exc` (or an error it came from) the Docker engine not answering: `EngineUnavailable`,
-    a connection error or timeout of requests (docker's transport), docker's own "Error while
-    fetching server API version"? An engine that answered with an HTTP error did not fail."""
-    import docker.errors
-    import requests.exceptions
-
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if isinstance(cause, EngineUnavailable | requests.exceptions.ConnectionError):
-            return True
-        if isinstance(cause, requests.exceptions.Timeout):
-            return True
-        if (
-            isinstance(cause, docker.errors.DockerException)
-            and not isinstance(cause, docker.errors.APIError)
-            and ("server API version" in str(cause) or "Connection" in str(cause))
-        ):
-            return True
-        cause = cause.__cause__ or cause.__context__
-    return False
-
-
-def _engine_answers() -> str:
-    """Why this node's Docker engine does not answer a ping; "" when it does."""
-    import docker
-
-    try:
-        client = docker.DockerClient(base_url=_engine(), timeout=ENGINE_PING_S)
-    except Exception as exc:  # noqa: BLE001 - any failure to reach it is the answer
-        return f"{type(exc).__name__}: {exc}"
-    try:
-        client.ping()
-    except Exception as exc:  # noqa: BLE001
-        return f"{type(exc).__name__}: {exc}"
-    finally:
-        client.close()
-    return ""
-
-
-def _engine() -> str:
-    from pytest_super.kernels.docker.engine import engine_address
-
-    return engine_address(None)
-
-
-def _engine_failed(outcome: NodeOutcome, exc: BaseException) -> bool:
-    """Put the engine's failure in `outcome` when `exc` is one, or when after an infrastructure
-    error (or a harness one) the engine no longer answers; False when the engine is fine."""
+def _engine_failed(outcome: NodeOutcome, exc: BaseException, kernel: KernelSettings) -> bool:
+    """Put the engine's failure in `outcome` when `exc` is one (`kernels.is_engine_fault`), or
+    when after an infrastructure error (or a harness one) the engine no longer answers
+    (`kernels.engine_problem`); False when the engine is fine."""
     from pytest_super import redaction
+    from pytest_super.kernels import backend_resources, engine_problem, is_engine_fault
 
-    why = f"{type(exc).__name__}: {exc}" if _engine_fault(exc) else ""
+    why = f"{type(exc).__name__}: {exc}" if is_engine_fault(kernel, exc) else ""
     if not why and (isinstance(exc, InfrastructureError) or not isinstance(exc, SuperError)):
-        why = _engine_answers()
+        why = engine_problem(kernel)
     if not why:
         return False
     outcome.engine_failed = True
     outcome.result = None
+    where = backend_resources(kernel).where or f"the {kernel.backend} backend"
     outcome.error = (
         "EngineUnavailable",
-        redaction.redact(f"the Docker engine of node {outcome.node} ({_engine()}) failed: {why}"),
+        redaction.redact(f"{where} on node {outcome.node} failed: {why}"),
     )
     return True
 
@@ -222,25 +172,26 @@ def run_on_node(
     deadline_s: float | None,
     secrets: list[Any],
     steps: Any,
-    trusted: list[tuple[str, str]] | None = None,
+    options: Mapping[str, Any] | list[tuple[str, str]] | None = None,
 ) -> NodeOutcome:
     """One task on this node (the body of the Ray task): the kernel image made present first
     (not charged to the deadline), then the episode within `deadline_s` with the kernel on this
     node's engine, the trajectory in a folder of this node's own, returned with the result.
-    `trusted`: the (tag, image id) pairs the controller trusts, which a pull here may match."""
+    `options`: the backend's options the controller gives its nodes (`kernels.node_options`),
+    added to the run's kernel settings here."""
     run = _with_key(run, secrets)
-    if trusted:
-        from pytest_super.kernels.docker import trust
-
-        for tag, image_id in trusted:
-            trust.record(tag, image_id)
     outcome = NodeOutcome(name=name, node=_node_name(), started_at=time.time())
     folder = nodefiles.task_folder(run.run_id)
     guard: watchdog.Watchdog | None = None
     run = dataclasses.replace(
         run,
         report_dir=folder,
-        kernel=dataclasses.replace(run.kernel, docker_host=None, worker=f"ray-{os.getpid()}"),
+        kernel=dataclasses.replace(
+            run.kernel,
+            docker_host=None,
+            worker=f"ray-{os.getpid()}",
+            options={**run.kernel.options, **_given(options)},
+        ),
     )
     try:  # from the folder on: a cancel (Ray raises in the worker) may come at any line
         guard = watchdog.start(folder, run.kernel.backend)  # the folders' dead man's switch
@@ -259,6 +210,15 @@ def run_on_node(
             guard.release()
         outcome.ended_at = time.time()
     return outcome
+
+
+def _given(options: Mapping[str, Any] | list[tuple[str, str]] | None) -> Mapping[str, Any]:
+    """The backend's options from the controller. A list is what a controller before the
+    backend contract sent (Docker's trusted images), until executors/ray/cluster.py sends
+    `kernels.node_options`."""
+    if isinstance(options, list):
+        return {"trusted_images": options} if options else {}
+    return options or {}
 
 
 def _run_episode(
@@ -284,10 +244,10 @@ def _run_episode(
         outcome.timed_out_after_s = deadline_s
     except SuperError as exc:
         outcome.retried = list(getattr(exc, "retried", []))
-        if not _engine_failed(outcome, exc):
+        if not _engine_failed(outcome, exc, run.kernel):
             outcome.error = (type(exc).__name__, redaction.redact(str(exc)))
     except Exception as exc:
-        if not _engine_failed(outcome, exc):
+        if not _engine_failed(outcome, exc, run.kernel):
             raise  # our own bug: the controller reports the Ray task's failure
 
 
@@ -295,15 +255,24 @@ def cleanup_on_node(
     run: SuperRun, run_id: str | None, every: bool = False
 ) -> tuple[str, list[str]]:
     """Remove the run's containers from this node's engine and its folders here (`run_id` None:
-    what runs whose controller or Ray worker died left behind; `every`: every container of ours
-    on the engine, as `pytest-super cleanup --all`, docker only). Returns (the node, the names
-    of the containers removed)."""
+    what runs whose controller or Ray worker died left behind; `every`: everything of the
+    backend's, as `pytest-super cleanup --all`). Returns (the node, the names of what the
+    backend removed)."""
     return _node_name(), nodefiles.cleanup_here(run.kernel, run_id, every=every)
 
 
-def _build_here(profile: str, base: str | None, offline: bool, tag: str | None) -> tuple[str, str]:
-    from pytest_super.kernels.docker.image import build_image
+def build_image_here(kernel: KernelSettings, profile: str) -> tuple[str, str]:
+    """`pytest-super image build --ray` on this node: the kernel image of `profile` made present
+    by the backend (`kernels.prepare_kernel_image`; the build's own options are the backend's,
+    in `kernel.options`). Returns (the node, the image)."""
+    from pytest_super.kernels import prepare_kernel_image
 
-    return _node_name(), build_image(
-        profile=profile, base=base, offline=offline, tag=tag, log=lambda line: None
-    )
+    prepared = prepare_kernel_image(dataclasses.replace(kernel, docker_host=None), profile)
+    return _node_name(), prepared.image if prepared is not None else (kernel.image or "")
+
+
+def _build_here(profile: str, base: str | None, offline: bool, tag: str | None) -> tuple[str, str]:
+    """`build_image_here` as executors/ray/cluster.py calls it today: Docker's build of
+    `profile` (its `base`, `offline`, `tag`)."""
+    build = {"build": True, "base": base, "offline": offline}
+    return build_image_here(KernelSettings(backend="docker", image=tag, options=build), profile)

@@ -2,9 +2,10 @@
 
 A task makes its own folder (`task_folder`: `pytest-super-node-<run>-<pid>-<start ticks>-*`,
 marked with who made it) and shares the run's start-lock folder (`run_lock_folder`) with the run's
-other tasks on the node. `cleanup_here` removes what is left of them, and of the containers on the
-node's engine: the task at its end (`node.cleanup_on_node`, asked by the controller), the task's
-watchdog once its Ray worker died (`watchdog.py`), `pytest-super cleanup`. Below both `node` and
+other tasks on the node. `cleanup_here` removes what is left of them, and has the kernel backend
+remove what its kernels left on the node (its contract's clean-ups): the task at its end
+(`node.cleanup_on_node`, asked by the controller), the task's watchdog once its Ray worker died
+(`watchdog.py`), `pytest-super cleanup`. Below both `node` and
 `watchdog`, so that the watchdog's process imports nothing of the Ray task's code.
 """
 
@@ -24,7 +25,8 @@ from pytest_super.kernels.base import KernelSettings
 
 #: a task's folder on its node: pytest-super-node-<run id>-<pid>-<start ticks>-<random>
 NODE_FOLDER_PREFIX = "pytest-super-node-"
-#: in a task's folder: who made it (the run id and the Ray worker as `Holder.labels` names it)
+#: in a task's folder: who made it (the run id and the Ray worker as
+#: `process_identity.Holder.labels` names it)
 OWNER_FILE = "owner.json"
 #: in the run's start-lock folder: every task of the run on the node holds a shared lock on it
 IN_USE_FILE = "in-use"
@@ -76,7 +78,7 @@ def remove_if_unused(folder: Path) -> bool:
 
 def task_folder(run_id: str) -> Path:
     """This task's folder on the node, named and marked so its run and its owner can be told."""
-    from pytest_super.kernels.docker.lease import Holder
+    from pytest_super.process_identity import Holder
 
     holder = Holder.of_this_process()
     folder = Path(
@@ -91,7 +93,7 @@ def task_folder(run_id: str) -> Path:
 def stale_folders(run_id: str | None) -> list[Path]:
     """Task folders on this node left behind: the run's (`run_id`), or (None) those whose Ray
     worker is provably gone."""
-    from pytest_super.kernels.docker.lease import Holder
+    from pytest_super.process_identity import Holder
 
     found = []
     for folder in Path(tempfile.gettempdir()).glob(f"{NODE_FOLDER_PREFIX}*"):
@@ -112,9 +114,10 @@ def stale_folders(run_id: str | None) -> list[Path]:
 
 
 def cleanup_here(kernel: KernelSettings, run_id: str | None, *, every: bool = False) -> list[str]:
-    """`cleanup_on_node`'s work on this machine's engine (also the watchdog's, once a task's
-    Ray worker died): the names of the containers removed."""
-    from pytest_super.kernels import kernel_backend
+    """`cleanup_on_node`'s work on this machine (also the watchdog's, once a task's Ray worker
+    died): the task folders, then the kernel backend's clean-up through its contract
+    (`cleanup_run`, `cleanup_dead_runs`, or `every`: `cleanup_all`); the names it removed."""
+    from pytest_super.kernels import cleanup_all, kernel_backend
     from pytest_super.locks import private_dir
 
     folders = [str(folder) for folder in stale_folders(run_id)]
@@ -126,8 +129,6 @@ def cleanup_here(kernel: KernelSettings, run_id: str | None, *, every: bool = Fa
             shutil.rmtree(lock_dir, ignore_errors=True)
     settings = dataclasses.replace(kernel, docker_host=None)
     if every:
-        from pytest_super.kernels import cleanup_containers, docker_client
-
-        return cleanup_containers(docker_client(settings))
+        return cleanup_all(settings)
     backend = kernel_backend(settings)
     return backend.cleanup_run(settings, run_id) if run_id else backend.cleanup_dead_runs(settings)

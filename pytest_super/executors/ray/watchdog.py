@@ -4,12 +4,13 @@ A Ray worker running one of our tasks makes folders on its node: the task's fold
 (`pytest-super-node-<run>-<pid>-<ticks>-*`), its kernels' host folders and the run's start-lock
 folder. It removes them when the task ends or is cancelled; a worker killed by SIGKILL (Ray's
 force-cancel, a dead raylet, a head lost, the driver's death) cannot. Its containers go by the
-engine's reaper (kernels/docker/reaper.py); its folders go by this watchdog: a process of its
+backend (Docker's: its engine's reaper, kernels/docker/reaper.py); its folders go by this watchdog: a process of its
 own session, started by the worker for each task, that holds the read end of a pipe whose write
 end only the worker holds. A task that ends writes `DONE` and closes the pipe (nothing to do); a
 pipe that ends without it means the worker died, and the watchdog runs the node's clean-up of
 dead owners (`nodefiles.cleanup_here`: folders whose worker is gone, unused start-lock folders,
-containers of dead leases and their host folders), then leaves. A task whose engine failed under
+the backend's `cleanup_dead_runs`: for Docker, containers of dead leases and their host folders),
+then leaves. A task whose engine failed under
 it keeps its watchdog for the worker's life (`Watchdog.keep`): the containers the engine could
 not remove are removed once the worker is gone and the engine answers again. `PYTEST_SUPER_DEAD_MAN_SWITCH=off` turns it
 off with the engine's reaper; the next start-up clean-up on the node (or `pytest-super cleanup`)
@@ -19,7 +20,7 @@ The watchdog runs as a script (this file, by its path) and imports nothing of th
 process_identity.py (standard library only) until its worker died: an idle one costs a bare
 interpreter (about 10 MB) and a blocked read. It shares the worker's kernel boot and PID
 namespace, so the worker's pid and start time (`process_identity.start_ticks`, as
-kernels/docker/lease.py's `Holder`) tell whether it lives.
+process_identity.Holder) tell whether it lives.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ _kept: list[Watchdog] = []
 
 def start(folder: Path, backend: str) -> Watchdog | None:
     """The watchdog of this task's `folder`, or None with the switch off."""
-    from pytest_super.kernels.docker.reaper import switch_wanted
+    from pytest_super.process_identity import switch_wanted
 
     return Watchdog(folder, backend) if switch_wanted() else None
 

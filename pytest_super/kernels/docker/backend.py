@@ -1,4 +1,6 @@
-"""The docker backend: one container per task holding one ipykernel (`DockerBox`).
+"""The docker backend (`DockerBackend`): one container per task holding one ipykernel
+(`box.DockerBox`), and the contract's other calls (the image made present, clean-ups, the leases
+released at the end, the engine's faults told from a task's: `health.py`).
 
 This module provisions boxes; talking to the kernel inside is `runtime.JupyterKernel`'s job.
 docs/security.md says what is isolated and why it is done this way.
@@ -7,15 +9,12 @@ A box is a container of the kernel image (`image.default_image_tag()` unless set
 another) started with tini (`init=True`) in /content. Provisioning is a function of the image, the
 network, the mounts and the limits in `KernelSettings`; nothing else of the host goes in.
 
-Kernel channels: the kernel listens on no network port at all. It uses ZeroMQ's `ipc` transport
-(unix sockets) in a folder private to the box: on a local engine a host folder (mode 0700)
-bind-mounted at /run/pytest-super, so the controller connects to the sockets directly; on a remote
-engine a tmpfs in the container, reached through the engine's own connection (`relay.py`). No other
-container and no other host can open a channel, whatever the network.
+Kernel channels (`box.py`): no network port; the kernel's unix sockets are in a folder private to
+the box, bind-mounted from the host or relayed (`relay.py`). No other container and no other host
+can open a channel, whatever the network.
 
-Networks: "none" is docker's `--network none` (loopback only). "bridge" is `pytest-super-tasks`,
-a bridge network per engine with inter-container traffic off; on a local engine where the harness
-may run iptables, traffic from that bridge to the host itself is dropped (`hostguard.py`).
+Networks (`network.py`): "none" is docker's `--network none` (loopback only). "bridge" is
+`pytest-super-tasks`, a bridge network per engine with inter-container traffic off.
 
 Disk: `settings.disk_bytes` bounds the container's writable layer (plus its channel folder); the
 engine enforces it where it can (storage-opt), else `diskwatch.py` watches and stops the box,
@@ -33,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import io
 import json
 import os
@@ -42,29 +40,38 @@ import secrets
 import socket
 import tarfile
 import tempfile
-import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import docker
 import docker.errors
+import docker.utils
 import requests.exceptions
 
 from pytest_super.atomic import write_atomically
-from pytest_super.errors import (
-    DiskLimitExceeded,
-    EngineUnavailable,
-    ImageMissing,
-    InfrastructureError,
+from pytest_super.errors import EngineUnavailable, ImageMissing, InfrastructureError
+from pytest_super.kernels.base import (
+    BackendBase,
+    BackendResources,
+    ImageSpec,
+    Kernel,
+    KernelSettings,
+    PreparedImage,
 )
-from pytest_super.kernels.base import ImageSpec, Kernel, KernelSettings, console_command
+from pytest_super.kernels.docker import health
+from pytest_super.kernels.docker.box import (
+    CHANNEL_DIR_IN_CONTAINER,
+    CHANNEL_PREFIX,
+    CONNECTION_DIR_IN_CONTAINER,
+    CONNECTION_FILE_IN_CONTAINER,
+    KERNEL_PORTS,
+    DockerBox,
+    kernel_connection,
+)
 from pytest_super.kernels.docker.cleanup import (
     HOST_FOLDER_PREFIX,
-    KEPT_SUFFIX,
     OWNER_FILE,
     cleanup_containers,
     cleanup_dead_leases,
@@ -72,13 +79,7 @@ from pytest_super.kernels.docker.cleanup import (
     mount_channel_folder,
     remove_host_folder,
 )
-from pytest_super.kernels.docker.diskwatch import (
-    INODE_BYTES,
-    UNKNOWN,
-    DiskLimits,
-    DiskUse,
-    disk_watch,
-)
+from pytest_super.kernels.docker.diskwatch import disk_watch
 from pytest_super.kernels.docker.engine import (
     LABEL,
     LABEL_HOST,
@@ -91,25 +92,13 @@ from pytest_super.kernels.docker.engine import (
     engine_identity,
     start_engine_hint,
 )
-from pytest_super.kernels.docker.hostguard import guard_host
 from pytest_super.kernels.docker.image import build_hint, default_image_tag, image_for_task
-from pytest_super.kernels.docker.lease import LABEL_LEASE, lease_for, remove_later
+from pytest_super.kernels.docker.lease import LABEL_LEASE, lease_for, release_leases, remove_later
+from pytest_super.kernels.docker.network import is_remote_engine, task_network
 from pytest_super.kernels.docker.relay import RELAY_IN_CONTAINER, EngineRelay, relay_source
+from pytest_super.kernels.docker.settings import SETTINGS as DOCKER_SETTINGS
+from pytest_super.kernels.docker.settings import docker_options
 
-#: the kernel's channel numbers; with the ipc transport they are the sockets' name suffixes
-#: (`<prefix>-50001` ...). Kept at the values the TCP days used so that tools reading them agree.
-KERNEL_PORTS: dict[str, int] = {
-    "shell_port": 50001,
-    "iopub_port": 50002,
-    "stdin_port": 50003,
-    "control_port": 50004,
-    "hb_port": 50005,
-}
-CONNECTION_DIR_IN_CONTAINER = "/etc/pytest-super"
-CONNECTION_FILE_IN_CONTAINER = f"{CONNECTION_DIR_IN_CONTAINER}/kernel.json"
-#: where the kernel's sockets live inside the container (a bind mount or a tmpfs)
-CHANNEL_DIR_IN_CONTAINER = "/run/pytest-super"
-CHANNEL_PREFIX = "kernel"
 KERNEL_COMMAND = ["python", "-m", "ipykernel_launcher", "-f", CONNECTION_FILE_IN_CONTAINER]
 #: A controller that is not root cannot connect to sockets the container's root made with the
 #: usual umask (connecting needs write permission), so then the kernel starts with umask 0. The
@@ -122,7 +111,6 @@ KERNEL_COMMAND_UNPRIVILEGED = [
     CONNECTION_FILE_IN_CONTAINER,
 ]
 WORKING_DIR = "/content"
-TASK_NETWORK = "pytest-super-tasks"
 MIRRORS_DIR = "/mirrors"
 PIP_CACHE_DIR = "/root/.cache/pip"
 # What root needs for pip, apt and git inside the box; everything else of docker's default set
@@ -138,236 +126,23 @@ CAPABILITIES = [
     "NET_BIND_SERVICE",
     "SYS_CHROOT",
 ]
-#: seconds `restart` gives the old kernel after SIGTERM (its state is discarded anyway)
-STOP_TIMEOUT_S = 0
 CONTROLLER_PID_ENV = "PYTEST_SUPER_CONTROLLER_PID"
 
 _engine_infos: dict[str, dict[str, Any]] = {}
 _disk_capable: dict[str, bool] = {}
-_network_lock = threading.Lock()
-_networks: dict[str, str] = {}
 
 
-class DockerBox:
-    """One task container holding one kernel; implements runtime's `Box` protocol.
-
-    `folder` is the box's private host folder (0700): the host copy of the connection file and,
-    on a local engine, the bind-mounted channel folder. `channel_dir` is where this host finds the
-    kernel's sockets: that folder's `ipc/`, or the relay's sockets for a remote engine.
-    """
-
-    def __init__(
-        self,
-        client: docker.DockerClient,
-        *,
-        container_id: str,
-        name: str,
-        key: str,
-        folder: str,
-        channel_dir: str,
-        docker_host: str | None,
-    ) -> None:
-        self.client = client
-        self.api = client.api
-        self.container_id = container_id
-        self.name = name
-        self._key = key
-        self.folder = folder
-        self.channel_dir = channel_dir
-        self.connection_file = os.path.join(folder, "kernel.json")
-        self._docker_host = docker_host
-        self._info: dict[str, Any] = {}
-        self._removed = False
-        self.description = f"docker container {name} ({container_id[:12]})"
-        #: set (to a sentence) when the box was stopped for writing more than its disk limit
-        self.disk_exceeded = ""
-        #: set (to a sentence) when the disk watch could not measure the box for a limit of
-        #: this host (open files, memory): an environment error, not the task's
-        self.disk_unmeasured = ""
-        #: measures the box's disk now, stopping it if over its limit (when the disk is watched)
-        self.measure_disk: Callable[[], object] | None = None
-        self._on_remove: list[Callable[[], None]] = []
-
-    # -- Box protocol -------------------------------------------------------------------------
-    def connection_info(self) -> dict[str, Any]:
-        if not self._info:
-            self._refresh_connection()
-        return dict(self._info)
-
-    def _raise_disk_end(self) -> None:
-        if self.disk_unmeasured:
-            raise InfrastructureError(self.disk_unmeasured)
-        if self.disk_exceeded:
-            raise DiskLimitExceeded(self.disk_exceeded)
-
-    def is_alive(self) -> bool:
-        self._raise_disk_end()
-        try:
-            state = self.api.inspect_container(self.container_id)["State"]
-        except docker.errors.NotFound:
-            return False
-        except requests.exceptions.ConnectionError as exc:
-            raise EngineUnavailable(
-                f"the Docker engine went away while {self.description} ran: {exc}"
-            ) from exc
-        return bool(state.get("Running")) and not state.get("Restarting")
-
-    def check_limits(self) -> None:
-        if self.measure_disk is not None and not self._removed:
-            self.measure_disk()
-        self._raise_disk_end()
-
-    def restart(self) -> dict[str, Any]:
-        try:
-            if self.is_alive():
-                self.api.restart(self.container_id, timeout=STOP_TIMEOUT_S)
-            else:
-                self.api.start(self.container_id)
-        except docker.errors.NotFound as exc:
-            raise InfrastructureError(
-                f"{self.description} was removed while its task ran (docker rm, a prune, or "
-                "`pytest-super cleanup --all`)"
-            ) from exc
-        except (docker.errors.APIError, requests.exceptions.ConnectionError) as exc:
-            raise InfrastructureError(f"restarting {self.description} failed: {exc}") from exc
-        self._refresh_connection()
-        return dict(self._info)
-
-    def detach(self) -> str:
-        self._release()
-        # renamed, so that no later run takes it for a dead run's leftover
-        kept = self.name + KEPT_SUFFIX
-        with contextlib.suppress(docker.errors.APIError):
-            self.api.rename(self.container_id, kept)
-            self.name = kept
-            self.description = f"docker container {kept} ({self.container_id[:12]})"
-        docker_cmd = "docker" if not self._docker_host else f"docker -H {self._docker_host}"
-        return (
-            f"{self.description} left running:\n"
-            f"  {docker_cmd} exec -it {self.name} bash\n"
-            f"  {console_command(self.connection_file)}\n"
-            "it stays until you remove it (the engine's reaper spares kept containers):\n"
-            f"remove it with: {docker_cmd} rm -f {self.name}"
-        )
-
-    def remove(self) -> None:
-        # No grace period: the kernel's state is discarded anyway, and ipykernel often ignores the
-        # SIGTERM of `docker stop` after it ran a cell (a 1 s stop timeout cost 1.2 s a box).
-        # So force-remove (SIGKILL + remove in one call); if that fails, kill, then remove again.
-        if self._removed:
-            return
-        try:
-            try:
-                self.api.remove_container(self.container_id, force=True, v=True)
-            except docker.errors.NotFound:
-                pass
-            except docker.errors.APIError as exc:  # the engine's answer (before RequestException:
-                # docker's APIError is a requests HTTPError, and an answer is not a silence)
-                if exc.status_code == 409:  # removal already in progress
-                    return
-                with contextlib.suppress(docker.errors.APIError):
-                    self.api.kill(self.container_id)
-                with contextlib.suppress(docker.errors.NotFound):
-                    self.api.remove_container(self.container_id, force=True, v=True)
-            except requests.exceptions.RequestException:
-                # the engine does not answer (killed, restarting): the lease's renewals remove
-                # the container once it is back (the reaper spares it while we live)
-                remove_later(engine_address(self._docker_host), self.container_id)
-                raise
-        finally:
-            self._removed = True
-            self._release()
-            remove_host_folder(self.folder)
-
-    def on_release(self, stop: Callable[[], None]) -> None:
-        """Call `stop` once when the harness lets go of the box (remove or detach)."""
-        self._on_remove.append(stop)
-
-    def _release(self) -> None:
-        stops, self._on_remove = self._on_remove, []
-        for stop in stops:
-            stop()
-
-    def stop_for_disk(self, use: DiskUse, limits: DiskLimits) -> None:
-        """Stop the box: it takes `use` of the disk, over its `limits` (called by the disk
-        watch)."""
-        if use.bytes == UNKNOWN and use.environment:
-            self.disk_unmeasured = (
-                f"the disk watch could not measure {self.description} ({use.why}): a limit of "
-                "this host, not the task's doing; the task was stopped (raise the open-file "
-                "limit, `ulimit -n`, or free memory, and run it again)"
-            )
-        elif use.bytes == UNKNOWN and use.why:
-            self.disk_exceeded = (
-                f"the disk use of {self.description} could not be measured ({use.why}); under "
-                f"the limit of {_size(limits.bytes)} (--super-disk) it cannot be shown to be, so "
-                "the task was stopped"
-            )
-        elif use.bytes == UNKNOWN:
-            self.disk_exceeded = (
-                f"the disk use of {self.description} could not be measured (its layer is not on "
-                f"this host and the engine reports none, as for paths past PATH_MAX); under the "
-                f"limit of {_size(limits.bytes)} (--super-disk) it cannot be shown to be, so the "
-                "task was stopped"
-            )
-        elif use.bytes > limits.bytes:
-            self.disk_exceeded = (
-                f"{self.description} wrote {_size(use.bytes)} to its disk, over the limit of "
-                f"{_size(limits.bytes)} (--super-disk); the task was stopped"
-            )
-        else:
-            self.disk_exceeded = (
-                f"{self.description} made {use.inodes:,} files and folders (inodes) on its "
-                f"disk, over the limit of {limits.inodes:,} (one per {INODE_BYTES // 1024} KiB "
-                f"of --super-disk={_size(limits.bytes)}); the task was stopped"
-            )
-        with contextlib.suppress(docker.errors.APIError, requests.exceptions.ConnectionError):
-            self.api.kill(self.container_id)
-
-    def death_reason(self) -> str:
-        try:
-            state = self.api.inspect_container(self.container_id)["State"]
-        except docker.errors.NotFound:
-            return "container removed"
-        if state.get("Running"):
-            return ""
-        if state.get("OOMKilled"):
-            return "killed (out of memory)"
-        code = state.get("ExitCode")
-        if code == 137:
-            return "killed (SIGKILL)"
-        if code is None:
-            return ""
-        reason = f"exit code {code}"
-        if state.get("Error"):
-            reason += f" ({state['Error']})"
-        return reason
-
-    # -- internals ----------------------------------------------------------------------------
-    def _refresh_connection(self) -> None:
-        self._info = kernel_connection(f"{self.channel_dir}/{CHANNEL_PREFIX}", self._key)
-        write_atomically(Path(self.connection_file), json.dumps(self._info, indent=1), mode=0o600)
-
-
-def kernel_connection(prefix: str, key: str) -> dict[str, Any]:
-    """The jupyter connection dict of a kernel whose sockets are `<prefix>-<channel number>`."""
-    return {
-        **KERNEL_PORTS,
-        "ip": prefix,
-        "key": key,
-        "transport": "ipc",
-        "signature_scheme": "hmac-sha256",
-        "kernel_name": "",
-    }
-
-
-class DockerBackend:
+class DockerBackend(BackendBase):
     """The docker backend: one container per kernel; leftovers are the containers it labelled."""
 
     #: a container may be made ahead of the task that uses it (the kernel pool)
     warm_pool = True
+    #: the settings only Docker reads (`KernelSettings.options`), declared in a module that the
+    #: settings package reads without importing this one (the Docker SDK)
+    settings = DOCKER_SETTINGS
 
     def provision(self, settings: KernelSettings, *, task_id: str) -> Kernel:
+        _trust_given(settings)  # the reaper's image base may be one the controller trusts
         return start_docker_kernel(settings, task_id=task_id)
 
     def image_for(self, settings: KernelSettings, profile: str) -> str:
@@ -379,6 +154,7 @@ class DockerBackend:
         `base.TaskImageBackend`)."""
         from pytest_super.kernels.docker.task_image import prepare_task_image
 
+        _trust_given(settings)
         return prepare_task_image(settings, spec)
 
     def cleanup_run(self, settings: KernelSettings, run_id: str) -> list[str]:
@@ -407,6 +183,54 @@ class DockerBackend:
             raise InfrastructureError(
                 f"the engine failed to remove dead runs' containers: {exc}"
             ) from exc
+
+    def prepare(self, settings: KernelSettings, profile: str) -> PreparedImage | None:
+        """The task's kernel image made present on the engine: pulled from the registry
+        (`--super-registry`) when one is given, else (or when the pull fails) built when it is
+        our own profile's image; one pull or build at a time on a machine (the build lock).
+        None when nothing was to be done, or was done before in this process
+        (`registry.prepare_kernel_image`)."""
+        from pytest_super.kernels.docker.registry import prepare_kernel_image
+
+        return prepare_kernel_image(settings, profile)
+
+    def cleanup_all(self, settings: KernelSettings) -> list[str]:
+        """Every container and lease of ours on the engine, live runs' too."""
+        return cleanup_containers(docker_client(settings))
+
+    def shutdown(self) -> None:
+        """This process's leases released (their containers are the reaper's once it is gone)."""
+        release_leases()
+
+    def describe(self, settings: KernelSettings) -> BackendResources:
+        """The container's memory limit in bytes as the engine reads `settings.mem` (None when it
+        does not read: the engine then says so for the container), its CPUs, its engine."""
+        try:
+            memory: int | None = int(docker.utils.parse_bytes(settings.mem))
+        except docker.errors.DockerException:
+            memory = None
+        where = f"the Docker engine at {engine_address(settings.docker_host)}"
+        return BackendResources(memory_bytes=memory, cpus=settings.cpus, where=where)
+
+    def is_engine_fault(self, exc: BaseException) -> bool:
+        return health.engine_fault(exc)
+
+    def engine_problem(self, settings: KernelSettings) -> str:
+        return health.engine_problem(settings.docker_host)
+
+    def node_options(self, settings: KernelSettings) -> dict[str, Any]:
+        """The images this machine trusts (`trust.py`), for a node's pulls to match."""
+        from pytest_super.kernels.docker import trust
+
+        return {"trusted_images": trust.recorded()}
+
+
+def _trust_given(settings: KernelSettings) -> None:
+    """Trust here the images the controller trusts (`node_options`, on a Ray node)."""
+    from pytest_super.kernels.docker import trust
+
+    for tag, image_id in docker_options(settings).trusted_images:
+        trust.record(tag, image_id)
 
 
 def start_docker_kernel(settings: KernelSettings, *, task_id: str) -> Kernel:
@@ -636,41 +460,6 @@ def _labels(settings: KernelSettings, task_id: str) -> dict[str, str]:
     }
 
 
-def task_network(client: docker.DockerClient, address: str, network: str) -> str:
-    """The network_mode for a box: "none", or this engine's `pytest-super-tasks` bridge."""
-    if network == "none":
-        return "none"
-    with _network_lock:
-        if address not in _networks:
-            bridge = bridge_interface(address)
-            if not client.api.networks(names=[TASK_NETWORK]):
-                try:
-                    client.api.create_network(
-                        TASK_NETWORK,
-                        driver="bridge",
-                        check_duplicate=True,
-                        options={
-                            "com.docker.network.bridge.enable_icc": "false",
-                            "com.docker.network.bridge.name": bridge,
-                        },
-                        labels={LABEL: "1"},
-                    )
-                except docker.errors.APIError:
-                    # another process (a task beside this one on a Ray node) made it first: the
-                    # engine refuses the second with 409 or "same bridge name"; what counts is
-                    # that it exists now
-                    if not client.api.networks(names=[TASK_NETWORK]):
-                        raise
-            guard_host(bridge, local=not is_remote_engine(address))
-            _networks[address] = TASK_NETWORK
-    return _networks[address]
-
-
-def bridge_interface(address: str) -> str:
-    """The host interface name of an engine's task bridge (engines on one host must differ)."""
-    return "pst" + hashlib.sha256(address.encode()).hexdigest()[:8]
-
-
 def container_name(task_id: str, worker: str) -> str:
     """`super-<task>-<worker>-<6 hex>`: docker-legal and at most 63 characters."""
     worker_part = re.sub(r"[^a-zA-Z0-9_.-]+", "-", worker).strip("-.") or "main"
@@ -728,15 +517,6 @@ def _mirror_binds(mirrors: dict[str, str]) -> tuple[dict[str, dict[str, str]], d
     return binds, env
 
 
-def is_remote_engine(address: str) -> bool:
-    """Does the engine at `address` run on another machine (tcp:// or ssh:// naming a host)?"""
-    parsed = urlparse(address)
-    if parsed.scheme not in ("tcp", "ssh", "http", "https") or not parsed.hostname:
-        return False
-    host = parsed.hostname
-    return not (host in ("localhost", "::1") or host.startswith("127."))
-
-
 def _engine_info(client: docker.DockerClient, address: str) -> dict[str, Any]:
     """`docker info` of the engine, asked once per process (its ID, CPUs and storage driver)."""
     if address not in _engine_infos:
@@ -782,7 +562,3 @@ def _discard(
         pass
     except requests.exceptions.RequestException:
         remove_later(address, container_id)  # the engine does not answer: once it does
-
-
-def _size(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"

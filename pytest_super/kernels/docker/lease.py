@@ -36,15 +36,16 @@ import email.utils
 import io
 import json
 import logging
-import os
 import secrets
 import tarfile
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from pytest_super.process_identity import boot_id, pid_namespace, start_ticks
+from pytest_super.process_identity import (
+    Holder,
+)
 
 if TYPE_CHECKING:
     import docker
@@ -54,11 +55,6 @@ log = logging.getLogger(__name__)
 LABEL_LEASE = "pytest-super.lease"  # on task containers: the lease they live under
 LABEL_HOLDER = "pytest-super.lease-holder"  # on the lease container itself
 LABEL_LEASE_RUN = "pytest-super.lease-run"  # the run of the process holding it (informational)
-#: on the lease container: who holds it (`Holder`'s fields; empty where /proc cannot say)
-LABEL_HOLDER_PID = "pytest-super.lease-pid"
-LABEL_HOLDER_START = "pytest-super.lease-pid-start"
-LABEL_HOLDER_PID_NS = "pytest-super.lease-pid-ns"
-LABEL_HOLDER_BOOT = "pytest-super.lease-boot-id"
 #: on the lease container: "on" when the engine's reaper is to remove its containers once it
 #: is dead (the dead man's switch, reaper.py), "off" when its holder opted out
 LABEL_SWITCH = "pytest-super.lease-switch"
@@ -70,62 +66,6 @@ RENEW_S = 10.0
 #: The reaper removes a dead owner's containers within TTL_S + one sweep (5 s) + the removal:
 #: under the 2 minutes promised (docs/security.md, "Nothing outlives its owner")
 TTL_S = 90.0
-
-
-@dataclass(frozen=True)
-class Holder:
-    """Who holds a lease, in terms that prove liveness only within the same PID namespace."""
-
-    pid: int
-    boot_id: str | None
-    pid_ns: int | None
-    start_ticks: int | None
-
-    @classmethod
-    def of_this_process(cls) -> Holder:
-        pid = os.getpid()
-        return cls(pid, boot_id(), pid_namespace(), start_ticks(pid))
-
-    def labels(self) -> dict[str, str]:
-        """This holder as the lease container's labels."""
-        return {
-            LABEL_HOLDER_PID: str(self.pid),
-            LABEL_HOLDER_START: "" if self.start_ticks is None else str(self.start_ticks),
-            LABEL_HOLDER_PID_NS: "" if self.pid_ns is None else str(self.pid_ns),
-            LABEL_HOLDER_BOOT: self.boot_id or "",
-        }
-
-    @classmethod
-    def from_labels(cls, labels: dict[str, str]) -> Holder | None:
-        """The holder a lease container's labels name; None without them (an earlier version's)
-        or when they are not numbers."""
-        try:
-            return cls(
-                int(labels[LABEL_HOLDER_PID]),
-                labels.get(LABEL_HOLDER_BOOT) or None,
-                int(labels[LABEL_HOLDER_PID_NS]) if labels.get(LABEL_HOLDER_PID_NS) else None,
-                int(labels[LABEL_HOLDER_START]) if labels.get(LABEL_HOLDER_START) else None,
-            )
-        except (KeyError, ValueError):
-            return None
-
-    def _comparable(self) -> bool:
-        """Does this holder share our kernel boot and PID namespace (so its pid means here what
-        it meant there)?"""
-        here = Holder.of_this_process()
-        if None in (self.boot_id, self.pid_ns, self.start_ticks, here.boot_id, here.pid_ns):
-            return False
-        return (self.boot_id, self.pid_ns) == (here.boot_id, here.pid_ns)
-
-    def provably_gone(self) -> bool:
-        """True only when this holder shares our kernel boot and PID namespace and its process
-        is gone (or the pid now names a process started at another time)."""
-        return self._comparable() and start_ticks(self.pid) != self.start_ticks
-
-    def provably_alive(self) -> bool:
-        """True only when this holder shares our kernel boot and PID namespace and its pid names
-        the same process still (same start time; stopped with SIGSTOP counts: it is alive)."""
-        return self._comparable() and start_ticks(self.pid) == self.start_ticks
 
 
 class Lease:
@@ -273,7 +213,7 @@ def lease_for(client: docker.DockerClient, address: str, image: str, run_id: str
     with _leases_lock:
         lease = _leases.get(address)
         if lease is None:
-            from pytest_super.kernels.docker.reaper import switch_wanted
+            from pytest_super.process_identity import switch_wanted
 
             lease = Lease(client, image, run_id, address=address, switch=switch_wanted())
             _leases[address] = lease

@@ -60,8 +60,6 @@ SOCKET_DIR_IN_CONTAINER = "/run/pytest-super-engine"
 #: the environment variable that names the socket inside the reaper (kernels/inside/reaper.py)
 SOCKET_ENV = "PYTEST_SUPER_ENGINE_SOCKET"
 IDLE_ENV = "PYTEST_SUPER_REAPER_IDLE_S"
-#: the environment variable that turns the switch off for the leases a process takes
-SWITCH_ENV = "PYTEST_SUPER_DEAD_MAN_SWITCH"
 NOBODY = 65534
 
 _ensure_lock = threading.Lock()
@@ -98,12 +96,6 @@ def reaper_name() -> str:
     """`pytest-super-reaper-<hash of its program>`: reapers of two versions can run side by
     side (both honour the same leases) instead of replacing each other."""
     return f"{REAPER_PREFIX}-{reaper_version()}"
-
-
-def switch_wanted() -> bool:
-    """Does this process hold the switch for its leases (`PYTEST_SUPER_DEAD_MAN_SWITCH=off`
-    leaves a killed run's containers to `pytest-super cleanup` or the next run)?"""
-    return os.environ.get(SWITCH_ENV, "on").strip().lower() not in ("off", "0", "no", "false")
 
 
 def engine_socket(address: str) -> str | None:

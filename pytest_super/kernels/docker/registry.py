@@ -15,16 +15,17 @@ other address needs TLS or an `insecure-registries` entry in each engine's daemo
 from __future__ import annotations
 
 import contextlib
-import re
 import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import docker
 import docker.errors
 
 from pytest_super.errors import InfrastructureError
+from pytest_super.kernels.base import KernelSettings, PreparedImage
 from pytest_super.kernels.docker import trust
 from pytest_super.kernels.docker.engine import docker_client_for
 from pytest_super.kernels.docker.image import (
@@ -35,25 +36,13 @@ from pytest_super.kernels.docker.image import (
     build_inputs,
     build_lock,
     image_exists,
+    image_for_task,
 )
 from pytest_super.kernels.docker.reaper import REAPER_REPOSITORY
+from pytest_super.kernels.docker.settings import docker_options
+from pytest_super.kernels.docker.settings import registry_address as registry_address  # the CLI's
 
-#: HOST:PORT, the host a name, an IPv4 address or a bracketed IPv6 address
-_ADDRESS = re.compile(
-    r"^(?P<host>[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})$"
-)
 _SAID: set[str] = set()  # the fallback reasons this process has said (warn_once)
-
-
-def registry_address(value: str) -> str:
-    """`--super-registry` / `--registry`: HOST:PORT (no scheme, no path), port 1-65535."""
-    match = _ADDRESS.match(value.strip())
-    if match is None or not 1 <= int(match["port"]) <= 65535:
-        raise ValueError(
-            "expected HOST:PORT of a Docker registry, e.g. 127.0.0.1:5000 or "
-            "registry.example.org:443 (no http://, no path)"
-        )
-    return value.strip()
 
 
 def remote_name(registry: str, tag: str) -> str:
@@ -210,6 +199,47 @@ def provide_image(
 def own_profile(tag: str, profile: str) -> str | None:
     """`profile` when `tag` is that profile's default image (ours to build), else None."""
     return profile if tag == build_inputs(profile=profile).tag() else None
+
+
+def prepare_kernel_image(settings: KernelSettings, profile: str) -> PreparedImage | None:
+    """`DockerBackend.prepare`: the kernel image of a task of image `profile` made present on
+    the engine of `settings` (`provide_image`: pulled from the `registry` option when given, else
+    built when it is our profile's own image). None for an image not ours without a registry
+    (named with --super-image: it must be on the engine already, its kernel's start says so)."""
+    options = docker_options(settings)
+    for tag, image_id in options.trusted_images:  # what the controller trusts, trusted here too
+        trust.record(tag, image_id)
+    if options.build:  # `pytest-super image build` (`--ray`: on each node)
+        started, said = time.monotonic(), list[str]()
+        built = build_image(
+            profile=profile,
+            base=options.base,
+            offline=options.offline,
+            tag=settings.image,
+            docker_host=settings.docker_host,
+            log=said.append,
+        )
+        if any("nothing to build" in line for line in said):
+            return PreparedImage(built, "present")
+        return PreparedImage(built, "built", time.monotonic() - started)
+    image = image_for_task(profile, settings.image)
+    registry = options.registry
+    own = own_profile(image, profile)
+    if own is None and not registry:
+        return None
+    provided = provide_image(
+        image, registry=registry, profile=own, docker_host=settings.docker_host
+    )
+    how = _HOW.get(provided.how, "present")
+    return PreparedImage(provided.image, how, provided.seconds, provided.fallback)
+
+
+#: `Provided.how` as `PreparedImage.how`
+_HOW: dict[str, Literal["present", "pulled", "built", "missing"]] = {
+    "pulled": "pulled",
+    "built": "built",
+    "missing": "missing",
+}
 
 
 def warn_once(message: str) -> None:
