@@ -20,7 +20,15 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pytest_super"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "pytest glue and commands",
-        ("plugin", "cli", "executors.local", "executors.ray", "live", "conformance"),
+        (
+            "plugin",
+            "cli",
+            "executors.pytest_side",
+            "executors.local",
+            "executors.ray",
+            "live",
+            "conformance",
+        ),
     ),
     (
         "settings, collection, the run's records and reports",
@@ -50,6 +58,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "settings",
             "execute",
+            "outcome",
             "executors",
             "executors.ray.cluster",
             "executors.ray.driver",
@@ -293,7 +302,16 @@ def test_nothing_from_one_task_down_imports_pytest() -> None:
 
 
 #: modules above the one-task layer that a script without pytest imports (`run_tasks`)
-PYTEST_FREE_ABOVE = ("pytest_super.run_record", "pytest_super.settings", "pytest_super.tasks")
+PYTEST_FREE_ABOVE = (
+    "pytest_super.run_record",
+    "pytest_super.settings",
+    "pytest_super.tasks",
+    # the executors a script submits to (`run_tasks`), and the outcomes they give
+    "pytest_super.executors.local",
+    "pytest_super.executors.ray",
+    "pytest_super.executors.ray.outcomes",
+    "pytest_super.outcome",
+)
 
 
 @pytest.mark.parametrize("module", PYTEST_FREE_ABOVE)

@@ -32,8 +32,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_super.errors import InfrastructureError, SuperError
-from pytest_super.execute import trajectory_path
+from pytest_super.errors import InfrastructureError
 from pytest_super.executors.ray.connect import RayUnavailable, connect, import_ray
 from pytest_super.executors.ray.node import (
     NodeOutcome,
@@ -44,7 +43,6 @@ from pytest_super.executors.ray.node import (
 from pytest_super.executors.ray.settings import cluster_run, ray_address, ray_concurrency
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.llm.settings import LLMSettings
-from pytest_super.runner import TaskResult
 from pytest_super.settings import SuperRun
 from pytest_super.tasks import Task
 
@@ -817,43 +815,6 @@ def cleanup_nodes(
         return dispatcher.cleanup_on_nodes(run_id, every=every)
     finally:
         dispatcher.stop()
-
-
-def write_outcome(run: SuperRun, outcome: NodeOutcome) -> TaskResult | None:
-    """Put a node's trajectory files into the run's folder; return its result with the local
-    path (None when the task ended in an error)."""
-    path = trajectory_path(run, outcome.name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if outcome.trajectory:
-        path.write_bytes(outcome.trajectory)
-    if outcome.notebook:
-        path.with_suffix(".ipynb").write_bytes(outcome.notebook)
-    if outcome.result is None:
-        return None
-    result = outcome.result
-    result.trajectory = str(path.with_suffix(".ipynb") if outcome.notebook else path)
-    result.retried = outcome.retried
-    if result.kept:  # --super-keep: the container stays on its node's engine
-        result.kept = f"on Ray node {outcome.node} (its own Docker engine):\n{result.kept}"
-    return result
-
-
-def raise_error(outcome: NodeOutcome) -> None:
-    """The error a node reported, raised here as the same kind of error (an infrastructure error,
-    a task error or a bug of ours), carrying the attempts before it."""
-    from pytest_super import errors
-
-    assert outcome.error is not None
-    kind, message = outcome.error
-    cls = getattr(errors, kind, None)
-    if not (isinstance(cls, type) and issubclass(cls, SuperError)) or kind == "TaskFileError":
-        cls = InfrastructureError
-    try:
-        exc = cls(f"on node {outcome.node}: {message}")
-    except TypeError:  # an error type with more arguments: its text is what matters here
-        exc = InfrastructureError(f"on node {outcome.node}: {kind}: {message}")
-    exc.retried = outcome.retried  # type: ignore[attr-defined]
-    raise exc
 
 
 def _first_line(exc: BaseException) -> str:

@@ -61,6 +61,14 @@ def cleanup_options(run: SuperRun) -> str:
     return f" --executor ray --ray-address {ray_address(run)}"
 
 
+def cleanup_command(run: SuperRun) -> str:
+    """The command that removes what is left of `run` on the cluster's nodes."""
+    return (
+        f"pytest-super cleanup --executor ray --ray-address {ray_address(run)} "
+        f"--backend {run.kernel.backend} --run {run.run_id}"
+    )
+
+
 def cluster_run(address: str, **fields: Any) -> SuperRun:
     """The run of a command that acts on every node of the cluster at `address` (image build,
     cleanup): the Ray executor's, with `fields` (`kernel=...`)."""
