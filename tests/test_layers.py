@@ -561,3 +561,40 @@ def test_the_check_sees_a_stat_file_read(tmp_path: Path) -> None:
         "line 3: '[0-9]*/stat'",
         "line 4: 'stat'",
     ]
+
+
+#: the modules that ask the run's executor, never the run, whether tasks run elsewhere (issue 45)
+ASK_THE_EXECUTOR = ("pytest_super.plugin", "pytest_super.run_record", "pytest_super.recorder")
+
+
+def remote_tests(source: str) -> list[int]:
+    """The lines of `source` that ask a run whether its tasks run elsewhere: `run.remote`,
+    `self.run.remote`, `getattr(run, "remote", ...)`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr == "remote":
+            owner = node.value
+            if (isinstance(owner, ast.Name) and owner.id == "run") or (
+                isinstance(owner, ast.Attribute) and owner.attr == "run"
+            ):
+                found.append(node.lineno)
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", "") == "getattr"
+            and any(isinstance(a, ast.Constant) and a.value == "remote" for a in node.args)
+        ):
+            found.append(node.lineno)
+    return found
+
+
+def test_the_plugin_and_the_run_record_ask_no_run_whether_it_is_remote() -> None:
+    """The plugin and the run's record submit through the executor and have it clean up; the
+    one question they may ask is the executor's declared `remote` (xdist, the progress line)."""
+    found = {name: remote_tests(MODULES[name].read_text()) for name in ASK_THE_EXECUTOR}
+    assert {name: lines for name, lines in found.items() if lines} == {}
+
+
+def test_the_check_sees_a_run_asked_whether_it_is_remote() -> None:
+    source = "if run.remote:\n    pass\nx = self.run.remote\ny = getattr(run, 'remote', False)\n"
+    assert remote_tests(source) == [1, 3, 4]
+    assert remote_tests("executor.remote\n") == []
