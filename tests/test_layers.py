@@ -61,6 +61,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "outcome",
             "executors",
             "executors.ray.cluster",
+            "executors.ray.watch",
+            "executors.ray.sweep",
             "executors.ray.driver",
             "executors.ray.node",
             "executors.ray.nodefiles",

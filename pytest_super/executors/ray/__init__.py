@@ -219,7 +219,7 @@ class RayExecutor:
         self, address: str, *, profile: str, base: str | None, offline: bool, tag: str | None
     ) -> list[tuple[str, str]]:
         """`pytest-super image build --executor ray`: built on every live node's engine."""
-        from pytest_super.executors.ray.cluster import build_on_nodes
+        from pytest_super.executors.ray.commands import build_on_nodes
 
         return build_on_nodes(address, profile=profile, base=base, offline=offline, tag=tag)
 
@@ -227,6 +227,6 @@ class RayExecutor:
         self, address: str, settings: KernelSettings, run_id: str | None, *, every: bool = False
     ) -> list[str]:
         """`pytest-super cleanup --executor ray`: on every live node, its own engine's."""
-        from pytest_super.executors.ray.cluster import cleanup_nodes
+        from pytest_super.executors.ray.commands import cleanup_nodes
 
         return cleanup_nodes(address, settings, run_id, every)

@@ -76,3 +76,15 @@ def cluster_run(address: str, **fields: Any) -> SuperRun:
         s.name: s.read(s.default) if isinstance(s.default, str) else s.default for s in SETTINGS
     }
     return SuperRun(executor="ray", executor_settings={**held, "ray_address": address}, **fields)
+
+
+def memory_bytes(size: str) -> int | None:
+    """Docker's memory size ("4g", "512m") in bytes as the engine reads it, for Ray's `memory`
+    resource; None when it does not read (the engine then says so for the container)."""
+    from docker.errors import DockerException
+    from docker.utils import parse_bytes
+
+    try:
+        return int(parse_bytes(size))
+    except DockerException:
+        return None
