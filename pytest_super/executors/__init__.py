@@ -8,8 +8,9 @@ name, the name of an entry point of the group `pytest_super.executors`, or `pack
 every pytest start reads the setting, and a cluster's client library is imported only by a run that
 asks for it.
 
-An executor (`Executor`, executors/base.py) is made without arguments (once per pytest process, once per `run_tasks`) and
-knows nothing of pytest (the SWE-ReX split: where a task runs, apart from what runs it):
+An executor (`Executor`, executors/base.py) is made without arguments (once per pytest process,
+once per `run_tasks`) and knows nothing of pytest (SWE-ReX's split: where a task runs, apart from
+what runs it):
 
 - `remote`: whether tasks run in other processes than this one (then a pytest run keeps one
   process: xdist is refused, the progress line counts the executor's queue);
@@ -43,9 +44,12 @@ importing a cluster's client library, so the class's module must not import it):
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pytest_super.registry import Registry
+
+if TYPE_CHECKING:
+    from pytest_super.kernels.base import KernelSettings
 
 #: the entry-point group third-party executors register under
 ENTRY_POINT_GROUP = "pytest_super.executors"
@@ -86,7 +90,7 @@ class ClusterExecutor(Protocol):
         ...
 
     def cleanup_on_nodes(
-        self, address: str, settings: Any, run_id: str | None, *, every: bool = False
+        self, address: str, settings: KernelSettings, run_id: str | None, *, every: bool = False
     ) -> list[str]:
         """What the backend of `settings` (KernelSettings) left on each node: of run `run_id`,
         else of runs whose controller died (`every`: everything of ours there, as `pytest-super
