@@ -293,11 +293,15 @@ def run_tasks(
     if not run.agent:
         raise ValueError("run_tasks needs an agent: SuperRun.resolve(agent='gold', ...)")
     executor = executor or make_executor(run.executor)
-    record = RunRecord(run, executor)
+    executor.start(run)  # a cluster that does not answer: said before the run's folder is made
+    try:
+        record = RunRecord(run, executor)
+    except RunFolderError:
+        executor.cleanup(run)
+        raise
     finished = _finished(run)
     submitted: list[Future[TaskOutcome]] = []
     try:
-        executor.start(run)
         for task in tasks:
             for name, repeat in _items(task, run.repeat):
                 if name in finished:

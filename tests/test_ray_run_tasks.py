@@ -65,3 +65,38 @@ def test_a_script_runs_demo_tasks_on_the_cluster_and_cleans_up(cluster, tmp_path
     page = (run_dir / "index.html").read_text()
     assert "hmm-tagger" in page and "bow-sentiment" in page
     _nothing_left(cluster, got["run_id"], before)
+
+
+NO_CLUSTER = """\
+import sys
+from pathlib import Path
+from pytest_super import SuperRun, load_tasks, run_tasks
+from pytest_super.executors.ray.connect import RayUnavailable
+
+root = Path(sys.argv[1])
+run = SuperRun.resolve(rootdir=root, agent="gold", executor="ray", ray_address="127.0.0.1:9",
+                       backend="local",  # were it run here: no container
+                       report_dir=sys.argv[2])
+try:
+    run_tasks(load_tasks(root / "tasks/expert/hmm-tagger.yaml"), run)
+except RayUnavailable as exc:
+    print(exc)
+    sys.exit(3)
+"""
+
+
+def test_a_script_whose_cluster_does_not_answer_is_told_so_and_runs_nothing(tmp_path):
+    """No cluster at the address: `run_tasks` raises `RayUnavailable` saying so, before the
+    run's folder is made and before any task runs (here or anywhere)."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", NO_CLUSTER, str(ROOT), str(tmp_path / "reports")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 3, done.stdout + done.stderr[-3000:]
+    assert "--super-ray-address 127.0.0.1:9: no Ray cluster answers there" in done.stdout
+    assert not (tmp_path / "reports").exists()

@@ -71,8 +71,9 @@ class RayExecutor:
         from pytest_super.executors.ray.driver import DriverProcess
 
         self.run = run
-        self.driver = DriverProcess(run, live=run.live)
-        self.driver.start()
+        driver = DriverProcess(run, live=run.live)
+        driver.start()  # its process ended when it fails: nothing to clean up then
+        self.driver = driver
 
     def submit(
         self,
