@@ -40,6 +40,11 @@ print(json.dumps({"run_dir": str(run.run_dir), "run_id": run.run_id, "pytest_mod
 
 
 def test_a_script_runs_demo_tasks_on_the_cluster_and_cleans_up(cluster, tmp_path):
+    # the mirrors the ini names: made here, not left to whichever pytest run with --super-agent
+    # came first (the root conftest.py makes them then)
+    from tests.support.demo_gold import mirrors
+
+    mirrors.build_mirrors(ROOT / ".super-cache" / "mirrors")
     before = _files(cluster)
     reports = tmp_path / "reports"
     done = cluster.run(
