@@ -45,14 +45,19 @@ def _peak_kb(pid):
     return next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM"))
 
 def _ray_session(config):
-    from pytest_super.executors.ray import session as ray_session
+    from pytest_super.executors.ray import pytest_loop as ray_session
     return config.stash.get(ray_session.SESSION_KEY, None)
 
-def pytest_sessionfinish(session):
+import pytest
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session):  # the run's end, before the run's record ends the driver
+    result = yield
     ray = _ray_session(session.config)
     if ray is not None and ray.dispatcher.pid:  # the Ray driver's process, still running
         path = pathlib.Path(str(session.config.rootpath), "driver-peak-kb")
         path.write_text(_peak_kb(ray.dispatcher.pid))
+    return result
 
 def pytest_unconfigure(config):
     if os.environ.get("PYTEST_XDIST_WORKER"):

@@ -17,8 +17,9 @@ if TYPE_CHECKING:  # the real types for type checkers; at run time `__getattr__`
     from pytest_super.agents.base import Agent
     from pytest_super.environment import AgentResult, Environment
     from pytest_super.errors import ExitStatus
-    from pytest_super.execute import run_one_task
+    from pytest_super.execute import outcome_of, run_one_task
     from pytest_super.kernels.base import CellResult, Kernel, KernelBackend, KernelSettings
+    from pytest_super.outcome import TaskError, TaskOutcome
     from pytest_super.run_record import run_tasks
     from pytest_super.runner import TaskResult
     from pytest_super.settings import SuperRun
@@ -38,8 +39,11 @@ _EXPORTS = {
     "Step": "pytest_super.trajectory",
     "SuperRun": "pytest_super.settings",
     "Task": "pytest_super.tasks",
+    "TaskError": "pytest_super.outcome",
+    "TaskOutcome": "pytest_super.outcome",
     "TaskResult": "pytest_super.runner",
     "load_tasks": "pytest_super.tasks",
+    "outcome_of": "pytest_super.execute",
     "run_one_task": "pytest_super.execute",
     "run_tasks": "pytest_super.run_record",
 }
@@ -56,8 +60,11 @@ __all__ = [
     "Step",
     "SuperRun",
     "Task",
+    "TaskError",
+    "TaskOutcome",
     "TaskResult",
     "load_tasks",
+    "outcome_of",
     "run_one_task",
     "run_tasks",
 ]

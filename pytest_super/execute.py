@@ -6,9 +6,10 @@ retryable infrastructure error (waiting 2 s, 4 s, 8 s, ... between them), scores
 `TaskResult` with its trajectory written. Every exit path closes the model client and the kernel
 (`runner.run_task` closes or keeps the kernel; a fault propagates after the trajectory is saved).
 
-The pytest fixture `super_result` calls it and adds only pytest's concerns (skips, JUnit
-properties, live output, the pool that makes the next task's kernel ahead); a Ray node calls it for
-the tasks it is given; a script may call it directly:
+`outcome_of` is the same call returning the task's `TaskOutcome` (outcome.py: its result, or the
+error that ended it, or its deadline passed) instead of raising: what an executor's future gives
+(executors/local.py), what `run_tasks` records and the `super_result` fixture turns into pytest's
+outcome. A Ray node calls `run_one_task` for the tasks it is given; a script may call either:
 
     from pytest_super import SuperRun, run_one_task
     from pytest_super.tasks import load_yaml_task
@@ -25,13 +26,26 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pytest_super import redaction
-from pytest_super.errors import InfrastructureError
+from pytest_super.deadlines import DeadlineExpired, enforce
+from pytest_super.errors import InfrastructureError, TaskSetupError
 from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.names import file_stem
+from pytest_super.outcome import TaskOutcome, retried_of
 from pytest_super.runner import TaskResult, run_task
 from pytest_super.settings import SuperRun
 from pytest_super.tasks import Task
 from pytest_super.trajectory import Step
+
+__all__ = [
+    "KernelSource",
+    "kernel_settings_for",
+    "needs_own_image",
+    "outcome_of",
+    "retried_of",
+    "retry_backoff_s",
+    "run_one_task",
+    "trajectory_path",
+]
 
 #: --super-retries waits 2 s, 4 s, 8 s, ... (at most 60 s) before each new attempt: an engine
 #: restarting (`systemctl restart docker`, measured 2-5 s here) or a registry hiccup gets time to
@@ -41,11 +55,6 @@ RETRY_BACKOFF_CAP_S = 60.0
 
 #: where a task's kernel comes from: (kernel settings, task id) -> a fresh kernel
 KernelSource = Callable[[KernelSettings, str], Kernel]
-
-
-def retried_of(exc: BaseException) -> list[str]:
-    """Why each attempt before the one that raised `exc` failed (empty: it was the first)."""
-    return list(getattr(exc, "retried", []))
 
 
 def retry_backoff_s(attempt: int) -> float:
@@ -154,3 +163,27 @@ def run_one_task(
             if client is not None:
                 client.close()
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def outcome_of(
+    task: Task,
+    run: SuperRun,
+    *,
+    name: str | None = None,
+    deadline_s: float | None = None,
+    kernels: KernelSource | None = None,
+    on_step: Callable[[Step], None] | None = None,
+) -> TaskOutcome:
+    """`run_one_task` within `deadline_s` (`deadlines.enforce`: on the main thread; inside an
+    earlier deadline, as pytest's timer of a task item, that one holds), as a `TaskOutcome`: its
+    result, the infrastructure or task error that ended it, or its deadline passed. Anything
+    else (Ctrl-C, a bug of ours) propagates."""
+    name = name or task.id
+    try:
+        with enforce(deadline_s):
+            result = run_one_task(task, run, name=name, kernels=kernels, on_step=on_step)
+    except DeadlineExpired as expired:
+        return TaskOutcome.timed_out(name, expired.seconds, retried=retried_of(expired))
+    except (InfrastructureError, TaskSetupError) as exc:
+        return TaskOutcome.of_error(name, exc)
+    return TaskOutcome.finished(name, result)

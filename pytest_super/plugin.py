@@ -5,7 +5,6 @@ collect.py (items), runner.py (one episode), recorder.py and report.py (results)
 from __future__ import annotations
 
 import os
-import sys
 import warnings
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -27,37 +26,17 @@ from pytest_super import (
 )
 from pytest_super import report as reports
 from pytest_super.durations import Durations, DurationsFileError, known_durations
-from pytest_super.errors import (
-    EngineUnavailable,
-    ExitStatus,
-    InfrastructureError,
-    SuperError,
-    TaskSetupError,
-)
-from pytest_super.execute import (
-    kernel_settings_for,
-    needs_own_image,
-    retried_of,
-    run_one_task,
-)
-from pytest_super.executors import Executor, make_executor
-from pytest_super.kernels.base import Kernel, KernelSettings
+from pytest_super.errors import SuperError
+from pytest_super.executors import pytest_side
+from pytest_super.kernels.base import Kernel
 from pytest_super.kernels.jupyter.output import console_text
-from pytest_super.kernels.pool import KernelPool
-from pytest_super.live import live_printer
 from pytest_super.names import file_stem
 from pytest_super.options import SuperRun, run_of
 from pytest_super.ordering import choose_order, for_xdist, in_order
+from pytest_super.outcome import OutcomeError, TaskOutcome
 from pytest_super.recorder import RunRecorder
-from pytest_super.run_record import (
-    engine_down,
-    error_properties,
-    known_properties,
-    result_properties,
-    retried_property,
-    stop_message,
-)
-from pytest_super.runner import TaskResult, exit_status_of, task_timeout_s
+from pytest_super.run_record import known_properties, outcome_record, stop_message
+from pytest_super.runner import TaskResult, task_timeout_s
 from pytest_super.tasks import (
     CATEGORIES,
     SETS,
@@ -66,14 +45,11 @@ from pytest_super.tasks import (
 )
 
 RESULT_KEY = pytest.StashKey[TaskResult]()
-POOL_KEY = pytest.StashKey[KernelPool]()
-NEXT_ITEM_KEY = pytest.StashKey["pytest.Item | None"]()
 REMOVAL_FAILURES_KEY = pytest.StashKey[list[str]]()
 #: the known task durations the run orders by (durations.py) and the order chosen (ordering.py),
 #: both set in pytest_configure (the report header shows them)
 DURATIONS_KEY = pytest.StashKey[Durations]()
 ORDER_KEY = pytest.StashKey[str]()
-EXECUTOR_KEY = pytest.StashKey[Executor]()
 
 
 # -- options ---------------------------------------------------------------------------------
@@ -95,7 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is None:
         os.environ["PYTEST_SUPER_CONTROLLER_PID"] = str(os.getpid())
     run = options.configure(config, run_id)
-    _choose_executor(config, run)
+    executor = pytest_side.choose(config, run)
     if run.llm_settings is not None:
         redaction.register(run.llm_settings.api_key)
     redaction.register_url(run.kernel.docker_host)  # its credentials too (the resume command)
@@ -110,8 +86,6 @@ def pytest_configure(config: pytest.Config) -> None:
             controller=workerinput is None,
             where=executors.cleanup_options(run),
         )
-        if not run.remote:
-            config.stash[POOL_KEY] = _kernel_pool(config, run)
     if workerinput is None and run.agent:
         if run.llm_settings is not None and not options.collecting_only(config):
             check_llm_endpoint(run.llm_settings)
@@ -119,31 +93,17 @@ def pytest_configure(config: pytest.Config) -> None:
         if run.judge_settings is not None and not options.collecting_only(config):
             fetch_judge_rubric()
         if not options.collecting_only(config):
-            executor_of(config).start(config)
-        config.pluginmanager.register(RunRecorder(run, config.rootpath), "pytest-super-recorder")
+            pytest_side.start(config, run, executor)
+        recorder = RunRecorder(run, config.rootpath, executor)
+        config.pluginmanager.register(recorder, "pytest-super-recorder")
         if not options.collecting_only(config):
             progress.start(
                 config,
                 run.progress,
-                remote=run.remote,
+                remote=executor.remote,
                 durations=lambda: config.stash.get(DURATIONS_KEY, None),
                 whose=(run.agent, run.settings.model),
             )
-
-
-def _choose_executor(config: pytest.Config, run: SuperRun) -> None:
-    """The run's executor (executors/), made once and asked to check the run's options."""
-    try:
-        executor = make_executor(run.executor)
-    except ValueError as exc:
-        raise pytest.UsageError(f"--super-executor: {exc}") from None
-    executor.configure(config)
-    config.stash[EXECUTOR_KEY] = executor
-
-
-def executor_of(config: pytest.Config) -> Executor:
-    """The executor `pytest_configure` chose for this process."""
-    return config.stash[EXECUTOR_KEY]
 
 
 def _plan_order(config: pytest.Config, run: SuperRun) -> None:
@@ -169,7 +129,7 @@ def _plan_order(config: pytest.Config, run: SuperRun) -> None:
 def _one_process(config: pytest.Config, run: SuperRun) -> bool:
     """Whether tasks run one after another in one process: not on a remote executor, not on 2+
     xdist workers."""
-    if run.remote:
+    if pytest_side.executor_of(config).remote:
         return False
     workerinput = thirdparty.worker_input(config)
     if workerinput is not None:
@@ -222,22 +182,10 @@ def fetch_judge_rubric() -> None:
         ) from None
 
 
-def _kernel_pool(config: pytest.Config, run: SuperRun) -> KernelPool:
-    from pytest_super.kernels import kernel_backend_class, provision_kernel
-    from pytest_super.kernels.base import warms_ahead
-
-    return KernelPool(
-        provision_kernel,
-        lock_dir=run.run_dir / "locks",
-        max_containers=run.max_containers,
-        warm=run.pool and warms_ahead(kernel_backend_class(run.kernel.backend)),
-    )
-
-
 @pytest.hookimpl(wrapper=True)  # around every plugin's sessionfinish, the reports' writers too
 def pytest_sessionfinish(session: pytest.Session) -> Any:
     interrupts.ignore_while_finishing(session.config)
-    _close_pool(session.config)  # before the controller's end-of-run cleanup and reports
+    _stop_executor(session.config)  # before the controller's end-of-run cleanup and reports
     _well_formed_junit(session.config)  # before junitxml writes it
     run = run_of(session.config)
     if run.agent:
@@ -263,13 +211,14 @@ def _well_formed_junit(config: pytest.Config) -> None:
     log.global_properties = [(sinks.xml(n), sinks.xml(v)) for n, v in log.global_properties]
 
 
-def _close_pool(config: pytest.Config) -> None:
-    """Whatever ended the session: the warm kernel no task took and every container still being
-    removed are gone before it ends. A worker hands the removals that failed to the controller."""
-    pool = config.stash.get(POOL_KEY, None)
-    if pool is None:
+def _stop_executor(config: pytest.Config) -> None:
+    """Whatever ended the session: this process's executor takes no more tasks (the local one:
+    the warm kernel no task took and every container still being removed are gone) before it
+    ends. A worker hands the removals that failed to the controller."""
+    executor = config.stash.get(pytest_side.EXECUTOR_KEY, None)
+    if executor is None:
         return
-    failures = pool.close()
+    failures = executor.stop()
     workeroutput = thirdparty.worker_output(config)
     if workeroutput is not None:
         workeroutput["super_removal_failures"] = failures
@@ -298,10 +247,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 def pytest_unconfigure(config: pytest.Config) -> None:
     interrupts.restore_sigterm(config)
     interrupts.restore_ctrl_c(config)
-    if "pytest_super.kernels.docker.lease" in sys.modules:  # this process started docker kernels
-        from pytest_super.kernels.docker.lease import release_leases
+    from pytest_super.kernels import shutdown_backends
 
-        release_leases()
+    shutdown_backends()  # each backend this process used: Docker releases its leases
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -337,7 +285,9 @@ def _quiet_live_note(config: pytest.Config) -> list[str]:
     said at the start, instead of a run that is silently quiet."""
     run = run_of(config)
     workers = thirdparty.requested_workers(config)
-    if not run.live or run.remote or workers is None or workers < 1:
+    executor = config.stash.get(pytest_side.EXECUTOR_KEY, None)
+    remote = executor is not None and executor.remote
+    if not run.live or remote or workers is None or workers < 1:
         return []
     return [
         f"pytest-super: --super-live shows no steps under xdist (-n {workers}): pytest-xdist does "
@@ -427,7 +377,9 @@ def _skip_finished_tasks(run: SuperRun, items: list[collect.SuperTaskItem]) -> N
 # -- running ---------------------------------------------------------------------------------------
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    item.stash[NEXT_ITEM_KEY] = nextitem  # whose kernel the pool makes while this item runs
+    item.stash[pytest_side.NEXT_ITEM_KEY] = (
+        nextitem  # whose kernel the pool makes while this item runs
+    )
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-timeout's: a task item's timer is ours (timeouts.py)
@@ -452,7 +404,9 @@ def pytest_runtest_makereport(
         and isinstance(call.excinfo.value, SuperError)
     ):
         exc = call.excinfo.value
-        rep.longrepr = f"{type(exc).__name__}: {exc}"
+        rep.longrepr = (
+            exc.error.shown() if isinstance(exc, OutcomeError) else f"{type(exc).__name__}: {exc}"
+        )
     _redact_report(rep)
     _console_safe_report(rep)
     return rep
@@ -512,7 +466,8 @@ def super_kernel(request: pytest.FixtureRequest) -> Iterator[Kernel]:
 
 @pytest.fixture
 def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult:
-    """Run the task's episode (in setup, so infrastructure faults are errors, not failures)."""
+    """The task's outcome from the run's executor (in setup, so infrastructure faults are
+    errors, not failures), recorded in the item's properties and turned into pytest's outcome."""
 
     run: SuperRun = run_of(request.config)
     if not run.agent:
@@ -523,38 +478,27 @@ def super_result(request: pytest.FixtureRequest, super_task: Task) -> TaskResult
     # the record's properties are run_record.py's, as `run_tasks` writes them without pytest
     known = known_properties(run, super_task, getattr(item, "repeat", None))
     item.user_properties.extend((f"super.{k}", v) for k, v in known.items())
-    try:
-        if run.remote:
-            result, node = executor_of(request.config).outcome(request.config, run, item)
-        else:
-            result, node = _run_here(request.config, run, item, super_task), ""
-    except (InfrastructureError, TaskSetupError) as exc:
-        if isinstance(exc, EngineUnavailable) and not run.remote:
-            engine_down(run, exc)
-        item.user_properties.extend(
-            [
-                *[(f"super.{k}", v) for k, v in error_properties(run, item.name, exc).items()],
-                *_retried_property(retried_of(exc)),
-                ("super.exit_status", exit_status_of(exc).value),
-            ]
-        )
-        raise
-    except pytest.fail.Exception as exc:
-        if isinstance(exc, timeouts.TaskTimedOut):  # its deadline passed (here or on a node)
-            item.user_properties.extend(
-                [
-                    *_retried_property(retried_of(exc)),
-                    ("super.exit_status", ExitStatus.TIMEOUT.value),
-                ]
-            )
-        raise
+    outcome = pytest_side.outcome_for(request.config, run, item, super_task)
+    _, properties = outcome_record(run, outcome)
     item.user_properties[:] = [p for p in item.user_properties if not p[0].startswith("super.")]
-    properties = {**known, **result_properties(run, result)}
-    item.user_properties.extend((f"super.{k}", v) for k, v in properties.items())
-    if node:
-        item.user_properties.append(("super.node", node))
+    item.user_properties.extend((f"super.{k}", v) for k, v in {**known, **properties}.items())
+    result = _pytest_outcome(outcome)
     item.stash[RESULT_KEY] = result
     return result
+
+
+def _pytest_outcome(outcome: TaskOutcome) -> TaskResult:
+    """The one place a task's outcome becomes pytest's: its result returned, its error raised
+    as a pytest error (`OutcomeError`: the error's class name, message and exit status), its
+    deadline passed raised as pytest-timeout's failure (`timeouts.TaskTimedOut`)."""
+    if outcome.timed_out_after_s is not None:
+        failure = timeouts.TaskTimedOut(outcome.timed_out_after_s)
+        failure.retried = outcome.retried
+        raise failure
+    if outcome.error is not None:
+        raise OutcomeError(outcome.error, outcome.retried)
+    assert outcome.result is not None
+    return outcome.result
 
 
 def _stop_if_run_stopped(request: pytest.FixtureRequest, run: SuperRun) -> None:
@@ -565,59 +509,3 @@ def _stop_if_run_stopped(request: pytest.FixtureRequest, run: SuperRun) -> None:
     if message is not None:
         request.session.shouldstop = message
         pytest.skip(f"not started: {message}")
-
-
-def _run_here(config: pytest.Config, run: SuperRun, item: pytest.Item, task: Task) -> TaskResult:
-    """The task's episode in this process, its kernel from the pool (made ahead where it can)."""
-    pool = config.stash[POOL_KEY]
-    upcoming = _upcoming_task(run, item)
-    # a missing image: pulled, else built (an image of the task's own is made when it runs)
-    if run.registry and run.kernel.backend == "docker" and not needs_own_image(run, task):
-        _provide_image(run, task)
-
-    def new_kernel(settings: KernelSettings, name: str) -> Kernel:
-        kernel = pool.take(settings, name)
-        if upcoming is not None:  # made while this task runs
-            pool.warm(*upcoming)
-        return kernel
-
-    return run_one_task(
-        task,
-        run,
-        name=item.name,
-        kernels=new_kernel,
-        on_step=live_printer(config, task.id) if run.live else None,
-    )
-
-
-def _provide_image(run: SuperRun, task: Task) -> None:
-    """--super-registry on this machine: the task's kernel image pulled from the registry when
-    the engine lacks it (built when the pull fails, said once), once per process."""
-    from pytest_super.kernels.docker.registry import own_profile, provide_for_run
-
-    image = kernel_settings_for(run, task).image or ""
-    provide_for_run(
-        image,
-        registry=run.registry or "",
-        profile=own_profile(image, task.image),
-        docker_host=run.kernel.docker_host,
-    )
-
-
-def _upcoming_task(run: SuperRun, item: pytest.Item) -> tuple[KernelSettings, str] | None:
-    """The kernel settings and task id of the task this process runs next, if it is a task
-    that will ask for a kernel (not skipped)."""
-    upcoming = item.stash.get(NEXT_ITEM_KEY, None)
-    if not isinstance(upcoming, collect.SuperTaskItem):
-        return None
-    if upcoming.get_closest_marker("skip") or upcoming.get_closest_marker("skipif"):
-        return None
-    if needs_own_image(run, upcoming.task):  # its image is made when it runs, not ahead
-        return None
-    return kernel_settings_for(run, upcoming.task), upcoming.name
-
-
-def _retried_property(retried: list[str]) -> list[tuple[str, str]]:
-    """One `super.retried_after` holding every earlier attempt's error, one per line (a list of
-    same-named properties kept only the last in results.jsonl)."""
-    return [(f"super.{k}", v) for k, v in retried_property(retried).items()]

@@ -1,7 +1,7 @@
 """The controller's record of a run under pytest: the pytest hooks above run_record.py's
 `RunRecord`, which writes results.jsonl as tasks finish, the summary and HTML report at the end,
-and removes the containers that killed processes left behind (the same object `run_tasks` uses
-without pytest).
+and has the run's executor remove what the run left (the same object `run_tasks` uses without
+pytest).
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ import pytest
 from pytest_super import collect, html, interrupts, redaction, sinks, thirdparty
 from pytest_super import report as reports
 from pytest_super.errors import ExitStatus, SuperError
+from pytest_super.executors.base import Executor
 from pytest_super.junit import JunitShaper
 from pytest_super.kernels.jupyter.output import console_text
 from pytest_super.options import SuperRun
 from pytest_super.paths import shown_path
-from pytest_super.run_record import RunFolderError, RunRecord, stop_message
+from pytest_super.run_record import RunFolderError, RunRecord, run_properties, stop_message
 from pytest_super.tasks import category_suffix, infer_set, load_yaml_task
 
 
@@ -32,7 +33,7 @@ class RunRecorder:
     exactly once however many workers ran it.
     """
 
-    def __init__(self, run: SuperRun, rootpath: Path) -> None:
+    def __init__(self, run: SuperRun, rootpath: Path, executor: Executor) -> None:
         self.run = run
         self.rootpath = rootpath
         self.phases: dict[str, list[pytest.TestReport]] = {}
@@ -40,7 +41,7 @@ class RunRecorder:
         self.workers = interrupts.Workers()
         self.junit: JunitShaper | None = None  # with --junitxml: its file shaped (junit.py)
         try:  # before any container starts: a usage error, not a crash
-            self.record = RunRecord(run, warn=lambda m: warnings.warn(m, stacklevel=1))
+            self.record = RunRecord(run, executor, warn=lambda m: warnings.warn(m, stacklevel=1))
         except RunFolderError as exc:
             raise pytest.UsageError(str(exc)) from None
 
@@ -56,7 +57,6 @@ class RunRecorder:
         writer = thirdparty.junit_writer(session.config)
         if writer is not None:
             self.junit = JunitShaper(writer, self._html_page)
-        self.record.cleanup_dead_runs()
 
     # -- xdist, through its documented hooks (optional: a run without xdist has none) ------------
     @pytest.hookimpl(optionalhook=True, tryfirst=True)  # firstresult: before any that answers
@@ -120,11 +120,7 @@ class RunRecorder:
     def _known_facts(self, nodeid: str) -> dict[str, Any]:
         """What the controller can say of a task whose worker died before reporting anything
         (under xdist the controller collected nothing, so it reads the task file)."""
-        facts: dict[str, Any] = {
-            "agent": self.run.agent,
-            "model": self.run.settings.model or "",
-            **self.run.settings.options.prompts.properties(),
-        }
+        facts: dict[str, Any] = run_properties(self.run)
         path = self.rootpath / nodeid.split("::")[0]
         try:
             if path.suffix in (".yaml", ".yml"):
@@ -163,9 +159,7 @@ class RunRecorder:
             "error",
             {
                 "set": infer_set(path) or "",
-                "agent": self.run.agent,
-                "model": self.run.settings.model or "",
-                **self.run.settings.options.prompts.properties(),
+                **run_properties(self.run),
                 "exit_status": ExitStatus.TASK_ERROR.value,
                 "load_error": detail[0][:1000] if detail else "",
             },

@@ -1,6 +1,8 @@
 """The record of a run, with or without pytest: results.jsonl as tasks finish, summary.md and the
-HTML report at the end, the run's leftover kernels removed (`RunRecord`); and `run_tasks`, which
-runs tasks with `run_one_task` and leaves the run folder a pytest run leaves:
+HTML report at the end, what the run left removed by its executor (`RunRecord`); the one mapping
+of a task's outcome to its record (`outcome_record`); and `run_tasks`, which submits tasks to the
+run's executor (executors/: `local` runs them here, `ray` on a cluster's nodes) and leaves the
+run folder a pytest run leaves:
 
     from pytest_super import SuperRun, load_tasks, run_tasks
 
@@ -13,32 +15,29 @@ records. Nothing here imports pytest.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import warnings
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_super import atomic, html, redaction
 from pytest_super import report as reports
-from pytest_super.deadlines import DeadlineExpired, enforce
-from pytest_super.errors import EngineUnavailable, ExitStatus, InfrastructureError, TaskSetupError
-from pytest_super.execute import (
-    KernelSource,
-    kernel_settings_for,
-    retried_of,
-    run_one_task,
-    trajectory_path,
-)
-from pytest_super.kernels import kernel_backend
+from pytest_super.errors import InfrastructureError
+from pytest_super.execute import kernel_settings_for, trajectory_path
+from pytest_super.executors.base import make_executor
 from pytest_super.llm.breaker import down_message
 from pytest_super.lmr_report import benchmark_tables
+from pytest_super.outcome import TaskError, TaskOutcome
 from pytest_super.paths import shown_path
-from pytest_super.runner import TaskResult, exit_status_of
+from pytest_super.runner import TaskResult
 from pytest_super.settings import SuperRun
 from pytest_super.tasks import Task
 from pytest_super.trajectory import read_trajectory_data
+
+if TYPE_CHECKING:
+    from pytest_super.executors.base import Executor
 
 
 class RunFolderError(Exception):
@@ -51,10 +50,14 @@ def _warn(message: str) -> None:
 
 class RunRecord:
     """The run folder's files: `add` writes a task's line to results.jsonl at once; `finish`
-    closes it, removes what the run left on its backend and writes summary.md and index.html."""
+    closes it, has the run's executor remove what the run left (`Executor.cleanup`) and writes
+    summary.md and index.html."""
 
-    def __init__(self, run: SuperRun, warn: Callable[[str], None] = _warn) -> None:
+    def __init__(
+        self, run: SuperRun, executor: Executor | None, warn: Callable[[str], None] = _warn
+    ) -> None:
         self.run = run
+        self.executor = executor
         self.warn = warn
         self.records: dict[str, reports.TaskRecord] = {}
         self.html: Path | None = None
@@ -69,15 +72,6 @@ class RunRecord:
                 "ini key super_report_dir)"
             ) from None
         html.warm_up()  # its report's templates are compiled while the run goes on
-
-    def cleanup_dead_runs(self) -> None:
-        """What runs whose controller died (kill -9) left behind goes when the next run starts;
-        with no engine each task will report the engine as an error of its own. On a Ray cluster
-        each node does this for its own engine (executors/ray/cluster.py)."""
-        if self.run.remote:
-            return
-        with contextlib.suppress(InfrastructureError):
-            kernel_backend(self.run.kernel).cleanup_dead_runs(self.run.kernel)
 
     def add(
         self, key: str, outcome: str, properties: dict[str, Any], task_id: str | None = None
@@ -94,6 +88,17 @@ class RunRecord:
                 self._stop_writing(exc)
         return record
 
+    def add_outcome(self, outcome: TaskOutcome, known: dict[str, Any]) -> None:
+        """Record a task's outcome (`outcome_record`) after what was `known` of it before, and
+        say why one that did not finish did not."""
+        word, properties = outcome_record(self.run, outcome)
+        self.add(outcome.name, word, {**known, **properties})
+        if outcome.timed_out_after_s is not None:
+            seconds = outcome.timed_out_after_s
+            self.warn(f"pytest-super: {outcome.name}: its deadline of {seconds:g} s passed")
+        elif outcome.error is not None:
+            self.warn(f"pytest-super: {outcome.name}: {outcome.error.shown()}")
+
     def _stop_writing(self, exc: OSError) -> None:
         """The report folder took no more (a full disk): said once; the run goes on, the tasks'
         results still reach JUnit and the terminal, and results.jsonl keeps its whole lines."""
@@ -106,24 +111,18 @@ class RunRecord:
         )
 
     def finish(self) -> None:
-        """Close results.jsonl, remove the run's leftover kernels (unless --super-keep or the
-        cluster's nodes do it), then summary.md and index.html when any task was recorded."""
+        """Close results.jsonl, have the executor remove what the run left (unless --super-keep)
+        and end its connection, then summary.md and index.html when any task was recorded."""
         try:
             self.writer.close()
         except OSError as exc:
             if self.write_failure is None:
                 self._stop_writing(exc)
-        if not self.run.settings.keep_failed and not self.run.remote:
+        if self.executor is not None:
             try:
-                kernel_backend(self.run.kernel).cleanup_run(self.run.kernel, self.run.run_id)
-            except EngineUnavailable:
-                pass  # no engine: nothing can be left on it
+                self.executor.cleanup(self.run)
             except InfrastructureError as exc:  # the reports come first
-                self.warn(
-                    f"pytest-super: {exc}; `pytest-super cleanup --backend {self.run.kernel.backend} "
-                    f"--run {self.run.run_id}` "
-                    "removes what is left"
-                )
+                self.warn(f"pytest-super: {exc}")
         if self.records:
             self._write_summary_and_html()
 
@@ -178,27 +177,55 @@ def stop_message(run: SuperRun) -> str | None:
     return endpoint or down_message(run.run_dir / ENGINE_DOWN_FILE)
 
 
-def engine_down(run: SuperRun, error: EngineUnavailable) -> None:
-    """The Docker engine stopped answering a task: no other task of the run starts (one message,
-    not an error per task); said once, by the first process that found it."""
+def engine_down(run: SuperRun, why: str) -> None:
+    """The Docker engine stopped answering a task (`why`: the error's message): no other task of
+    the run starts (one message, not an error per task); said once, by the first process that
+    found it."""
     flag = run.run_dir / ENGINE_DOWN_FILE
     if down_message(flag) is None:
-        atomic.write_atomically(flag, f"the Docker engine stopped answering ({error})")
+        atomic.write_atomically(flag, f"the Docker engine stopped answering ({why})")
 
 
 # -- the properties of a task's record, the same from pytest and from run_tasks --------------------
+def run_properties(run: SuperRun) -> dict[str, Any]:
+    """What every task record of the run says of the run: its agent, model and prompts."""
+    return {
+        "agent": run.agent,
+        "model": run.settings.model or "",
+        **run.settings.options.prompts.properties(),
+    }
+
+
 def known_properties(run: SuperRun, task: Task, repeat: int | None) -> dict[str, Any]:
     """What is known of a task before its episode, so one that errors is still filed under its
     set and agent."""
     return {
         "set": task.set,
         "category": task.category,
-        "agent": run.agent,
-        "model": run.settings.model or "",
+        **run_properties(run),
         **({"repeat": repeat} if repeat else {}),
         "image": kernel_settings_for(run, task).image or "",
-        **run.settings.options.prompts.properties(),
     }
+
+
+def outcome_record(run: SuperRun, outcome: TaskOutcome) -> tuple[str, dict[str, Any]]:
+    """The one mapping of a task's outcome to its record: the outcome's word in results.jsonl
+    ("passed", "failed", "error") and the properties it adds to what was known before the
+    episode (`known_properties`): the result's, or the error's text and what its episode got
+    to, with the attempts before it, its exit status and the node it ran on."""
+    properties: dict[str, Any]
+    if outcome.result is not None:
+        word = "passed" if outcome.result.passed else "failed"
+        properties = result_properties(run, outcome.result)
+    else:
+        word = "error"
+        properties = retried_property(outcome.retried)
+        if outcome.error is not None:
+            properties = {**error_properties(run, outcome.name, outcome.error), **properties}
+        properties["exit_status"] = outcome.exit_status.value
+    if outcome.node:
+        properties["node"] = outcome.node
+    return word, properties
 
 
 def result_properties(run: SuperRun, result: TaskResult) -> dict[str, Any]:
@@ -216,11 +243,11 @@ DETAIL_CHARS = 2000
 _STEP_AMOUNTS = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "cost_usd")
 
 
-def error_properties(run: SuperRun, name: str, error: BaseException) -> dict[str, Any]:
+def error_properties(run: SuperRun, name: str, error: TaskError) -> dict[str, Any]:
     """What an errored task's record says of its episode: the error's text (`detail`), and when
     the episode got as far as a trajectory, its path (the notebook's when written, relative to
     the report folder's parent as a finished task's), its steps and the tokens and cost spent."""
-    properties: dict[str, Any] = {"detail": redaction.redact(f"{type(error).__name__}: {error}")}
+    properties: dict[str, Any] = {"detail": redaction.redact(error.shown())}
     properties["detail"] = properties["detail"][:DETAIL_CHARS]
     path = trajectory_path(run, name)
     try:
@@ -248,36 +275,55 @@ def run_tasks(
     tasks: Iterable[Task],
     run: SuperRun,
     *,
-    kernels: KernelSource | None = None,
     deadline_s: float | None = None,
+    executor: Executor | None = None,
 ) -> list[TaskResult]:
-    """Run each task (`run.repeat` times) with `run_one_task`, one after the other, and record
-    the run in `run.run_dir` as a pytest run does: results.jsonl as each task ends, summary.md
-    and index.html at the end (`pytest-super html` renders it again; `--super-resume` carries
-    on from it). With `run.resume`, tasks with a final result in an earlier run are not run
-    again: their result is carried into this run's record. An infrastructure or task error is
-    recorded as the task's error and the next task runs; Ctrl-C stops after recording.
-    `deadline_s` bounds each task's episode as pytest-timeout's timeout does under pytest (the
-    same mechanism as a Ray node's, `deadlines.enforce`; the main thread only): a task past it
-    is recorded as an error with the exit status "timeout"."""
+    """Submit each task (`run.repeat` times) to the run's executor (`run.executor`: `local` runs
+    them here one after the other, `ray` on the cluster's nodes; `executor` gives one made
+    already, e.g. `LocalExecutor(kernels=...)`) and record the run in `run.run_dir` as a pytest
+    run does: results.jsonl as each task ends, summary.md and index.html at the end
+    (`pytest-super html` renders it again; `--super-resume` carries on from it), what the tasks
+    left removed wherever they ran (`Executor.cleanup`). With `run.resume`, tasks with a final
+    result in an earlier run are not run again: their result is carried into this run's
+    record. An infrastructure or task error is recorded as the task's error and the next task
+    runs; Ctrl-C stops after recording. `deadline_s` bounds each task's episode as
+    pytest-timeout's timeout does under pytest (`deadlines.enforce`, on the main thread here or
+    on a Ray node): a task past it is recorded as an error with the exit status "timeout".
+    Returns the results of the tasks that finished, in the order they were given."""
     if not run.agent:
         raise ValueError("run_tasks needs an agent: SuperRun.resolve(agent='gold', ...)")
-    record = RunRecord(run)
-    record.cleanup_dead_runs()
+    executor = executor or make_executor(run.executor)
+    executor.start(run)  # a cluster that does not answer: said before the run's folder is made
+    try:
+        record = RunRecord(run, executor)
+    except RunFolderError:
+        executor.cleanup(run)
+        raise
     finished = _finished(run)
-    results: list[TaskResult] = []
+    submitted: list[Future[TaskOutcome]] = []
     try:
         for task in tasks:
             for name, repeat in _items(task, run.repeat):
                 if name in finished:
                     _carry(record, name, *finished[name])
                     continue
-                result = _run_and_record(record, task, run, name, repeat, kernels, deadline_s)
-                if result is not None:
-                    results.append(result)
+                future = executor.submit(task, run, name=name, deadline_s=deadline_s)
+                future.add_done_callback(_recorder(record, known_properties(run, task, repeat)))
+                submitted.append(future)
+        outcomes = [future.result() for future in submitted]
     finally:
         record.finish()
-    return results
+    return [outcome.result for outcome in outcomes if outcome.result is not None]
+
+
+def _recorder(record: RunRecord, known: dict[str, Any]) -> Callable[[Future[TaskOutcome]], None]:
+    """What records a submitted task as its future is done (in the thread that finished it)."""
+
+    def done(future: Future[TaskOutcome]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            record.add_outcome(future.result(), known)
+
+    return done
 
 
 def _items(task: Task, repeats: int) -> list[tuple[str, int | None]]:
@@ -297,30 +343,3 @@ def _finished(run: SuperRun) -> dict[str, tuple[str, reports.TaskRecord]]:
 def _carry(record: RunRecord, name: str, run_id: str, earlier: reports.TaskRecord) -> None:
     """An earlier run's final result, carried into this run as pytest's resume does."""
     record.add(name, earlier.outcome, {**earlier.properties, "resumed_from": run_id})
-
-
-def _run_and_record(
-    record: RunRecord,
-    task: Task,
-    run: SuperRun,
-    name: str,
-    repeat: int | None,
-    kernels: KernelSource | None,
-    deadline_s: float | None = None,
-) -> TaskResult | None:
-    known = known_properties(run, task, repeat)
-    try:
-        with enforce(deadline_s):
-            result = run_one_task(task, run, name=name, kernels=kernels)
-    except DeadlineExpired as expired:
-        record.add(name, "error", {**known, "exit_status": ExitStatus.TIMEOUT.value})
-        record.warn(f"pytest-super: {name}: its deadline of {expired.seconds:g} s passed")
-        return None
-    except (InfrastructureError, TaskSetupError) as exc:
-        status = {**retried_property(retried_of(exc)), "exit_status": exit_status_of(exc).value}
-        record.add(name, "error", {**known, **error_properties(run, name, exc), **status})
-        record.warn(f"pytest-super: {name}: {type(exc).__name__}: {exc}")
-        return None
-    outcome = "passed" if result.passed else "failed"
-    record.add(name, outcome, {**known, **result_properties(run, result)})
-    return result

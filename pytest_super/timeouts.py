@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from pytest_super import thirdparty
-from pytest_super.deadlines import MAX_TIMER_S, Alarm
+from pytest_super.deadlines import MAX_TIMER_S, Alarm, DeadlineExpired
 from pytest_super.thirdparty import item_deadline_s
 
 __all__ = [
@@ -55,15 +55,17 @@ def failure_message(seconds: float) -> str:
     return FAILURE_TEMPLATE % f"{seconds:g}"
 
 
-class TaskTimedOut(pytest.fail.Exception):  # type: ignore[misc,name-defined]
-    """A task past its deadline: raised by its item's timer (`set_task_timer`), or for a task its
-    Ray node stopped at its deadline. A failure of pytest's own kind (`pytest.fail`), as
-    pytest-timeout's signal method raises; `super_result` records it as a timeout."""
+class TaskTimedOut(pytest.fail.Exception, DeadlineExpired):  # type: ignore[misc,name-defined]
+    """A task past its deadline: raised by its item's timer (`set_task_timer`), or by the
+    `super_result` fixture for a task whose outcome says its deadline passed (a Ray node stopped
+    it). A failure of pytest's own kind (`pytest.fail`), as pytest-timeout's signal method
+    raises, and a `DeadlineExpired`: raised in a task's episode, the executor running it
+    (`execute.outcome_of`) takes it as the deadline passing, and the fixture raises it again."""
 
     def __init__(self, seconds: float) -> None:
-        super().__init__(failure_message(seconds))
+        pytest.fail.Exception.__init__(self, failure_message(seconds))  # and BaseException's
         self.seconds = seconds
-        #: why each earlier attempt failed (`execute.retried_of`; a Ray node's retries)
+        #: why each earlier attempt failed (`outcome.retried_of`; a Ray node's retries)
         self.retried: list[str] = []
 
 

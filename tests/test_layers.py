@@ -20,7 +20,15 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pytest_super"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "pytest glue and commands",
-        ("plugin", "cli", "executors.local", "executors.ray", "live", "conformance"),
+        (
+            "plugin",
+            "cli",
+            "executors.pytest_side",
+            "executors.local",
+            "executors.ray",
+            "live",
+            "conformance",
+        ),
     ),
     (
         "settings, collection, the run's records and reports",
@@ -51,8 +59,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "settings",
             "execute",
+            "outcome",
             "executors",
             "executors.ray.cluster",
+            "executors.ray.watch",
+            "executors.ray.sweep",
             "executors.ray.driver",
             "executors.ray.node",
             "executors.ray.nodefiles",
@@ -294,7 +305,16 @@ def test_nothing_from_one_task_down_imports_pytest() -> None:
 
 
 #: modules above the one-task layer that a script without pytest imports (`run_tasks`)
-PYTEST_FREE_ABOVE = ("pytest_super.run_record", "pytest_super.settings", "pytest_super.tasks")
+PYTEST_FREE_ABOVE = (
+    "pytest_super.run_record",
+    "pytest_super.settings",
+    "pytest_super.tasks",
+    # the executors a script submits to (`run_tasks`), and the outcomes they give
+    "pytest_super.executors.local",
+    "pytest_super.executors.ray",
+    "pytest_super.executors.ray.outcomes",
+    "pytest_super.outcome",
+)
 
 
 @pytest.mark.parametrize("module", PYTEST_FREE_ABOVE)
@@ -554,10 +574,7 @@ DOCKER_PACKAGE = "pytest_super.kernels.docker"
 DOCKER_IMPORTERS_LEFT: dict[str, str] = {
     "pytest_super.cli.image": "Docker's own commands (image build/push/lock-colab) and its "
     "part of cleanup (kernels.cleanup_all)",
-    "pytest_super.plugin": "release_leases (kernels.shutdown_backends), provide_for_run "
-    "(kernels.prepare_kernel_image)",
-    "pytest_super.executors.ray.cluster": "trust.recorded (kernels.node_options), parse_bytes "
-    "(kernels.backend_resources)",
+    "pytest_super.executors.ray.cluster": "trust.recorded (kernels.node_options)",
 }
 
 
@@ -622,3 +639,40 @@ def test_the_check_sees_a_docker_import(tmp_path: Path) -> None:
         "line 5: imports pytest_super.kernels.docker",
         "line 6: imports pytest_super.kernels.docker",
     ]
+
+
+#: the modules that ask the run's executor, never the run, whether tasks run elsewhere (issue 45)
+ASK_THE_EXECUTOR = ("pytest_super.plugin", "pytest_super.run_record", "pytest_super.recorder")
+
+
+def remote_tests(source: str) -> list[int]:
+    """The lines of `source` that ask a run whether its tasks run elsewhere: `run.remote`,
+    `self.run.remote`, `getattr(run, "remote", ...)`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr == "remote":
+            owner = node.value
+            if (isinstance(owner, ast.Name) and owner.id == "run") or (
+                isinstance(owner, ast.Attribute) and owner.attr == "run"
+            ):
+                found.append(node.lineno)
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", "") == "getattr"
+            and any(isinstance(a, ast.Constant) and a.value == "remote" for a in node.args)
+        ):
+            found.append(node.lineno)
+    return found
+
+
+def test_the_plugin_and_the_run_record_ask_no_run_whether_it_is_remote() -> None:
+    """The plugin and the run's record submit through the executor and have it clean up; the
+    one question they may ask is the executor's declared `remote` (xdist, the progress line)."""
+    found = {name: remote_tests(MODULES[name].read_text()) for name in ASK_THE_EXECUTOR}
+    assert {name: lines for name, lines in found.items() if lines} == {}
+
+
+def test_the_check_sees_a_run_asked_whether_it_is_remote() -> None:
+    source = "if run.remote:\n    pass\nx = self.run.remote\ny = getattr(run, 'remote', False)\n"
+    assert remote_tests(source) == [1, 3, 4]
+    assert remote_tests("executor.remote\n") == []

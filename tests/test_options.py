@@ -147,14 +147,19 @@ class ToyExecutor:
     def describe(run):
         return f"with {{run.executor_settings['{name}']}} slots ({{run.sources['{name}']}})"
 
-    def configure(self, config):
+    pytest_loop = ""
+
+    def start(self, run):
         pass
 
-    def start(self, config):
-        pass
-
-    def outcome(self, config, run, item):
+    def submit(self, task, run, *, name, deadline_s, on_step=None):
         raise RuntimeError("nothing runs elsewhere in this test")
+
+    def stop(self):
+        return []
+
+    def cleanup(self, run):
+        pass
 """
 
 

@@ -99,7 +99,7 @@ class _Locals(dict[str, Any]):
 
 def _filled(node: ast.expr, path: Path, names: Any) -> str:
     """A string literal's text, each f-string field evaluated in `path`'s module with `names` as
-    `self` (the object that prints the message)."""
+    `self` and as the names of its attributes (the object or the run that prints the message)."""
     if isinstance(node, ast.Constant):
         return str(node.value)
     assert isinstance(node, ast.JoinedStr)
@@ -114,7 +114,7 @@ def _filled(node: ast.expr, path: Path, names: Any) -> str:
             continue
         assert isinstance(part, ast.FormattedValue) and part.format_spec is None, ast.dump(part)
         code = compile(ast.Expression(part.value), str(path), "eval")
-        local = _Locals(vars(module), {"self": names})
+        local = _Locals(vars(module), {"self": names, **vars(names)})  # self.run, or run
         value = eval(code, vars(module), local)  # noqa: S307 - our own source
         text += repr(value) if part.conversion == ord("r") else str(value)
     return text
@@ -137,7 +137,7 @@ CLEANUP = [(where, command) for where, command in COMMANDS if command.startswith
 
 def test_the_package_prints_cleanup_hints_for_each_place_that_leaves_something() -> None:
     places = {where.split(":")[0] for where, _ in CLEANUP}
-    assert {"run_record.py", "interrupts.py", "executors/ray/session.py"} <= places, CLEANUP
+    assert {"executors/local.py", "interrupts.py", "executors/ray/settings.py"} <= places, CLEANUP
 
 
 def _accepted(command: str) -> str | None:
@@ -314,8 +314,8 @@ def test_each_cleanup_hint_for_this_machine_removes_the_runs_container(
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     run = SuperRun()
-    hints = [h for h in _run_hints("", run) if not h[0].startswith("executors/")]
-    assert {w.split(":")[0] for w, _ in hints} >= {"run_record.py", "interrupts.py"}, hints
+    hints = [h for h in _run_hints("", run) if not h[0].startswith("executors/ray/")]
+    assert {w.split(":")[0] for w, _ in hints} >= {"executors/local.py", "interrupts.py"}, hints
     for where, command in hints:
         name = _leave_container(engine, image, run.run_id)
         try:
@@ -347,7 +347,7 @@ def test_each_cluster_cleanup_hint_and_the_address_alone_clean_every_node(
 
     node_engine = docker.DockerClient(base_url=cluster.engines[0])
     run = cluster_run(cluster.address, kernel=KernelSettings(backend="docker"))
-    hints = _run_hints("executors/", run)
+    hints = _run_hints("executors/ray/", run)
     assert hints, "executors/ray prints no cleanup hint naming the run"
     by_command = {command: where for where, command in hints}  # the same command: run once
     commands = [(where, command, {}) for command, where in by_command.items()] + [

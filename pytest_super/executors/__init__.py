@@ -8,16 +8,28 @@ name, the name of an entry point of the group `pytest_super.executors`, or `pack
 every pytest start reads the setting, and a cluster's client library is imported only by a run that
 asks for it.
 
-An executor is made once per pytest process, without arguments, and asked:
+An executor (`Executor`, executors/base.py) is made without arguments (once per pytest process,
+once per `run_tasks`) and knows nothing of pytest (SWE-ReX's split: where a task runs, apart from
+what runs it):
 
-- `remote`: whether tasks run in other processes than this one (then the plugin makes no kernel
-  pool here, xdist is refused, the progress line counts the executor's queue);
-- `configure(config)`: check the run's options (a `pytest.UsageError` saying what to change);
-- `start(config)`: before any task runs, on the controller (connect, take over the run loop);
-  a `pytest.UsageError` when it cannot;
-- `outcome(config, run, item)`: for a remote executor, the `(TaskResult, node)` of the task the
-  item names, its error raised as the task's error (a local executor is never asked: the plugin runs
-  the task here).
+- `remote`: whether tasks run in other processes than this one (then a pytest run keeps one
+  process: xdist is refused, the progress line counts the executor's queue);
+- `start(run)`: before any task, in the process that submits them (connect; clear what dead
+  runs left); an `InfrastructureError` (or, for a cluster, its own error) when it cannot;
+- `submit(task, run, *, name, deadline_s, on_step)`: run the task (its item `name`) within
+  `deadline_s`, each step shown to `on_step`; a `concurrent.futures.Future` of its
+  `TaskOutcome` (outcome.py). An exception that is no task's outcome (Ctrl-C, a bug of ours)
+  is the future's, or for an executor that runs the task at once, raised by `submit`;
+- `stop()`: this process takes no more tasks (a warm kernel goes); what could not be removed;
+- `cleanup(run)`: what the run's tasks left, wherever they ran, removed (unless
+  `run.settings.keep_failed`), and the executor's connection ended; an `InfrastructureError`
+  saying what is left and the command that removes it.
+
+`pytest_loop` names ("package.module:function", "" for none) the pytest side of an executor
+that runs tasks elsewhere: `function(config, run, executor)` starts it and takes over pytest's
+run-test loop (executors/pytest_side.py calls it; the Ray executor's is
+executors/ray/pytest_loop.py). An executor without one has its tasks submitted one by one by
+the `super_result` fixture.
 
 An executor may also declare, as attributes of its class (read without making one, and without
 importing a cluster's client library, so the class's module must not import it):
@@ -37,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from pytest_super.registry import Registry
 
 if TYPE_CHECKING:
-    from pytest_super.runner import TaskResult
+    from pytest_super.kernels.base import KernelSettings
 
 #: the entry-point group third-party executors register under
 ENTRY_POINT_GROUP = "pytest_super.executors"
@@ -64,22 +76,6 @@ _REGISTRY = Registry(
     kind="executor", plural="executors", group=ENTRY_POINT_GROUP, builtins=EXECUTORS
 )
 
-_NEEDS = "the attribute `remote` and the methods `configure`, `start` and `outcome` (see Executor)"
-
-
-@runtime_checkable
-class Executor(Protocol):
-    """Where tasks run (see the module's docstring). `config` is the pytest config, `run` the
-    run's SuperRun, `item` a task's pytest item: typed loosely so this module needs no pytest."""
-
-    remote: bool
-
-    def configure(self, config: Any) -> None: ...
-
-    def start(self, config: Any) -> None: ...
-
-    def outcome(self, config: Any, run: Any, item: Any) -> tuple[TaskResult, str]: ...
-
 
 @runtime_checkable
 class ClusterExecutor(Protocol):
@@ -94,7 +90,7 @@ class ClusterExecutor(Protocol):
         ...
 
     def cleanup_on_nodes(
-        self, address: str, settings: Any, run_id: str | None, *, every: bool = False
+        self, address: str, settings: KernelSettings, run_id: str | None, *, every: bool = False
     ) -> list[str]:
         """What the backend of `settings` (KernelSettings) left on each node: of run `run_id`,
         else of runs whose controller died (`every`: everything of ours there, as `pytest-super
@@ -121,7 +117,7 @@ def read_cleanup_entries(entries: list[str]) -> tuple[dict[str, list[str]], list
 def cluster_executor(spec: str) -> ClusterExecutor:
     """The executor `spec` names, as one that runs tasks on a cluster's nodes; ValueError if it
     names none, or one that does not."""
-    made = make_executor(spec)
+    made = _REGISTRY.find(spec)()
     if not isinstance(made, ClusterExecutor):
         raise ValueError(
             f"executor {spec!r} runs no tasks on a cluster's nodes (it has no `build_on_nodes` "
@@ -141,13 +137,6 @@ def check_executor_name(spec: str) -> str:
     if spec not in EXECUTORS:
         _REGISTRY.find(spec)
     return spec
-
-
-def make_executor(spec: str) -> Executor:
-    """A new instance of the executor `spec` names; ValueError if it names none, or something
-    that is not an executor."""
-    made: Executor = _REGISTRY.make(spec, Executor, _NEEDS)
-    return made
 
 
 def declared_settings() -> dict[str, tuple[Any, ...]]:
@@ -197,12 +186,10 @@ __all__ = [
     "ClusterExecutor",
     "ENTRY_POINT_GROUP",
     "EXECUTORS",
-    "Executor",
     "check_executor_name",
     "cluster_executor",
     "declared_settings",
     "deprecated_backend_message",
     "description",
     "known_executor_names",
-    "make_executor",
 ]

@@ -24,49 +24,39 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
-import socket
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_super.errors import InfrastructureError, SuperError
-from pytest_super.execute import trajectory_path
-from pytest_super.executors.ray.connect import RayUnavailable, connect, import_ray
-from pytest_super.executors.ray.node import (
-    NodeOutcome,
-    _build_here,
-    cleanup_on_node,
-    run_on_node,
+from pytest_super.errors import InfrastructureError
+from pytest_super.executors.ray.connect import (
+    RayUnavailable,
+    connect,
+    import_ray,
+    import_what_shutdown_imports,
 )
-from pytest_super.executors.ray.settings import cluster_run, ray_address, ray_concurrency
-from pytest_super.kernels.base import KernelSettings
+from pytest_super.executors.ray.node import NodeOutcome, cleanup_on_node, run_on_node
+from pytest_super.executors.ray.settings import memory_bytes, ray_address, ray_concurrency
+from pytest_super.executors.ray.sweep import TASK_NAME_PREFIX, NodeSweeps
+from pytest_super.executors.ray.watch import (
+    ENGINE_FAILURES_TO_EXCLUDE,
+    HEAD_LOST_S,
+    Node,
+    Watch,
+    node_name,
+)
 from pytest_super.llm.settings import LLMSettings
-from pytest_super.runner import TaskResult
 from pytest_super.settings import SuperRun
 from pytest_super.tasks import Task
 
-__all__ = ["NodeOutcome", "RayDispatcher", "RayUnavailable", "build_on_nodes", "cleanup_nodes"]
-
-#: Ray's label for the tasks we submit (shown by `ray list tasks`): no secret, only the item
-TASK_NAME_PREFIX = "pytest-super"
+__all__ = ["NodeOutcome", "RayDispatcher", "RayUnavailable", "TASK_NAME_PREFIX"]
 
 
 # -- on the controller ---------------------------------------------------------------------------
-#: seconds between two looks at the cluster's nodes (`ray.nodes()`, on a thread of its own)
-NODE_POLL_S = 2.0
-#: seconds between two knocks on the head's GCS port (a TCP connect, on a thread of its own)
-HEAD_PROBE_S = 1.0
-#: seconds the head's GCS port may stay silent before the head is taken as lost. Ray's driver
-#: ends its own process 60 s after it lost the GCS (gcs_rpc_server_reconnect_timeout_s): the run
-#: must end, reports written, well before that
-HEAD_LOST_S = 15.0
 #: seconds queued tasks wait for a live node that may take them before they are reported
 NO_NODE_GRACE_S = 60.0
-#: a node whose Docker engine failed this many times takes no more tasks of the run
-ENGINE_FAILURES_TO_EXCLUDE = 2
 #: when the rest of a run whose cluster was lost can run (said with its resume command)
 BACK_WHEN = "once the cluster is back"
 #: seconds `ray.shutdown()` may take at the end (with the head gone it waits for the GCS)
@@ -91,89 +81,7 @@ class _Pending:
     avoid: set[str] = field(default_factory=set)
 
 
-@dataclass
-class _Node:
-    """A node of the cluster as the controller places tasks on it."""
-
-    id: str
-    name: str  # as the node names itself in its outcomes: host name / the id's first 12
-    slots: int
-    alive: bool = True
-    engine_failures: int = 0
-    #: names of the tasks placed here: in flight, or back and not yet reported
-    placed: set[str] = field(default_factory=set)
-    #: the run's clean-up actor on this node (a warm Ray worker: Ctrl-C must not wait for one)
-    cleaner: Any = None
-
-    @property
-    def usable(self) -> bool:
-        return self.alive and self.engine_failures < ENGINE_FAILURES_TO_EXCLUDE
-
-
-class _Cleaner:
-    """A Ray actor on one node for the run's length: it removes the run's containers there at
-    once when asked (a task would wait for a Ray worker to start and import the backend)."""
-
-    def __init__(self, run: SuperRun) -> None:
-        from pytest_super.kernels import kernel_backend
-
-        self.run = run
-        kernel_backend(dataclasses.replace(run.kernel, docker_host=None))  # imported now
-
-    def cleanup(self, run_id: str | None, every: bool = False) -> tuple[str, list[str]]:
-        return cleanup_on_node(self.run, run_id, every)
-
-
-class _Watch:
-    """Two daemon threads: one knocks on the head's GCS port, one reads `ray.nodes()`. The
-    controller never waits on Ray alone: what they last saw tells it which node died and whether
-    the head still answers."""
-
-    def __init__(self, ray: Any, gcs_address: str) -> None:
-        self.ray = ray
-        host, _, port = gcs_address.rpartition(":")
-        self.gcs = (host or "127.0.0.1", int(port or 6379))
-        self.nodes: list[dict[str, Any]] | None = None
-        self.answered_at = time.monotonic()
-        self._stop = threading.Event()
-
-    def start(self) -> None:
-        for loop, name in ((self._probe, "head"), (self._poll, "nodes")):
-            threading.Thread(target=loop, name=f"pytest-super-ray-{name}", daemon=True).start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def silent_s(self) -> float:
-        """Seconds since the head's GCS port last took a connection."""
-        return time.monotonic() - self.answered_at
-
-    def head_answers(self) -> bool:
-        """The head took a connection lately: `ray.nodes()` will not hang on it."""
-        return self.silent_s() <= HEAD_PROBE_S * 3
-
-    def _probe(self) -> None:
-        while not self._stop.is_set():
-            with contextlib.suppress(OSError):
-                socket.create_connection(self.gcs, timeout=HEAD_PROBE_S * 2).close()
-                self.answered_at = time.monotonic()
-            self._stop.wait(HEAD_PROBE_S)
-
-    def _poll(self) -> None:
-        while not self._stop.wait(NODE_POLL_S):
-            if not self.head_answers():
-                continue  # the head does not answer: ray.nodes() would hang
-            with contextlib.suppress(Exception):
-                self.nodes = self.ray.nodes()
-
-
-def _node_name(node: dict[str, Any]) -> str:
-    """A node's name as `node._node_name` gives it on the node (host name / id's first 12)."""
-    host = node.get("NodeManagerHostname") or node.get("NodeManagerAddress") or "?"
-    return f"{host}/{node['NodeID'][:12]}"
-
-
-class RayDispatcher:
+class RayDispatcher(NodeSweeps):
     """The controller's side: connects, places tasks on nodes, watches the nodes and the head,
     waits, retries elsewhere, cancels, cleans the nodes up."""
 
@@ -206,9 +114,9 @@ class RayDispatcher:
         self._task_options: dict[str, Any] = {}
         self._run_ref: Any = None
         #: the cluster's nodes that can run a task (Ray node id -> node), and where each task is
-        self._nodes: dict[str, _Node] = {}
+        self._nodes: dict[str, Node] = {}
         self._placed: dict[str, str] = {}  # task name -> node id, until it is reported
-        self._watch: _Watch | None = None
+        self._watch: Watch | None = None
         self._no_node_since: float | None = None
         #: the nodes that took no more tasks of this run, and why (said at the end)
         self.excluded: dict[str, str] = {}
@@ -246,7 +154,7 @@ class RayDispatcher:
             )
         self.concurrency = ray_concurrency(self.run) or slots
         options: dict[str, Any] = {"num_cpus": self.run.kernel.cpus, "max_retries": 0}
-        memory = _bytes(self.run.kernel.mem)
+        memory = memory_bytes(self.run.kernel)
         if memory:
             options["memory"] = memory
         self._task_options = options
@@ -265,15 +173,15 @@ class RayDispatcher:
             self._steps = Queue(actor_options={"num_cpus": 0})
         context = ray.get_runtime_context()
         self._own_node = context.get_node_id()
-        self._watch = _Watch(ray, context.gcs_address)
+        self._watch = Watch(ray, context.gcs_address)
         self._watch.start()
         self.start_cleaners()
         self.cleanup_on_nodes(None)  # what runs whose controller died left on the nodes
-        _import_what_shutdown_imports()
+        import_what_shutdown_imports()
 
     def _node_slots(self, node: dict[str, Any]) -> int:
         """How many tasks a node can hold at once (its CPUs and memory for a task's)."""
-        memory = _bytes(self.run.kernel.mem) or 0
+        memory = memory_bytes(self.run.kernel) or 0
         resources = node.get("Resources", {})
         by_cpu = int(resources.get("CPU", 0) // max(self.run.kernel.cpus, 1e-9))
         by_mem = int(resources.get("memory", 0) // memory) if memory else by_cpu
@@ -283,7 +191,7 @@ class RayDispatcher:
         """How many tasks the cluster's usable nodes can hold at once."""
         return sum(node.slots for node in self._nodes.values() if node.usable)
 
-    def _see_nodes(self, nodes: list[dict[str, Any]]) -> list[_Node]:
+    def _see_nodes(self, nodes: list[dict[str, Any]]) -> list[Node]:
         """Take in what `ray.nodes()` said: new nodes that can run a task join, nodes no longer
         alive are marked so; returns the nodes that died since the last look."""
         died = []
@@ -293,7 +201,7 @@ class RayDispatcher:
             seen.add(node_id)
             known = self._nodes.get(node_id)
             if known is None and info.get("Alive") and self._node_slots(info) > 0:
-                self._nodes[node_id] = _Node(node_id, _node_name(info), self._node_slots(info))
+                self._nodes[node_id] = Node(node_id, node_name(info), self._node_slots(info))
             elif known is not None and known.alive and not info.get("Alive"):
                 known.alive = False
                 died.append(known)
@@ -342,7 +250,7 @@ class RayDispatcher:
             else:
                 return
 
-    def _place(self, pending: _Pending) -> _Node | None:
+    def _place(self, pending: _Pending) -> Node | None:
         """The usable node with the most free slots, not one where the task failed by the node's
         fault while another usable node exists (then it waits for that one)."""
         usable = [n for n in self._nodes.values() if n.usable]
@@ -352,7 +260,7 @@ class RayDispatcher:
             return None
         return max(free, key=lambda n: (n.slots - len(n.placed), n.name))
 
-    def _launch(self, pending: _Pending, node: _Node) -> None:
+    def _launch(self, pending: _Pending, node: Node) -> None:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         if self._run_ref is None:  # the run's settings: one object for every task
@@ -486,7 +394,7 @@ class RayDispatcher:
             return None
         return nodes
 
-    def _node_lost(self, node: _Node) -> list[str]:
+    def _node_lost(self, node: Node) -> list[str]:
         """Node `node` died: each task placed there is run again elsewhere (retries left) or
         reported as lost with the node named. Its Ray tasks are cancelled (they may come back
         from a node that was cut off, not dead)."""
@@ -517,7 +425,7 @@ class RayDispatcher:
         return events
 
     def _failed(
-        self, pending: _Pending, node: _Node | None, kind: str, why: str
+        self, pending: _Pending, node: Node | None, kind: str, why: str
     ) -> NodeOutcome | None:
         """A task ended by its node's fault: queued again to run on another node while retries
         are left (None), else its outcome: an infrastructure error naming the node."""
@@ -590,7 +498,7 @@ class RayDispatcher:
             self.pull_failures.setdefault(outcome.pull_failed, []).append(outcome.node)
         return outcome
 
-    def _engine_failed(self, node: _Node) -> None:
+    def _engine_failed(self, node: Node) -> None:
         node.engine_failures += 1
         if node.engine_failures == ENGINE_FAILURES_TO_EXCLUDE:
             self.excluded[node.name] = (
@@ -676,94 +584,6 @@ class RayDispatcher:
         if run_id is not None and not self.lost:
             self._sweeps = self._send_cleanups(run_id)
 
-    def _send_cleanups(self, run_id: str | None, every: bool = False) -> dict[Any, str]:
-        """One clean-up call per live node that can run a task of any size (CPUs: the nodes the
-        run uses and any other, whatever the run's task size), or, for this run's own clean-up
-        (Ctrl-C, its end), per live node it placed tasks on (known: no call to the head): its
-        actor's when it has one (no Ray worker to start), else a Ray task placed there. The
-        calls, with the node each went to (Ray's node name)."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        if self._cleanup is None:  # connected for the cleanup only (`pytest-super cleanup`)
-            self._cleanup = self.ray.remote(cleanup_on_node)
-        refs: dict[Any, str] = {}
-        payload = None
-        if run_id == self.run.run_id and not every and self._nodes:
-            targets = [(n.id, n.name) for n in self._nodes.values() if n.alive]
-        else:
-            targets = [
-                (info["NodeID"], _node_name(info))
-                for info in self.ray.nodes()
-                if info.get("Alive") and info.get("Resources", {}).get("CPU")
-            ]
-        for node_id, name in targets:
-            node = self._nodes.get(node_id)
-            if node is not None and node.cleaner is not None:
-                refs[node.cleaner.cleanup.remote(run_id, every)] = name
-                continue
-            payload = payload or self._payload_run()
-            call = self._cleanup.options(
-                num_cpus=0,
-                max_retries=0,
-                name=f"{TASK_NAME_PREFIX} cleanup",
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-            )
-            refs[call.remote(payload, run_id, every)] = name
-        return refs
-
-    def start_cleaners(self) -> None:
-        """A clean-up actor on each usable node (not waited for: it starts while tasks run)."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        actor = self.ray.remote(_Cleaner)
-        payload = self._payload_run()
-        for node in self._nodes.values():
-            if node.alive and node.cleaner is None:
-                strategy = NodeAffinitySchedulingStrategy(node.id, soft=False)
-                with contextlib.suppress(Exception):
-                    node.cleaner = actor.options(
-                        num_cpus=0,
-                        max_restarts=0,
-                        name=f"{TASK_NAME_PREFIX}-cleaner-{self.run.run_id}-{node.id[:12]}",
-                        scheduling_strategy=strategy,
-                    ).remote(payload)
-
-    def cleanup_on_nodes(
-        self, run_id: str | None, *, every: bool = False, timeout_s: float = 120.0
-    ) -> list[str]:
-        """Remove the run's containers (`run_id` None: dead runs'; `every`: all of ours) on
-        every live node that can run tasks; "node: name" for each container removed, "node:"
-        for a node that had nothing to remove, "node: (no answer in N s)" for one that did not
-        answer. Those sent by `cancel` are waited for, not sent again."""
-        if self.lost:
-            return []
-        refs, self._sweeps = self._sweeps or self._send_cleanups(run_id, every), {}
-        entries: list[str] = []
-        if not refs:
-            return entries
-        ready, _ = self.ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
-        for ref, name in refs.items():
-            if ref not in ready:
-                entries.append(f"{name}: (no answer in {timeout_s:.0f} s)")
-                continue
-            try:
-                node, names = self.ray.get(ref)
-            except Exception:  # a node without an engine has nothing of ours
-                entries.append(f"{name}:")
-                continue
-            entries += [f"{node}: {n}" for n in names] or [f"{node}:"]
-        return entries
-
-
-def _import_what_shutdown_imports() -> None:
-    """`ray.shutdown()` first imports Ray's compiled-graph modules (`ray.dag`, about forty) to
-    shut down compiled graphs, of which a run has none: 0.04-0.06 s on an idle machine, several
-    times that on a busy one, at the end of every run and of every Ctrl-C (where a py-spy
-    recording of an interrupted run found it in the shutdown). Imported while the run starts,
-    they are not on that path."""
-    with contextlib.suppress(Exception):
-        importlib.import_module("ray.dag.compiled_dag_node")
-
 
 def _engine_failed(outcome: NodeOutcome) -> bool:
     """The node's Docker engine failed under the task (said by the node)."""
@@ -772,102 +592,6 @@ def _engine_failed(outcome: NodeOutcome) -> bool:
     )
 
 
-def build_on_nodes(
-    address: str,
-    *,
-    profile: str = "default",
-    base: str | None = None,
-    offline: bool = False,
-    tag: str | None = None,
-) -> list[tuple[str, str]]:
-    """`pytest-super image build --ray`: the kernel image built (or found up to date) on the
-    engine of every live node that can run tasks; returns (node, tag) for each."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    dispatcher = RayDispatcher(cluster_run(address))
-    dispatcher.connect()
-    try:
-        ray = dispatcher.ray
-        build = ray.remote(_build_here)
-        refs = [
-            build.options(
-                num_cpus=0,
-                max_retries=0,
-                name=f"{TASK_NAME_PREFIX} image build",
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
-            ).remote(profile, base, offline, tag)
-            for node in ray.nodes()
-            if node.get("Alive") and node.get("Resources", {}).get("CPU")
-        ]
-        return [ray.get(ref) for ref in refs]
-    finally:
-        dispatcher.stop()
-
-
-def cleanup_nodes(
-    address: str, settings: KernelSettings, run_id: str | None, every: bool = False
-) -> list[str]:
-    """`pytest-super cleanup --executor ray`: what the backend of `settings` left on every live
-    node (of run `run_id`, else of runs whose controller died; `every`: all of ours, docker
-    only); `RayDispatcher.cleanup_on_nodes`'s entries."""
-    run = cluster_run(address, kernel=settings)
-    dispatcher = RayDispatcher(run)
-    dispatcher.connect()
-    try:
-        return dispatcher.cleanup_on_nodes(run_id, every=every)
-    finally:
-        dispatcher.stop()
-
-
-def write_outcome(run: SuperRun, outcome: NodeOutcome) -> TaskResult | None:
-    """Put a node's trajectory files into the run's folder; return its result with the local
-    path (None when the task ended in an error)."""
-    path = trajectory_path(run, outcome.name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if outcome.trajectory:
-        path.write_bytes(outcome.trajectory)
-    if outcome.notebook:
-        path.with_suffix(".ipynb").write_bytes(outcome.notebook)
-    if outcome.result is None:
-        return None
-    result = outcome.result
-    result.trajectory = str(path.with_suffix(".ipynb") if outcome.notebook else path)
-    result.retried = outcome.retried
-    if result.kept:  # --super-keep: the container stays on its node's engine
-        result.kept = f"on Ray node {outcome.node} (its own Docker engine):\n{result.kept}"
-    return result
-
-
-def raise_error(outcome: NodeOutcome) -> None:
-    """The error a node reported, raised here as the same kind of error (an infrastructure error,
-    a task error or a bug of ours), carrying the attempts before it."""
-    from pytest_super import errors
-
-    assert outcome.error is not None
-    kind, message = outcome.error
-    cls = getattr(errors, kind, None)
-    if not (isinstance(cls, type) and issubclass(cls, SuperError)) or kind == "TaskFileError":
-        cls = InfrastructureError
-    try:
-        exc = cls(f"on node {outcome.node}: {message}")
-    except TypeError:  # an error type with more arguments: its text is what matters here
-        exc = InfrastructureError(f"on node {outcome.node}: {kind}: {message}")
-    exc.retried = outcome.retried  # type: ignore[attr-defined]
-    raise exc
-
-
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else ""
-
-
-def _bytes(size: str) -> int | None:
-    """Docker's memory size ("4g", "512m") in bytes as the engine reads it, for Ray's `memory`
-    resource; None when it does not read (the engine then says so for the container)."""
-    from docker.errors import DockerException
-    from docker.utils import parse_bytes
-
-    try:
-        return int(parse_bytes(size))
-    except DockerException:
-        return None

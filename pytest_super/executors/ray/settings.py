@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_super.kernels.base import KernelSettings
 from pytest_super.settings import Setting, SuperRun, number_reader
 from pytest_super.tasks.model import Bounds
 
@@ -61,6 +62,14 @@ def cleanup_options(run: SuperRun) -> str:
     return f" --executor ray --ray-address {ray_address(run)}"
 
 
+def cleanup_command(run: SuperRun) -> str:
+    """The command that removes what is left of `run` on the cluster's nodes."""
+    return (
+        f"pytest-super cleanup --executor ray --ray-address {ray_address(run)} "
+        f"--backend {run.kernel.backend} --run {run.run_id}"
+    )
+
+
 def cluster_run(address: str, **fields: Any) -> SuperRun:
     """The run of a command that acts on every node of the cluster at `address` (image build,
     cleanup): the Ray executor's, with `fields` (`kernel=...`)."""
@@ -68,3 +77,12 @@ def cluster_run(address: str, **fields: Any) -> SuperRun:
         s.name: s.read(s.default) if isinstance(s.default, str) else s.default for s in SETTINGS
     }
     return SuperRun(executor="ray", executor_settings={**held, "ray_address": address}, **fields)
+
+
+def memory_bytes(kernel: KernelSettings) -> int | None:
+    """The memory one kernel of `kernel` takes, in bytes, as its backend enforces it
+    (`kernels.backend_resources`: Docker reads `--super-mem` as its engine does), for Ray's
+    `memory` resource; None when the backend bounds none."""
+    from pytest_super.kernels import backend_resources
+
+    return backend_resources(kernel).memory_bytes

@@ -1,12 +1,15 @@
-"""The pytest side of `--super-executor=ray`: one pytest process keeps many tasks in flight on a Ray
-cluster (cluster.py) and reports each task's item as its outcome comes back.
+"""The pytest side of `--super-executor=ray` (`RayExecutor.pytest_loop`): one pytest process keeps
+many tasks in flight on a Ray cluster through the `RayExecutor` (executors/ray/__init__.py) and
+reports each task's item as its outcome comes back.
 
 `RaySession` replaces pytest's run-test loop for the session: the items that are tasks to run are
-submitted first (at most K in flight, the rest queued), the other items run here as usual, then each
-task item goes through pytest's ordinary protocol (setup, call, teardown, reports, JUnit) when its
-outcome arrives, in the order they finish. `-x`/`--maxfail` stop the loop and cancel the rest;
-Ctrl-C and SIGTERM (which arrives as Ctrl-C) cancel every task in flight; either way, each live
-node then removes the run's containers, and the outcomes already reported stay in the reports.
+submitted to the executor first (at most K in flight, the rest queued; each item's future in its
+stash, where the `super_result` fixture takes its outcome), the other items run here as usual,
+then each task item goes through pytest's ordinary protocol (setup, call, teardown, reports,
+JUnit) when its outcome arrives, in the order they finish. `-x`/`--maxfail` stop the loop and
+cancel the rest; Ctrl-C and SIGTERM (which arrives as Ctrl-C) cancel every task in flight; either
+way, each live node then removes the run's containers (`RayExecutor.cleanup`, asked by the run's
+record), and the outcomes already reported stay in the reports.
 """
 
 from __future__ import annotations
@@ -15,22 +18,21 @@ import contextlib
 import inspect
 import os
 import shlex
-import shutil
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
 
 from pytest_super import collect, options, progress
-from pytest_super.executors import read_cleanup_entries
-from pytest_super.executors.ray import guardian
-from pytest_super.executors.ray.cluster import ClusterLost, NodeOutcome
-from pytest_super.executors.ray.driver import DriverProcess, wait_for
+from pytest_super.executors.base import Executor
+from pytest_super.executors.pytest_side import FUTURE_KEY
+from pytest_super.executors.ray import RayExecutor, guardian
+from pytest_super.executors.ray.cluster import ClusterLost
+from pytest_super.executors.ray.connect import RayUnavailable
 from pytest_super.executors.ray.guardian import Guardian
-from pytest_super.executors.ray.settings import ray_address
-from pytest_super.options import run_of
+from pytest_super.executors.ray.settings import cleanup_command
 from pytest_super.settings import SuperRun
 from pytest_super.thirdparty import item_deadline_s
 from pytest_super.trajectory import Step
@@ -41,21 +43,19 @@ SESSION_KEY = pytest.StashKey["RaySession"]()
 class RaySession:
     """Registered as a plugin on the controller of a `--super-executor=ray` run."""
 
-    def __init__(self, config: pytest.Config, run: SuperRun) -> None:
+    def __init__(self, config: pytest.Config, run: SuperRun, executor: RayExecutor) -> None:
         self.config = config
         self.run = run
-        self.dispatcher = DriverProcess(run, live=run.live)
-        self.dispatcher.start()
-        self._printers: dict[str, Callable[[Step], None]] = {}
-        self._lost_lines: list[str] = []
+        self.executor = executor
+        executor.pump_in_background = False  # pumped here, between the items' reports
+        executor.release_when_done = False  # a task's slot is held until its item is reported
+        executor.start(run)
+        assert executor.driver is not None
+        self.dispatcher = executor.driver
         #: the process that speaks for this controller should it end without ending the run
         self.guardian: Guardian | None = None
         #: seconds from each task's end on its node to its report here (benchmarks/bench_cluster.py)
         self.report_lags: list[float] = []
-
-    def outcome(self, name: str) -> NodeOutcome:
-        """The node's outcome of the task item `name` (ready when its protocol runs)."""
-        return self.dispatcher.outcome(name)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
@@ -72,7 +72,13 @@ class RaySession:
             if isinstance(item, collect.SuperTaskItem) and _runs_remotely(item)
         }
         for name, task_item in remote.items():
-            self.dispatcher.submit(name, task_item.task, item_deadline_s(task_item))
+            task_item.stash[FUTURE_KEY] = self.executor.submit(
+                task_item.task,
+                self.run,
+                name=name,
+                deadline_s=item_deadline_s(task_item),
+                on_step=self._live_printer(name) if self.run.live else None,
+            )
         self._show_progress(remote)
         stopped: KeyboardInterrupt | None = None
         try:
@@ -99,31 +105,34 @@ class RaySession:
         for other in session.items:  # the rest: skipped tasks, ordinary tests
             if other.name not in remote:
                 self._protocol(session, other)
-        for name in wait_for(
-            self.dispatcher,
-            set(remote),
-            on_steps=self._show_steps,
-            on_events=self._say,
-            should_stop=lambda: bool(session.shouldfail or session.shouldstop),
-        ):
+        for name in self._finished(session, set(remote)):
             self._tell_progress(remote[name])
             self._protocol(session, remote[name])
-            self.dispatcher.release(name)
+            self.executor.release(name)
             ended = self.dispatcher.ended_at.pop(name, 0.0)
             if ended:
                 self.report_lags.append(time.time() - ended)
+
+    def _finished(self, session: pytest.Session, names: set[str]) -> Iterator[str]:
+        """Each of `names` as its task finishes (its future done), saying what happened to nodes
+        in between; until none is left, the session stops, or nothing runs that could finish
+        the rest."""
+        left = set(names)
+        while left and not (session.shouldfail or session.shouldstop):
+            finished = self.executor.pump()
+            events = self.dispatcher.take_events()
+            if events:
+                self._say(events)
+            for name in finished:
+                left.discard(name)
+                yield name
+            if not self.dispatcher.busy and left:
+                return
 
     def resume_command(self) -> str:
         """The command that runs what this run did not finish."""
         args = " ".join(shlex.quote(a) for a in self.config.invocation_params.args)
         return f"pytest {args} --super-resume".replace("  ", " ")
-
-    def cleanup_command(self) -> str:
-        """The command that removes what is left of this run on the cluster's nodes."""
-        return (
-            f"pytest-super cleanup --executor ray --ray-address {ray_address(self.run)} "
-            f"--backend {self.run.kernel.backend} --run {self.run.run_id}"
-        )
 
     def _lost_message(self) -> str:
         """What was lost, what was not finished, and the command that runs the rest."""
@@ -153,10 +162,10 @@ class RaySession:
 
     def _tell_progress(self, item: pytest.Item) -> None:
         line = progress.progress_of(self.config)
-        outcome = self.dispatcher.peek(item.name)
-        if line is not None and outcome is not None:
-            took = outcome.ended_at - outcome.started_at if outcome.started_at else None
-            line.ran_on(item.nodeid, outcome.node, took)
+        future = item.stash.get(FUTURE_KEY, None)
+        if line is not None and future is not None and future.done():
+            started, ended = self.executor.timing.get(item.name, (0.0, 0.0))
+            line.ran_on(item.nodeid, future.result().node, ended - started if started else None)
 
     def _protocol(self, session: pytest.Session, item: pytest.Item) -> None:
         item.config.hook.pytest_runtest_protocol(item=item, nextitem=None)
@@ -175,74 +184,41 @@ class RaySession:
             for event in events:
                 reporter.write_line(f"pytest-super: {event}")
 
-    def _show_steps(self, steps: list[tuple[str, dict[str, Any]]]) -> None:
+    def _live_printer(self, name: str) -> Callable[[Step], None]:
+        """Task `name`'s steps printed as the nodes send them (above the status line)."""
         from pytest_super.live import live_printer
 
-        line = progress.progress_of(self.config)
-        with line.paused() if line is not None else contextlib.nullcontext():
-            self._print_steps(steps, live_printer)
+        printer = live_printer(self.config, name.split("[", 1)[0])
 
-    def _print_steps(self, steps: list[tuple[str, dict[str, Any]]], live_printer: Any) -> None:
-        for name, fields in steps:
-            item_task = name.split("[", 1)[0]
-            printer = self._printers.get(name)
-            if printer is None:
-                printer = self._printers[name] = live_printer(self.config, item_task)
-            printer(Step(**fields))
+        def show(step: Step) -> None:
+            line = progress.progress_of(self.config)
+            with line.paused() if line is not None else contextlib.nullcontext():
+                printer(step)
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Every live node removes the run's containers (also after Ctrl-C and -x), unless
-        --super-keep keeps failing tasks' containers (as a local run does)."""
-        if self.dispatcher.lost:
-            self._forget_nodes()
-            return
-        if self.run.settings.keep_failed:
-            return
-        try:
-            cleaned, missed = read_cleanup_entries(
-                self.dispatcher.cleanup_on_nodes(self.run.run_id)
-            )
-        except Exception as exc:  # noqa: BLE001 - the reports must still be written
-            cleaned, missed = {}, [str(exc)]
-        if missed:
-            warnings.warn(
-                f"pytest-super: the Ray nodes could not all be cleaned up ({'; '.join(missed)}); "
-                f"run `{self.cleanup_command()}`",
-                stacklevel=1,
-            )
-        left = [f"{node}: {name}" for node, names in cleaned.items() for name in names]
-        if left:
-            reporter = session.config.pluginmanager.getplugin("terminalreporter")
-            if reporter is not None:
-                reporter.write_line(
-                    f"pytest-super: removed {len(left)} container(s) of this run left on the "
-                    "Ray nodes: " + ", ".join(left[:10])
-                )
-
-    def _forget_nodes(self) -> None:
-        """The head is gone: no node can be asked to clean up. This machine's own share of the
-        run (its start lock folder, when it is also a node) goes; the nodes' containers go at
-        their next run's start, or with the cleanup command said here."""
-        from pytest_super.executors.ray.nodefiles import run_lock_dir
-
-        shutil.rmtree(run_lock_dir(self.run.run_id), ignore_errors=True)
-        self._lost_lines = [
-            self._lost_message(),
-            "pytest-super: the run's containers still on the nodes go when the next run starts "
-            f"on each node, or now with `{self.cleanup_command()}` {self.dispatcher.back_when}",
-        ]
+        return show
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        left = self.executor.removed
+        if left:
+            terminalreporter.write_line(
+                f"pytest-super: removed {len(left)} container(s) of this run left on the "
+                "Ray nodes: " + ", ".join(left[:10])
+            )
         # builds, pulls, failed pulls (once each); nodes lost or left out (engine failures)
-        for line in self.dispatcher.end_lines():
+        for line in self.executor.end_lines:
             terminalreporter.write_line(f"pytest-super: {line}")
-        for line in self._lost_lines:
-            terminalreporter.write_line(line)
+        if self.dispatcher.lost:  # no node could be asked to clean up: said, with the command
+            terminalreporter.write_line(self._lost_message())
+            terminalreporter.write_line(
+                "pytest-super: the run's containers still on the nodes go when the next run "
+                f"starts on each node, or now with `{cleanup_command(self.run)}` "
+                f"{self.dispatcher.back_when}"
+            )
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self.guardian is not None:  # the run ended as it should: its reports are written
             self.guardian.release()
-        self.dispatcher.stop()
+        self.executor.disconnect()
 
 
 def _runs_remotely(item: pytest.Item) -> bool:
@@ -252,14 +228,23 @@ def _runs_remotely(item: pytest.Item) -> bool:
     return item.get_closest_marker("skip") is None and item.get_closest_marker("skipif") is None
 
 
-def start(config: pytest.Config) -> RaySession:
-    """Connect to the cluster and take over the run-test loop (the controller only)."""
-    run = run_of(config)
-    session = config.stash[SESSION_KEY] = RaySession(config, run)
+def start(config: pytest.Config, run: SuperRun, executor: Executor) -> None:
+    """Connect to the cluster and take over the run-test loop (the controller only); no Ray,
+    no cluster or no node for a task is a usage error."""
+    if not isinstance(executor, RayExecutor):
+        raise TypeError(f"the Ray executor's pytest loop was given {type(executor).__name__}")
+    try:
+        session = RaySession(config, run, executor)
+    except RayUnavailable as exc:
+        raise pytest.UsageError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - the session must end with a sentence, not a trace
+        raise pytest.UsageError(
+            f"--super-executor=ray: could not start on the cluster ({type(exc).__name__}: {exc})"
+        ) from exc
+    config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, "pytest-super-ray")
     _find_this_module_at_once()
     session.guardian = _guard(session)
-    return session
 
 
 def _guard(session: RaySession) -> Guardian | None:
@@ -275,7 +260,7 @@ def _guard(session: RaySession) -> Guardian | None:
         run_dir=str(run.run_dir),
         private=str(run_lock_dir(run.run_id)),
         resume=session.resume_command(),
-        cleanup=session.cleanup_command(),
+        cleanup=cleanup_command(run),
     )
     try:
         return guardian.start(watched)
