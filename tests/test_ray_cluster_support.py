@@ -214,13 +214,19 @@ def test_a_container_on_a_node_reaches_pypi(cluster: RayTestCluster, image: str)
 
 
 def test_a_second_cluster_beside_it_and_its_stop_leaves_nothing(
-    cluster: RayTestCluster, image: str
+    cluster: RayTestCluster, image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another cluster on the same fixed ports runs at once (each namespace has its own ports);
     killing its node 0 leaves ours, on the same node manager port, alone, and so does a new head
     of its own (`ray start --head` beside our GCS of the same address); `image_on=[]` leaves
     its engine without the image; and its `stop()` leaves nothing: no process, namespace,
-    bridge, iptables chain, engine or folder."""
+    bridge, iptables chain, engine or folder. It starts where the home folder holds a Ray token
+    (~/.ray/auth_token, which any local `ray.init()` writes): its nodes and drivers still agree
+    (`AUTH_ENV`; without it every `ray.nodes()` failed with InvalidAuthToken)."""
+    home = tmp_path / "home"
+    (home / ".ray").mkdir(parents=True)
+    (home / ".ray" / "auth_token").write_text("0" * 64)
+    monkeypatch.setenv("HOME", str(home))
     other = RayTestCluster(image, nodes=1, image_on=[])
     with other:
         assert (other.address, other.name != cluster.name) == (cluster.address, True)

@@ -93,6 +93,13 @@ MARKER_ENV = "PYTEST_SUPER_RAY_TEST_CLUSTER"
 #: apart), so that a test of node loss waits about 3 s for it, not 15: a dead raylet refuses the
 #: connection at once. Each check still waits Ray's 10 s for an answer: with a 1 s timeout, a
 #: raylet slowed down by a loaded machine was declared dead while alive.
+#: Ray's token authentication, pinned off for every process of a test cluster (nodes and drivers).
+#: Left unset, Ray 2.60 decides per process: a `ray start` finding ~/.ray/auth_token (written by any
+#: local `ray.init()` on the machine, e.g. someone trying Ray out) starts a node that demands the
+#: token, while a driver joining by address stays unauthenticated: every `ray.nodes()` of the tests
+#: then failed with "InvalidAuthToken" once such a file appeared mid-run (issue 42, this round's
+#: first run of make test-all). The cluster is on its namespace's loopback alone.
+AUTH_ENV = {"RAY_AUTH_MODE": "disabled"}
 HEALTH_CHECK_ENV = {
     "RAY_health_check_period_ms": "1000",
     "RAY_health_check_failure_threshold": "3",
@@ -389,6 +396,7 @@ class RayTestCluster:
             "PYTHONPATH": os.pathsep.join(p for p in path if p),
             "RAY_ADDRESS": self.address,
             "RAY_USAGE_STATS_ENABLED": "0",
+            **AUTH_ENV,
             "DOCKER_HOST": self._no_engine,
         }
 
@@ -972,7 +980,7 @@ class RayTestCluster:
             *(f"{flag}={port}" for flag, port in self._node_ports(node).items()),
         ]
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-        env.update({MARKER_ENV: str(self.root), "RAY_USAGE_STATS_ENABLED": "0"})
+        env.update({MARKER_ENV: str(self.root), "RAY_USAGE_STATS_ENABLED": "0", **AUTH_ENV})
         if node == "head":
             cmd += [
                 "--head",
