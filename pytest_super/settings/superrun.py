@@ -17,7 +17,7 @@ from pytest_super.environment import AgentOptions
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.llm import LLMSettings
 from pytest_super.prompts import PromptSet
-from pytest_super.runner import RunSettings
+from pytest_super.runner import EpisodeSettings
 from pytest_super.settings.endpoint import judge_settings, model_settings
 from pytest_super.settings.providers import provider_defaults, provider_values
 from pytest_super.settings.readers import SettingError, shown
@@ -39,9 +39,9 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(8)
 
 
-def _run_settings(values: dict[str, Any]) -> RunSettings:
+def _episode_settings(values: dict[str, Any]) -> EpisodeSettings:
     """The episode's settings (runner.py) of the resolved `values`."""
-    return RunSettings(
+    return EpisodeSettings(
         agent=values["agent"] or "",
         model=values["model"],
         tolerance=values["tolerance"],
@@ -108,10 +108,10 @@ def _default_kernel() -> KernelSettings:
     )
 
 
-def _default_run_settings() -> RunSettings:
+def _default_episode_settings() -> EpisodeSettings:
     values = {s.name: default_of(s.name) for s in SETTINGS if s.name not in ("backend",)}
     values["agent"] = None
-    return _run_settings(values)
+    return _episode_settings(values)
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ class SuperRun:
     run_id: str = field(default_factory=new_run_id)
     report_dir: Path = Path(default_of("report_dir"))
     kernel: KernelSettings = field(default_factory=_default_kernel)
-    settings: RunSettings = field(default_factory=_default_run_settings)
+    settings: EpisodeSettings = field(default_factory=_default_episode_settings)
     llm_settings: LLMSettings | None = None
     #: --super-judge-model: the LMR judge's endpoint (lmr/judge.py); None: no judge
     judge_settings: LLMSettings | None = None
@@ -220,7 +220,7 @@ def resolve_run(inputs: Inputs, run_id: str) -> SuperRun:
         report_dir=report_dir,
         agent=agent,
         kernel=kernel,
-        settings=_run_settings(values),
+        settings=_episode_settings(values),
         registry=values["registry"],
         llm_settings=model_settings(agent, values, report_dir / run_id),
         judge_settings=judge_settings(values) if agent else None,
