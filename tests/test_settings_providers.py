@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_super.settings import SettingError, SuperRun
+
 pytest_plugins = ["pytester"]
 
 TOY_BACKEND = """\
@@ -187,3 +189,42 @@ def test_each_built_in_provider_declares_on_its_class_what_is_found():
         declared = tuple(getattr(registry.find(name), "settings", ()) or ())
         assert found.get(name, ()) == declared, name
     assert found["ray"], "the Ray executor declares its address and concurrency"
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "value"),
+    [
+        ("executor", "ray_concurrency", -1),
+        ("executor", "ray_concurrency", 100_001),
+        ("backend", "registry", "http://registry.example.org"),
+    ],
+)
+def test_a_superrun_built_directly_refuses_a_providers_value_its_option_refuses(
+    tmp_path, kind, name, value
+):
+    """Issue 45: `SuperRun(executor_settings={"ray_concurrency": -1})` was accepted unchecked.
+    Built directly, it says what `SuperRun.resolve` (the option path) says, with its own source in
+    the place of the option's."""
+    field = f"{kind}_settings"
+    with pytest.raises(SettingError) as direct:
+        SuperRun(**{field: {name: value}})
+    with pytest.raises(SettingError) as resolved:
+        SuperRun.resolve(rootdir=tmp_path, **{name: value})
+    said, source = str(direct.value), f"SuperRun({field}={{{name!r}: ...}})"
+    assert said.startswith(source), said
+    assert said.removeprefix(source) == str(resolved.value).removeprefix(
+        f"SuperRun.resolve({name}=...)"
+    )
+
+
+def test_a_superrun_built_directly_refuses_a_setting_no_provider_declares() -> None:
+    with pytest.raises(SettingError) as caught:
+        SuperRun(executor_settings={"ray_concurency": 4})
+    assert str(caught.value) == (
+        "SuperRun(executor_settings={'ray_concurency': ...}): no executor declares the setting "
+        "'ray_concurency' (known: ray_address, ray_concurrency)"
+    )
+    with pytest.raises(SettingError, match=r"'4': a str, where the setting holds a int \(4\)"):
+        SuperRun(executor_settings={"ray_concurrency": "4"})
+    run = SuperRun(executor="ray", executor_settings={"ray_concurrency": 4, "ray_address": "h:1"})
+    assert dict(run.executor_settings) == {"ray_concurrency": 4, "ray_address": "h:1"}
