@@ -228,3 +228,50 @@ def test_a_superrun_built_directly_refuses_a_setting_no_provider_declares() -> N
         SuperRun(executor_settings={"ray_concurrency": "4"})
     run = SuperRun(executor="ray", executor_settings={"ray_concurrency": 4, "ray_address": "h:1"})
     assert dict(run.executor_settings) == {"ray_concurrency": 4, "ray_address": "h:1"}
+
+
+#: runs pytest in this process, counting the calls of `importlib.metadata.entry_points` that
+#: pytest-super makes (each reads every installed distribution's metadata)
+COUNT_SCANS = """\
+import importlib.metadata as metadata
+import sys
+
+scans = []
+read = metadata.entry_points
+
+
+def counted(**params):
+    if sys._getframe(1).f_globals.get("__name__", "").startswith("pytest_super"):
+        scans.append(params)
+    return read(**params)
+
+
+metadata.entry_points = counted
+import pytest
+
+code = pytest.main(sys.argv[1:])
+print(f"entry-point scans: {len(scans)} {scans}")
+sys.exit(code)
+"""
+
+
+def test_one_entry_point_scan_serves_every_group_at_a_pytest_start(project, tmp_path, monkeypatch):
+    """Issue 45: at every pytest start the executors' settings and the backends' each scanned the
+    installed packages' entry points, and finding a third-party backend scanned them again; one
+    scan serves every group now (registry.py)."""
+    _install_toy_backend(tmp_path / "site", "toy_depth", monkeypatch)
+    monkeypatch.delenv("TOY_DEPTH", raising=False)
+    project.makefile(".ini", pytest="[pytest]\nsuper_tasks = tasks\n")
+    script = tmp_path / "count_scans.py"
+    script.write_text(COUNT_SCANS)
+    args = ["--collect-only", "-p", "no:cacheprovider", "--super-agent=gold", "--super-backend=toy"]
+    done = subprocess.run(
+        [sys.executable, str(script), *args],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "toy: {'toy_depth': 2} from default" in done.stdout, done.stdout + done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("entry-point scans")]
+    assert line == "entry-point scans: 1 [{}]"
