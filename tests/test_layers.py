@@ -486,12 +486,12 @@ def xdist_reads_in(path: Path) -> list[str]:
 
 def test_every_xdist_attribute_is_read_through_the_adapter() -> None:
     """Issue 45 item 6: xdist's attributes (`workerinput`, `workeroutput`, `numprocesses`,
-    `dist`, `maxschedchunk`) are read in thirdparty.py only, where the versions are checked."""
+    `dist`, `maxschedchunk`) are read in thirdparty.py only, where the versions are checked; the
+    repository's own conftest.py asks it too."""
+    read_by = {name: path for name, path in MODULES.items() if name != ADAPTER}
+    read_by["conftest.py (the repository's)"] = PACKAGE.parent / "conftest.py"
     offenders = [
-        f"{name}: {where}"
-        for name, path in MODULES.items()
-        if name != ADAPTER
-        for where in xdist_reads_in(path)
+        f"{name}: {where}" for name, path in read_by.items() for where in xdist_reads_in(path)
     ]
     assert offenders == []
 
