@@ -5,7 +5,6 @@ a heavy library."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_super.settings import SettingError, SuperRun
+from tests.support.toy_providers import install_toy_provider
 
 pytest_plugins = ["pytester"]
 
@@ -56,17 +56,13 @@ solution:
 
 
 def _install_toy_backend(site: Path, setting: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A third-party kernel backend, registered as an entry point of `pytest_super.backends` by a
-    distribution's metadata on the subprocesses' PYTHONPATH."""
-    site.mkdir()
-    (site / "toy_backend.py").write_text(TOY_BACKEND.format(name=setting))
-    info = site / "toy_backend-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-backend\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[pytest_super.backends]\ntoy = toy_backend:ToyBackend\n"
+    """A third-party kernel backend declaring the setting `setting`, an entry point of
+    `pytest_super.backends`."""
+    source = TOY_BACKEND.format(name=setting)
+    target = "toy_backend:ToyBackend"
+    install_toy_provider(
+        site, monkeypatch, group="pytest_super.backends", target=target, source=source
     )
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
 
 
 @pytest.fixture
