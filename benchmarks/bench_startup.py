@@ -27,18 +27,14 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support.toy_providers import COUNT_SCANS  # noqa: E402
 
 #: the start-up, then the count of entry-point scans the package made (on stdout)
-START_UP = """\
-import importlib.metadata as metadata
-import sys
-scans = []
-read = metadata.entry_points
-def counted(**params):
-    if sys._getframe(1).f_globals.get("__name__", "").startswith("pytest_super"):
-        scans.append(params)
-    return read(**params)
-metadata.entry_points = counted
+START_UP = (
+    COUNT_SCANS
+    + """\
 import pytest_super.plugin
 from pytest_super.settings import SuperRun
 from pytest_super.settings.providers import all_settings
@@ -46,6 +42,7 @@ all_settings()
 SuperRun()
 print(len(scans), pytest_super.plugin.__file__)
 """
+)
 
 
 def export(rev: str, into: Path) -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_super.settings import SettingError, SuperRun
-from tests.support.toy_providers import install_toy_provider
+from tests.support.toy_providers import COUNT_SCANS, install_toy_provider
 
 pytest_plugins = ["pytester"]
 
@@ -228,27 +228,16 @@ def test_a_superrun_built_directly_refuses_a_setting_no_provider_declares() -> N
 
 #: runs pytest in this process, counting the calls of `importlib.metadata.entry_points` that
 #: pytest-super makes (each reads every installed distribution's metadata)
-COUNT_SCANS = """\
-import importlib.metadata as metadata
-import sys
-
-scans = []
-read = metadata.entry_points
-
-
-def counted(**params):
-    if sys._getframe(1).f_globals.get("__name__", "").startswith("pytest_super"):
-        scans.append(params)
-    return read(**params)
-
-
-metadata.entry_points = counted
+COUNT_SCANS_IN_PYTEST = (
+    COUNT_SCANS
+    + """\
 import pytest
 
 code = pytest.main(sys.argv[1:])
 print(f"entry-point scans: {len(scans)} {scans}")
 sys.exit(code)
 """
+)
 
 
 def test_one_entry_point_scan_serves_every_group_at_a_pytest_start(project, tmp_path, monkeypatch):
@@ -259,7 +248,7 @@ def test_one_entry_point_scan_serves_every_group_at_a_pytest_start(project, tmp_
     monkeypatch.delenv("TOY_DEPTH", raising=False)
     project.makefile(".ini", pytest="[pytest]\nsuper_tasks = tasks\n")
     script = tmp_path / "count_scans.py"
-    script.write_text(COUNT_SCANS)
+    script.write_text(COUNT_SCANS_IN_PYTEST)
     args = ["--collect-only", "-p", "no:cacheprovider", "--super-agent=gold", "--super-backend=toy"]
     done = subprocess.run(
         [sys.executable, str(script), *args],

@@ -1,6 +1,7 @@
 """A third-party provider (an executor or a kernel backend) installed for the subprocesses a test
 runs: its module in a folder, registered as an entry point by a distribution's metadata there, the
-folder on their PYTHONPATH (tests/test_settings_providers.py, tests/test_options.py)."""
+folder on their PYTHONPATH (tests/test_settings_providers.py, tests/test_options.py); and a script's
+start that counts the scans of the installed packages' entry points."""
 
 from __future__ import annotations
 
@@ -8,6 +9,26 @@ import os
 from pathlib import Path
 
 import pytest
+
+#: the start of a script that counts, in `scans`, the calls of `importlib.metadata.entry_points`
+#: pytest-super makes (each reads every installed distribution's metadata); it prints `scans`
+#: (tests/test_settings_providers.py, benchmarks/bench_startup.py)
+COUNT_SCANS = """\
+import importlib.metadata as metadata
+import sys
+
+scans = []
+read = metadata.entry_points
+
+
+def counted(**params):
+    if sys._getframe(1).f_globals.get("__name__", "").startswith("pytest_super"):
+        scans.append(params)
+    return read(**params)
+
+
+metadata.entry_points = counted
+"""
 
 
 def install_toy_provider(
