@@ -61,8 +61,13 @@ def one_start(pythonpath: Path) -> tuple[float, str]:
         os.environ, PYTHONPATH=os.pathsep.join([str(pythonpath), os.environ.get("PYTHONPATH", "")])
     )
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(
-        [sys.executable, "-c", START_UP], env=env, capture_output=True, text=True, check=True
+    done = subprocess.run(  # not in ROOT: `python -c` puts its folder first on sys.path
+        [sys.executable, "-c", START_UP],
+        env=env,
+        cwd=pythonpath.parent,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
