@@ -13,13 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from pytest_super import thirdparty
+
 ROOT = Path(__file__).resolve().parent
 MIRRORS = ROOT / ".super-cache" / "mirrors"
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("super_agent", None) and not hasattr(config, "workerinput"):
+    if config.getoption("super_agent", None) and not thirdparty.is_worker(config):
         spec = importlib.util.spec_from_file_location(
             "build_mirrors", ROOT / "tasks" / "repos" / "build_mirrors.py"
         )

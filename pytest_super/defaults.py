@@ -1,9 +1,9 @@
 """The defaults of the run's limits, each written once.
 
 The settings table (settings/table.py `SETTINGS`) declares every `--super-*` option with one of
-these as its default; the lower layers (runner.py's `RunSettings`, environment.py's
+these as its default; the lower layers (runner.py's `EpisodeSettings`, environment.py's
 `EpisodeLimits` and `AgentOptions`) name the same constants for values built in Python without the
-table (a test's `RunSettings()`), so no number here stands anywhere else.
+table (a test's `EpisodeSettings()`), so no number here stands anywhere else.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Given a task and the run's settings (`SuperRun`), it loads the agent, opens the 
 gets a fresh kernel for each attempt, runs the episode with `--super-retries` attempts after a
 retryable infrastructure error (waiting 2 s, 4 s, 8 s, ... between them), scores it, and returns the
 `TaskResult` with its trajectory written. Every exit path closes the model client and the kernel
-(`runner.run_task` closes or keeps the kernel; a fault propagates after the trajectory is saved).
+(`runner.run_episode` closes or keeps the kernel; a fault propagates after the trajectory is saved).
 
 `outcome_of` is the same call returning the task's `TaskOutcome` (outcome.py: its result, or the
 error that ended it, or its deadline passed) instead of raising: what an executor's future gives
@@ -31,7 +31,7 @@ from pytest_super.errors import InfrastructureError, TaskSetupError
 from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.names import file_stem
 from pytest_super.outcome import TaskOutcome, retried_of
-from pytest_super.runner import TaskResult, run_task
+from pytest_super.runner import TaskResult, run_episode
 from pytest_super.settings import SuperRun
 from pytest_super.tasks import Task
 from pytest_super.trajectory import Step
@@ -131,7 +131,7 @@ def run_one_task(
         for attempt in range(run.retries + 1):
             try:  # a task's own image is made here: a fault of the engine is retried too
                 settings = kernel_settings_for(run, task, prepare=True)
-                result = run_task(
+                result = run_episode(
                     task,
                     agent,
                     functools.partial(provision, settings, name),

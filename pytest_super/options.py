@@ -186,9 +186,9 @@ def report_header(run: SuperRun) -> list[str]:
     if not run.agent:
         return ["pytest-super: no --super-agent (task items are skipped)"]
     backend = run.backend
-    if run.remote:
-        described = executors.description(run)
-        backend += f", executor {run.executor}" + (f" {described}" if described else "")
+    elsewhere = executors.described(run)
+    if elsewhere:
+        backend += f", {elsewhere}"
     elif run.kernel.docker_host:
         backend += f" at {masked_url(run.kernel.docker_host)}"
     return [

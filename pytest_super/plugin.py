@@ -34,7 +34,7 @@ from pytest_super.names import file_stem
 from pytest_super.options import SuperRun, run_of
 from pytest_super.ordering import choose_order, for_xdist, in_order
 from pytest_super.outcome import OutcomeError, TaskOutcome
-from pytest_super.recorder import RunRecorder
+from pytest_super.recorder import RecordHooks
 from pytest_super.run_record import known_properties, outcome_record, stop_message
 from pytest_super.runner import TaskResult, task_timeout_s
 from pytest_super.tasks import (
@@ -94,7 +94,7 @@ def pytest_configure(config: pytest.Config) -> None:
             fetch_judge_rubric()
         if not options.collecting_only(config):
             pytest_side.start(config, run, executor)
-        recorder = RunRecorder(run, config.rootpath, executor)
+        recorder = RecordHooks(run, config.rootpath, executor)
         config.pluginmanager.register(recorder, "pytest-super-recorder")
         if not options.collecting_only(config):
             progress.start(

@@ -26,8 +26,8 @@ from pytest_super.run_record import RunFolderError, RunRecord, run_properties, s
 from pytest_super.tasks import category_suffix, infer_set, load_yaml_task
 
 
-class RunRecorder:
-    """The controller's record of the run: results.jsonl as tasks finish, the summary at the end.
+class RecordHooks:
+    """The run record's pytest hooks: results.jsonl as tasks finish, the summary at the end.
 
     Registered only in the controlling process (never in xdist workers), so each task is written
     exactly once however many workers ran it.

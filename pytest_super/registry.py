@@ -5,10 +5,20 @@ backends (`kernels/__init__.py`, group `pytest_super.backends`) are found this w
 A built-in name wins over an entry point of the same name; built-ins need no entry point (they are
 found from a source checkout that was never installed, and scanning the installed packages' metadata
 is skipped for them).
+
+The installed packages' entry points are scanned once (`entry_points_of`) while the folders of
+`sys.path` that hold distributions' metadata stay as they are: every pytest start reads the
+executors' and the backends' groups (their settings, settings/providers.py) and finds a
+third-party one by name, and each would otherwise read every installed distribution's metadata
+again. A folder put on `sys.path`, or a distribution installed into one (its mtime changes), is
+seen at the next look-up.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import import_module
@@ -28,7 +38,7 @@ class Registry:
 
     def entry_points(self) -> dict[str, EntryPoint]:
         """The entry points registered under the group, by name."""
-        return {ep.name: ep for ep in entry_points(group=self.group)}
+        return dict(entry_points_of(self.group))
 
     def known_names(self) -> list[str]:
         """Built-in names, then the entry points' names (sorted)."""
@@ -84,6 +94,35 @@ class Registry:
             raise ValueError(
                 f"{self.kind} {spec!r}: module {module_name!r} has no {attr!r}"
             ) from None
+
+
+def entry_points_of(group: str) -> Mapping[str, EntryPoint]:
+    """The entry points registered under `group`, by name (of two of one name, the later
+    distribution's, as `importlib.metadata` lists them), from the one scan of `sys.path`."""
+    return _scan(_metadata_folders()).get(group, {})
+
+
+def _metadata_folders() -> tuple[tuple[str, int], ...]:
+    """The folders of `sys.path` that hold a distribution's metadata (a `*.dist-info` or
+    `*.egg-info`), each with its modification time: what a scan of the entry points reads."""
+    found = []
+    for entry in sys.path:
+        try:
+            with os.scandir(entry or ".") as names:
+                if any(n.name.endswith((".dist-info", ".egg-info")) for n in names):
+                    found.append((entry, os.stat(entry or ".").st_mtime_ns))
+        except OSError:  # gone, not a folder (a zip file): no metadata we read
+            continue
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=4)
+def _scan(folders: tuple[tuple[str, int], ...]) -> dict[str, dict[str, EntryPoint]]:
+    """Every installed entry point, by group and name: one read of the installed packages'
+    metadata while `folders` (the cache's key: importlib.metadata reads sys.path itself) hold."""
+    del folders
+    found = entry_points()  # read once; `groups` and `select` (no warning on 3.10, 3.11) sort it
+    return {group: {ep.name: ep for ep in found.select(group=group)} for group in found.groups}
 
 
 def qualified_name(obj: object) -> str:

@@ -1,6 +1,6 @@
 """Running one task: replay the prefix cells, let the agent act, score what it left behind.
 
-This is the story of one test item, told without pytest: `run_task` takes a task, a way to get a
+This is the story of one test item, told without pytest: `run_episode` takes a task, a way to get a
 kernel, an agent and the run's settings, and returns a `TaskResult` with every number the reports
 need. The pytest glue (plugin.py) only calls it and turns its result into a pass, a failure or an error.
 """
@@ -46,7 +46,7 @@ PASS_METRICS = ("accuracy", "landmarks", "script-executed", "unit-tests")
 
 
 @dataclass(frozen=True)
-class RunSettings:
+class EpisodeSettings:
     """The run-wide settings that shape one episode (built from pytest options)."""
 
     agent: str = "gold"
@@ -162,7 +162,7 @@ def default_pass_metric(task: Task) -> str:
     return "script-executed" if task.set == "auto" else "accuracy"
 
 
-def episode_limits(task: Task, settings: RunSettings) -> EpisodeLimits:
+def episode_limits(task: Task, settings: EpisodeSettings) -> EpisodeLimits:
     """The limits for one task: the task's own overrides win over the run's options."""
     budget = settings.token_budget or (400_000 if task.set == "masked" else 600_000)
     lim = task.limits
@@ -175,7 +175,7 @@ def episode_limits(task: Task, settings: RunSettings) -> EpisodeLimits:
     )
 
 
-def task_timeout_s(task: Task, settings: RunSettings, *, uses_model: bool) -> float:
+def task_timeout_s(task: Task, settings: EpisodeSettings, *, uses_model: bool) -> float:
     """The default pytest-timeout of a task: its compute limit plus a margin for provisioning,
     prefix replay and, for LLM agents, a minute of model latency per allowed step; never more
     than a timer takes (`deadlines.timer_seconds`: the limits are checked when read, but a Task
@@ -185,11 +185,11 @@ def task_timeout_s(task: Task, settings: RunSettings, *, uses_model: bool) -> fl
     return timer_seconds(limits.compute_s + margin)
 
 
-def run_task(
+def run_episode(
     task: Task,
     agent: Agent,
     new_kernel: Callable[[], Kernel],
-    settings: RunSettings,
+    settings: EpisodeSettings,
     trajectory_path: Path,
     *,
     llm: LLMClient | None = None,
@@ -268,7 +268,7 @@ def run_task(
 
 
 def _raise_world_fault(
-    agent: str, env: Environment, result: TaskResult, settings: RunSettings
+    agent: str, env: Environment, result: TaskResult, settings: EpisodeSettings
 ) -> None:
     """The world's faults of the episode (netfaults.py): raised as an environment or network
     error with its trajectory saved, or named in a scored episode's detail. With --super-keep,
@@ -364,7 +364,7 @@ def exit_status_of(exc: Exception) -> ExitStatus:
 
 
 def score_episode(
-    task: Task, env: Environment, outcome: AgentResult, settings: RunSettings
+    task: Task, env: Environment, outcome: AgentResult, settings: EpisodeSettings
 ) -> TaskResult:
     """Turn what the episode left behind into scores (pure: reads only the trajectory)."""
     steps = env.trajectory.steps

@@ -2,7 +2,7 @@
 
 Fast tests pin what build_mirrors produces (the commits the tasks name, idempotence, clones through
 git's URL rewriting) and that every task file is well formed. The slow test runs each gold
-solution for real through the project's own runner (`runner.run_task` with the gold agent: its
+solution for real through the project's own runner (`runner.run_episode` with the gold agent: its
 kernel driver, edit tool, answer parsing and landmark matching): a fresh virtualenv (so
 `pip install -r requirements.txt` gets today's numpy 2 and the dependency hurdles are real), a
 local kernel started from it (`LocalBox(python=...)`) in a fresh working directory, and git

@@ -486,12 +486,12 @@ def xdist_reads_in(path: Path) -> list[str]:
 
 def test_every_xdist_attribute_is_read_through_the_adapter() -> None:
     """Issue 45 item 6: xdist's attributes (`workerinput`, `workeroutput`, `numprocesses`,
-    `dist`, `maxschedchunk`) are read in thirdparty.py only, where the versions are checked."""
+    `dist`, `maxschedchunk`) are read in thirdparty.py only, where the versions are checked; the
+    repository's own conftest.py asks it too."""
+    read_by = {name: path for name, path in MODULES.items() if name != ADAPTER}
+    read_by["conftest.py (the repository's)"] = PACKAGE.parent / "conftest.py"
     offenders = [
-        f"{name}: {where}"
-        for name, path in MODULES.items()
-        if name != ADAPTER
-        for where in xdist_reads_in(path)
+        f"{name}: {where}" for name, path in read_by.items() for where in xdist_reads_in(path)
     ]
     assert offenders == []
 
@@ -641,8 +641,9 @@ def test_the_check_sees_a_docker_import(tmp_path: Path) -> None:
     ]
 
 
-#: the modules that ask the run's executor, never the run, whether tasks run elsewhere (issue 45)
-ASK_THE_EXECUTOR = ("pytest_super.plugin", "pytest_super.run_record", "pytest_super.recorder")
+#: the package whose modules may ask a run whether its tasks run elsewhere (`SuperRun.remote`):
+#: every other module asks the run's executor (issue 45)
+EXECUTORS_MODULE = "pytest_super.executors"
 
 
 def remote_tests(source: str) -> list[int]:
@@ -665,10 +666,17 @@ def remote_tests(source: str) -> list[int]:
     return found
 
 
-def test_the_plugin_and_the_run_record_ask_no_run_whether_it_is_remote() -> None:
-    """The plugin and the run's record submit through the executor and have it clean up; the
-    one question they may ask is the executor's declared `remote` (xdist, the progress line)."""
-    found = {name: remote_tests(MODULES[name].read_text()) for name in ASK_THE_EXECUTOR}
+def test_no_module_outside_the_executors_asks_a_run_whether_it_is_remote() -> None:
+    """The plugin, the run's record and the report header (options.py) submit through the
+    executor, have it clean up and have it say where it runs tasks; the one question they may
+    ask is the executor's declared `remote` (xdist, the progress line)."""
+    outside = {
+        name: path
+        for name, path in MODULES.items()
+        if name != EXECUTORS_MODULE and not name.startswith(EXECUTORS_MODULE + ".")
+    }
+    assert {"pytest_super.plugin", "pytest_super.recorder", "pytest_super.options"} <= set(outside)
+    found = {name: remote_tests(path.read_text()) for name, path in outside.items()}
     assert {name: lines for name, lines in found.items() if lines} == {}
 
 

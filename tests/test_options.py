@@ -4,12 +4,12 @@ what runs."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from pytest_super.options import SETTINGS
+from tests.support.toy_providers import install_toy_provider
 
 pytest_plugins = ["pytester"]
 
@@ -164,17 +164,13 @@ class ToyExecutor:
 
 
 def _install_toy_executor(site: Path, setting: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A third-party executor, registered as an entry point of `pytest_super.executors` by a
-    distribution's metadata on the subprocesses' PYTHONPATH."""
-    site.mkdir()
-    (site / "toy_executor.py").write_text(TOY_EXECUTOR.format(name=setting))
-    info = site / "toy_executor-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-executor\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[pytest_super.executors]\ntoy = toy_executor:ToyExecutor\n"
+    """A third-party executor declaring the setting `setting`, an entry point of
+    `pytest_super.executors`."""
+    source = TOY_EXECUTOR.format(name=setting)
+    target = "toy_executor:ToyExecutor"
+    install_toy_provider(
+        site, monkeypatch, group="pytest_super.executors", target=target, source=source
     )
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
 
 
 def test_an_executor_declares_its_own_settings(project, tmp_path, monkeypatch):

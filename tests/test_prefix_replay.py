@@ -12,7 +12,7 @@ from pytest_super.agents.base import Environment, EpisodeLimits, ExitStatus
 from pytest_super.agents.gold import GoldAgent
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.local import start_local_kernel
-from pytest_super.runner import RunSettings, replay_prefix_cells, run_task
+from pytest_super.runner import EpisodeSettings, replay_prefix_cells, run_episode
 from pytest_super.tasks import Cell, Task
 from pytest_super.trajectory import Trajectory
 
@@ -92,8 +92,8 @@ def test_a_task_whose_prefix_fails_is_still_run_and_scored(new_kernel, tmp_path)
         pre_executed=FAILING_PREFIX,
         solution=(Cell(kind="execute", code="import json; print(json.dumps({'n': 3}))"),),
     )
-    result = run_task(
-        task, GoldAgent(), new_kernel, RunSettings(agent="gold"), tmp_path / "traj.json"
+    result = run_episode(
+        task, GoldAgent(), new_kernel, EpisodeSettings(agent="gold"), tmp_path / "traj.json"
     )
     assert result.exit_status is ExitStatus.SUBMITTED and result.accuracy == 1.0
     assert result.passed and result.landmarks == 1.0  # the prefix's output counts

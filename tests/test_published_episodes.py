@@ -34,7 +34,7 @@ from pytest_super.published_runs import (
     read_episode,
     read_run,
 )
-from pytest_super.runner import RunSettings, run_task
+from pytest_super.runner import EpisodeSettings, run_episode
 from pytest_super.tasks import Cell, Task
 from pytest_super.trajectory import load_trajectory
 from tests.support.published_data import published_runs, sample_runs
@@ -417,10 +417,10 @@ def test_replay_agent_replays_an_imported_published_episode(
         landmarks=(landmark,),
         pre_executed=PREFIX if masked else (),  # the runner replays the task's own prefix
     )
-    settings = RunSettings(
+    settings = EpisodeSettings(
         agent="replay", options=AgentOptions(replay_path=str(imported / "trajectories"))
     )
-    result = run_task(task, ReplayAgent(), local_env, settings, tmp_path / "ours" / "tiny.json")
+    result = run_episode(task, ReplayAgent(), local_env, settings, tmp_path / "ours" / "tiny.json")
     assert result.exit_status is ExitStatus.SUBMITTED
     assert result.accuracy == 1.0 and result.submitted
     assert result.landmarks == 1.0

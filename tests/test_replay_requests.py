@@ -318,7 +318,7 @@ def test_a_damaged_file_of_expected_requests_is_a_clear_error(tmp_path, capsys) 
 def test_replay_runs_with_our_defaults_and_they_are_the_references() -> None:
     from pytest_super import defaults
     from pytest_super.replay import script
-    from pytest_super.runner import RunSettings
+    from pytest_super.runner import EpisodeSettings
 
     ours = (defaults.STEPS, defaults.COMPUTE_LIMIT_S, defaults.CELL_TIMEOUT_S)
     reference = (
@@ -327,7 +327,7 @@ def test_replay_runs_with_our_defaults_and_they_are_the_references() -> None:
         script.REFERENCE_CELL_TIMEOUT_S,
     )
     assert ours == reference == (100, 1800.0, 300.0)
-    assert RunSettings().token_budget is None  # the runner's 400k on Masked, 600k otherwise
+    assert EpisodeSettings().token_budget is None  # the runner's 400k on Masked, 600k otherwise
     assert (script.REFERENCE_BUDGETS, script.DEFAULT_BUDGET) == ({"masked": 400_000}, 600_000)
 
 

@@ -5,12 +5,14 @@ a heavy library."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from pytest_super.settings import SettingError, SuperRun
+from tests.support.toy_providers import COUNT_SCANS, install_toy_provider
 
 pytest_plugins = ["pytester"]
 
@@ -54,17 +56,13 @@ solution:
 
 
 def _install_toy_backend(site: Path, setting: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A third-party kernel backend, registered as an entry point of `pytest_super.backends` by a
-    distribution's metadata on the subprocesses' PYTHONPATH."""
-    site.mkdir()
-    (site / "toy_backend.py").write_text(TOY_BACKEND.format(name=setting))
-    info = site / "toy_backend-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-backend\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[pytest_super.backends]\ntoy = toy_backend:ToyBackend\n"
+    """A third-party kernel backend declaring the setting `setting`, an entry point of
+    `pytest_super.backends`."""
+    source = TOY_BACKEND.format(name=setting)
+    target = "toy_backend:ToyBackend"
+    install_toy_provider(
+        site, monkeypatch, group="pytest_super.backends", target=target, source=source
     )
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
 
 
 @pytest.fixture
@@ -187,3 +185,78 @@ def test_each_built_in_provider_declares_on_its_class_what_is_found():
         declared = tuple(getattr(registry.find(name), "settings", ()) or ())
         assert found.get(name, ()) == declared, name
     assert found["ray"], "the Ray executor declares its address and concurrency"
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "value"),
+    [
+        ("executor", "ray_concurrency", -1),
+        ("executor", "ray_concurrency", 100_001),
+        ("backend", "registry", "http://registry.example.org"),
+    ],
+)
+def test_a_superrun_built_directly_refuses_a_providers_value_its_option_refuses(
+    tmp_path, kind, name, value
+):
+    """Issue 45: `SuperRun(executor_settings={"ray_concurrency": -1})` was accepted unchecked.
+    Built directly, it says what `SuperRun.resolve` (the option path) says, with its own source in
+    the place of the option's."""
+    field = f"{kind}_settings"
+    with pytest.raises(SettingError) as direct:
+        SuperRun(**{field: {name: value}})
+    with pytest.raises(SettingError) as resolved:
+        SuperRun.resolve(rootdir=tmp_path, **{name: value})
+    said, source = str(direct.value), f"SuperRun({field}={{{name!r}: ...}})"
+    assert said.startswith(source), said
+    assert said.removeprefix(source) == str(resolved.value).removeprefix(
+        f"SuperRun.resolve({name}=...)"
+    )
+
+
+def test_a_superrun_built_directly_refuses_a_setting_no_provider_declares() -> None:
+    with pytest.raises(SettingError) as caught:
+        SuperRun(executor_settings={"ray_concurency": 4})
+    assert str(caught.value) == (
+        "SuperRun(executor_settings={'ray_concurency': ...}): no executor declares the setting "
+        "'ray_concurency' (known: ray_address, ray_concurrency)"
+    )
+    with pytest.raises(SettingError, match=r"'4': a str, where the setting holds a int \(4\)"):
+        SuperRun(executor_settings={"ray_concurrency": "4"})
+    run = SuperRun(executor="ray", executor_settings={"ray_concurrency": 4, "ray_address": "h:1"})
+    assert dict(run.executor_settings) == {"ray_concurrency": 4, "ray_address": "h:1"}
+
+
+#: runs pytest in this process, counting the calls of `importlib.metadata.entry_points` that
+#: pytest-super makes (each reads every installed distribution's metadata)
+COUNT_SCANS_IN_PYTEST = (
+    COUNT_SCANS
+    + """\
+import pytest
+
+code = pytest.main(sys.argv[1:])
+print(f"entry-point scans: {len(scans)} {scans}")
+sys.exit(code)
+"""
+)
+
+
+def test_one_entry_point_scan_serves_every_group_at_a_pytest_start(project, tmp_path, monkeypatch):
+    """Issue 45: at every pytest start the executors' settings and the backends' each scanned the
+    installed packages' entry points, and finding a third-party backend scanned them again; one
+    scan serves every group now (registry.py)."""
+    _install_toy_backend(tmp_path / "site", "toy_depth", monkeypatch)
+    monkeypatch.delenv("TOY_DEPTH", raising=False)
+    project.makefile(".ini", pytest="[pytest]\nsuper_tasks = tasks\n")
+    script = tmp_path / "count_scans.py"
+    script.write_text(COUNT_SCANS_IN_PYTEST)
+    args = ["--collect-only", "-p", "no:cacheprovider", "--super-agent=gold", "--super-backend=toy"]
+    done = subprocess.run(
+        [sys.executable, str(script), *args],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "toy: {'toy_depth': 2} from default" in done.stdout, done.stdout + done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("entry-point scans")]
+    assert line == "entry-point scans: 1 [{}]"

@@ -155,11 +155,16 @@ def declared_settings() -> dict[str, tuple[Any, ...]]:
     return declared
 
 
-def description(run: Any) -> str:
-    """What the executor `run.executor` names says of where it runs the run's tasks (its class's
-    `describe(run)`; empty when it has none)."""
-    describe = getattr(_REGISTRY.find(run.executor), "describe", None)
-    return str(describe(run)) if callable(describe) else ""
+def described(run: Any) -> str:
+    """Where the executor `run.executor` names runs the run's tasks, for the report header:
+    empty for one that runs them in this process (its class's `remote` false), else "executor
+    NAME" and what its class's `describe(run)` says, if it has one."""
+    cls = _REGISTRY.find(run.executor)
+    if not getattr(cls, "remote", False):
+        return ""
+    describe = getattr(cls, "describe", None)
+    said = str(describe(run)) if callable(describe) else ""
+    return f"executor {run.executor}" + (f" {said}" if said else "")
 
 
 def cleanup_options(run: Any) -> str:
@@ -190,6 +195,6 @@ __all__ = [
     "cluster_executor",
     "declared_settings",
     "deprecated_backend_message",
-    "description",
+    "described",
     "known_executor_names",
 ]

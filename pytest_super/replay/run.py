@@ -1,7 +1,7 @@
 """`pytest-super replay-run`: our agents, closed-loop, against every episode of a published run.
 
 For each episode (`script.episode_script`), our agent of the episode's kind runs through the
-ordinary runner (`runner.run_task`: prefix replay, limits, scoring) with the reference's limits,
+ordinary runner (`runner.run_episode`: prefix replay, limits, scoring) with the reference's limits,
 its model calls going to the replay endpoint (a real HTTP server, `endpoint.ReplayEndpoint`) and
 its cells and tools to the replay kernel (`kernel.ReplayKernel`). Then what it did is compared
 with the episode, step by step (`compare`): the action (kind and content), the number of steps,
@@ -52,7 +52,7 @@ from pytest_super.replay.script import (
     agent_for,
     episode_script,
 )
-from pytest_super.runner import RunSettings, TaskResult, run_task
+from pytest_super.runner import EpisodeSettings, TaskResult, run_episode
 from pytest_super.strictjson import JSON
 from pytest_super.trajectory import NOT_ACTIONS, Action, Step
 
@@ -298,7 +298,7 @@ def replay_episode(
         return kernel
 
     name = agent_for(episode)
-    settings = RunSettings(  # a run's settings as ours make them (the reference's)
+    settings = EpisodeSettings(  # a run's settings as ours make them (the reference's)
         agent=name,
         model=episode.model,
         token_budget=None,  # our default: 400k on Masked, 600k otherwise
@@ -312,7 +312,7 @@ def replay_episode(
     result: TaskResult | None = None
     error = ""
     try:
-        result = run_task(
+        result = run_episode(
             script.task,
             load_agent(name),
             new_kernel,

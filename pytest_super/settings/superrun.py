@@ -17,9 +17,15 @@ from pytest_super.environment import AgentOptions
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.llm import LLMSettings
 from pytest_super.prompts import PromptSet
-from pytest_super.runner import RunSettings
+from pytest_super.runner import EpisodeSettings
 from pytest_super.settings.endpoint import judge_settings, model_settings
-from pytest_super.settings.providers import provider_defaults, provider_values
+from pytest_super.settings.providers import (
+    PROVIDER_KINDS,
+    ProviderKind,
+    provider_defaults,
+    provider_settings,
+    provider_values,
+)
 from pytest_super.settings.readers import SettingError, shown
 from pytest_super.settings.resolve import (
     Inputs,
@@ -30,7 +36,7 @@ from pytest_super.settings.resolve import (
     run_sets,
     script_inputs,
 )
-from pytest_super.settings.table import BY_NAME, SETTINGS, default_of
+from pytest_super.settings.table import BY_NAME, SETTINGS, Setting, default_of
 
 
 def new_run_id() -> str:
@@ -39,9 +45,9 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(8)
 
 
-def _run_settings(values: dict[str, Any]) -> RunSettings:
+def _episode_settings(values: dict[str, Any]) -> EpisodeSettings:
     """The episode's settings (runner.py) of the resolved `values`."""
-    return RunSettings(
+    return EpisodeSettings(
         agent=values["agent"] or "",
         model=values["model"],
         tolerance=values["tolerance"],
@@ -78,24 +84,47 @@ def _check_fields(run: SuperRun) -> None:
     option would refuse, its source `SuperRun(<name>=...)` in the place of `--super-<name>`:
     `SuperRun(retries=-5)` is "SuperRun(retries=...) -5: expected a whole number from 0 to
     100", as `--super-retries=-5` is "--super-retries -5: ...". A value of another type than
-    the setting holds (`retries="3"`) is refused too."""
+    the setting holds (`retries="3"`) is refused too. So are the providers' settings
+    (`executor_settings`, `backend_settings`): a value their option would refuse, or a name no
+    provider declares."""
     for name in _CHECKED_FIELDS:
-        value, s = getattr(run, name), BY_NAME[name]
-        if value is None and s.default is None:
-            continue
-        source = f"SuperRun({name}=...)"
-        raw = value if isinstance(value, str) else str(value)
-        try:
-            read = s.read(raw)
-        except ValueError as exc:
-            raise SettingError(f"{source} {shown(raw)}: {exc}") from None
-        if read != value or type(read) is not type(value):
-            raise SettingError(
-                f"{source} {value!r}: a {type(value).__name__}, where the setting holds a "
-                f"{type(read).__name__} ({read!r})"
-            )
+        _check_value(f"SuperRun({name}=...)", getattr(run, name), BY_NAME[name])
+    for kind in PROVIDER_KINDS:
+        _check_provider_values(kind, getattr(run, f"{kind}_settings"))
     if run.agent:
         check_agent(run.agent, "SuperRun(agent=...)")
+
+
+def _check_provider_values(kind: ProviderKind, given: Mapping[str, Any]) -> None:
+    """`SuperRun(<kind>_settings={...})` checked against what the providers of `kind` declare."""
+    declared = {s.name: s for table in provider_settings(kind).values() for s in table}
+    for name, value in given.items():
+        source = f"SuperRun({kind}_settings={{{name!r}: ...}})"
+        if name not in declared:
+            known = ", ".join(sorted(declared)) or "none"
+            raise SettingError(
+                f"{source}: no {PROVIDER_KINDS[kind]} declares the setting {name!r} "
+                f"(known: {known})"
+            )
+        if isinstance(value, (str, int, float)) or value is None:  # bool is an int
+            _check_value(source, value, declared[name])
+        # a value of another kind (a provider's reader may make one) has no text to read back
+
+
+def _check_value(source: str, value: Any, s: Setting) -> None:
+    """`SettingError` naming `source` if `value` is not what setting `s` reads its text as."""
+    if value is None and s.default is None:
+        return
+    raw = value if isinstance(value, str) else str(value)
+    try:
+        read = s.read(raw)
+    except ValueError as exc:
+        raise SettingError(f"{source} {shown(raw)}: {exc}") from None
+    if read != value or type(read) is not type(value):
+        raise SettingError(
+            f"{source} {value!r}: a {type(value).__name__}, where the setting holds a "
+            f"{type(read).__name__} ({read!r})"
+        )
 
 
 def _default_kernel() -> KernelSettings:
@@ -108,10 +137,10 @@ def _default_kernel() -> KernelSettings:
     )
 
 
-def _default_run_settings() -> RunSettings:
+def _default_episode_settings() -> EpisodeSettings:
     values = {s.name: default_of(s.name) for s in SETTINGS if s.name not in ("backend",)}
     values["agent"] = None
-    return _run_settings(values)
+    return _episode_settings(values)
 
 
 @dataclass(frozen=True)
@@ -124,7 +153,7 @@ class SuperRun:
     run_id: str = field(default_factory=new_run_id)
     report_dir: Path = Path(default_of("report_dir"))
     kernel: KernelSettings = field(default_factory=_default_kernel)
-    settings: RunSettings = field(default_factory=_default_run_settings)
+    settings: EpisodeSettings = field(default_factory=_default_episode_settings)
     llm_settings: LLMSettings | None = None
     #: --super-judge-model: the LMR judge's endpoint (lmr/judge.py); None: no judge
     judge_settings: LLMSettings | None = None
@@ -220,7 +249,7 @@ def resolve_run(inputs: Inputs, run_id: str) -> SuperRun:
         report_dir=report_dir,
         agent=agent,
         kernel=kernel,
-        settings=_run_settings(values),
+        settings=_episode_settings(values),
         registry=values["registry"],
         llm_settings=model_settings(agent, values, report_dir / run_id),
         judge_settings=judge_settings(values) if agent else None,

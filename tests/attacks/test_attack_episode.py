@@ -24,7 +24,7 @@ from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.jupyter.runtime import MAX_READ_BYTES
 from pytest_super.kernels.local import start_local_kernel
 from pytest_super.llm import LLMClient, LLMSettings
-from pytest_super.runner import RunSettings, run_task
+from pytest_super.runner import EpisodeSettings, run_episode
 from pytest_super.tasks import Task
 from pytest_super.trajectory import Step, Trajectory, load_trajectory, read_trajectory_data
 from tests.support.attack_runs import PEAK_KB
@@ -137,7 +137,7 @@ def test_an_unreadable_reply_is_an_endpoint_error(openai_server, message):
 
 @pytest.fixture
 def episode(tmp_path, openai_server):
-    """Run one episode through `run_task` on a local kernel; returns (run, trajectory path)."""
+    """Run one episode through `run_episode` on a local kernel; returns (run, trajectory path)."""
     task = Task(id="shape", set="expert", query=QUERY, answer={"answer": 4})
     path = tmp_path / "trajectories" / "shape.json"
     llm = LLMClient(
@@ -149,7 +149,9 @@ def episode(tmp_path, openai_server):
         return start_local_kernel(KernelSettings(backend="local"), task_id="shape")
 
     def run(agent: Agent):
-        return run_task(task, agent, new_kernel, RunSettings(agent=agent.name), path, llm=llm)
+        return run_episode(
+            task, agent, new_kernel, EpisodeSettings(agent=agent.name), path, llm=llm
+        )
 
     yield run, path
     llm.close()

@@ -45,7 +45,7 @@ from pathlib import Path
 from pytest_super.agents.gold import GoldAgent
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.local import start_local_kernel
-from pytest_super.runner import RunSettings, run_task
+from pytest_super.runner import EpisodeSettings, run_episode
 from pytest_super.tasks import Cell, Task
 task = Task(id="catastrophic", set="expert", query="q", answer={{"answer": 1}},
             landmarks=({CATASTROPHIC!r}, "started"),
@@ -55,7 +55,7 @@ task = Task(id="catastrophic", set="expert", query="q", answer={{"answer": 1}},
 new_kernel = lambda: start_local_kernel(KernelSettings(backend="local"), task_id=task.id)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    result = run_task(task, GoldAgent(), new_kernel, RunSettings(), Path(sys.argv[1]))
+    result = run_episode(task, GoldAgent(), new_kernel, EpisodeSettings(), Path(sys.argv[1]))
 print(json.dumps({{"accuracy": result.accuracy, "landmarks": result.landmarks,
                   "missed": result.landmarks_missed,
                   "warned": any("not hit" in str(w.message) for w in caught)}}))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_super.errors import TaskFileError
-from pytest_super.runner import RunSettings, task_timeout_s
+from pytest_super.runner import EpisodeSettings, task_timeout_s
 from pytest_super.tasks import Task, load_yaml_task
 from pytest_super.tasks.model import Limits
 
@@ -315,7 +315,7 @@ def test_a_task_deadline_from_the_largest_limits_is_clamped():
             compute_s=LIMIT_RANGES["compute_s"].high, steps=int(LIMIT_RANGES["steps"].high)
         ),
     )
-    seconds = task_timeout_s(task, RunSettings(), uses_model=True)
+    seconds = task_timeout_s(task, EpisodeSettings(), uses_model=True)
     assert 0 < seconds <= MAX_TIMER_S
     unchecked = Task(id="u", set="expert", query="q", limits=Limits(compute_s=1e300, steps=10**18))
-    assert task_timeout_s(unchecked, RunSettings(), uses_model=True) == MAX_TIMER_S
+    assert task_timeout_s(unchecked, EpisodeSettings(), uses_model=True) == MAX_TIMER_S

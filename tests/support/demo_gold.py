@@ -2,7 +2,7 @@
 benchmarks/bench_demo_gold.py times it: a fresh virtualenv (so `pip install -r requirements.txt`
 gets today's packages) whose python finds ipykernel in a shared base virtualenv, a local kernel
 started from it in a fresh working directory, git redirected to the demo repositories' mirrors,
-the project's own runner (`runner.run_task`) with the gold agent."""
+the project's own runner (`runner.run_episode`) with the gold agent."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 from pytest_super.agents.gold import GoldAgent
 from pytest_super.kernels.jupyter.runtime import JupyterKernel
 from pytest_super.kernels.local import LocalBox
-from pytest_super.runner import RunSettings, TaskResult, run_task
+from pytest_super.runner import EpisodeSettings, TaskResult, run_episode
 from pytest_super.tasks import load_yaml_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,10 +105,10 @@ def run_gold(path: Path, venv: Path, mirror_dir: Path, workdir: Path) -> TaskRes
             )
             return JupyterKernel(box)
 
-        return run_task(
+        return run_episode(
             load_yaml_task(path),
             GoldAgent(),
             new_kernel,
-            RunSettings(),
+            EpisodeSettings(),
             workdir / "trajectory.json",
         )
