@@ -102,6 +102,7 @@ def test_no_module_is_over_600_lines() -> None:
 #: for a `def`). These modules were not reviewed yet (others were changing them, or not reached); the
 #: test fails when one of them has no unexplained `Any` left, so the list can only shrink.
 ANY_NOT_YET_REVIEWED: list[str] = [
+    # changed by others during issue 45 item 7 (the lead reviews them after the merges)
     "executors/__init__.py",
     "executors/ray/cluster.py",
     "executors/ray/connect.py",
@@ -138,7 +139,6 @@ ANY_NOT_YET_REVIEWED: list[str] = [
     "report.py",
     "run_record.py",
     "safe_read.py",
-    "serve.py",
     "trajectory.py",
 ]
 
