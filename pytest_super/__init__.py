@@ -11,7 +11,7 @@ plugin, imports none of the package's modules, and no module of the package impo
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the real types for type checkers; at run time `__getattr__` imports them
     from pytest_super.agents.base import Agent
@@ -73,9 +73,9 @@ __all__ = [
 UNKNOWN_VERSION = "0+unknown"
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "__version__":
-        value: Any = _version()
+        value: object = _version()
     elif name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
     else:

@@ -210,7 +210,7 @@ class BrokenTaskLine(pytest.Collector):
     """A JSONL line or an LMR implementation that could not be loaded: a collection error of its
     own."""
 
-    def __init__(self, *, error: TaskFileError, **kwargs: Any) -> None:
+    def __init__(self, *, error: TaskFileError, **kwargs: Any) -> None:  # Any: pytest's from_parent
         super().__init__(**kwargs)
         self.error = error
 

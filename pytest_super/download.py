@@ -140,7 +140,7 @@ def _hub_download(filename: str, revision: str) -> str:
     # the Hub's own factory (offline mode, request ids), not exported by huggingface_hub.utils
     from huggingface_hub.utils._http import default_client_factory
 
-    def bounded_client() -> Any:
+    def bounded_client() -> Any:  # Any: huggingface_hub's client factory (httpx or httpx2)
         made = default_client_factory()
         made.max_redirects = http_policy.MAX_REDIRECTS
         hooks = made.event_hooks

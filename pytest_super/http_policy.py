@@ -110,7 +110,7 @@ def bounded(limit: float, *, max_bytes: int | None = None) -> Iterator[float]:
 # httpcore2, two libraries with no common type; each is read only as its own API says
 
 
-def refuse_past_deadline(request: Any) -> None:
+def refuse_past_deadline(request: Any) -> None:  # Any: httpx, httpcore
     """A client's request event hook: no request once the total deadline passed (a library
     that retries timeouts, sleeping between tries, would else go on past it)."""
     bounds = _BOUNDS.get()
@@ -120,7 +120,7 @@ def refuse_past_deadline(request: Any) -> None:
         )
 
 
-def check_answer(response: Any) -> None:
+def check_answer(response: Any) -> None:  # Any: httpx, httpcore
     """A client's response event hook: an answer asking to wait (`Retry-After`, in seconds) past
     the total deadline ends the block now rather than after the wait; more than MAX_REDIRECTS
     redirects in a row (a library following them itself, past the client's own bound) end it."""
@@ -143,7 +143,7 @@ def check_answer(response: Any) -> None:
 
 #: the event hooks of a library's own client under the policy (the Hub's, which retries and
 #: follows redirects itself)
-EVENT_HOOKS: dict[str, list[Callable[[Any], None]]] = {
+EVENT_HOOKS: dict[str, list[Callable[[Any], None]]] = {  # Any: httpx, httpcore
     "request": [refuse_past_deadline],
     "response": [check_answer],
 }
@@ -160,7 +160,7 @@ class _DeadlineStream:
     """A connection whose every read and write ends by the total deadline (an httpcore or
     httpcore2 `NetworkStream`; `core` is that module, whose timeouts it raises)."""
 
-    def __init__(self, stream: Any, core: Any) -> None:
+    def __init__(self, stream: Any, core: Any) -> None:  # Any: httpx, httpcore
         self._stream, self._core = stream, core
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
@@ -192,7 +192,7 @@ class _DeadlineStream:
 class _DeadlineBackend:
     """httpcore's (or httpcore2's) own sockets, each operation bounded by the total deadline."""
 
-    def __init__(self, core: Any) -> None:
+    def __init__(self, core: Any) -> None:  # Any: httpx, httpcore
         self._core = core
         self._backend = core.SyncBackend()
 
@@ -237,7 +237,7 @@ def client(
     return made
 
 
-def install(made: Any, core: Any) -> None:
+def install(made: Any, core: Any) -> None:  # Any: httpx, httpcore
     """Put the client `made` (an `httpx.Client`, or the Hub's `httpx2.Client` with `core` its
     httpcore2) under the policy's deadline. The one place that reaches httpx's and httpcore's
     private attributes (checked against httpx 0.28.1 and httpcore 1.0.9, httpx2 and httpcore2

@@ -27,9 +27,12 @@ import math
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_super.tasks.lmr import LMR_SET
+
+if TYPE_CHECKING:
+    import pytest
 
 PREFIX = "super."
 
@@ -59,7 +62,7 @@ SUMMARY_FIELDS = (
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
-def typed(value: Any) -> str:
+def typed(value: object) -> str:
     """A property value as JUnit text, the same type written the same way everywhere."""
     if value is None:
         return ""
@@ -72,7 +75,7 @@ def typed(value: Any) -> str:
     return str(value)
 
 
-def classname(properties: Mapping[str, Any]) -> str:
+def classname(properties: Mapping[str, object]) -> str:
     """`super.<set>.<category>` of a task's properties (without the `super.` prefix)."""
     set_name = _segment(str(properties.get("set") or "")) or "unknown"
     categories = [_segment(c) for c in str(properties.get("category") or "").split(",")]
@@ -99,7 +102,7 @@ def split_suite_property(name: str) -> tuple[str, str] | None:
     return (case_name, field) if case_name and field else None
 
 
-def summary_line(case_name: str, outcome: str, properties: Mapping[str, Any]) -> str:
+def summary_line(case_name: str, outcome: str, properties: Mapping[str, object]) -> str:
     """The `<system-out>` line of a task: its benchmark, outcome and the scores it has (a value
     with a space quoted: `upstream_verdict="FAIL (found 0 failure lines)"`)."""
     shown = [f"{k}={_shown(typed(properties[k]))}" for k in SUMMARY_FIELDS if k in properties]
@@ -117,7 +120,9 @@ class JunitShaper:
     """Shapes the reports of task items for pytest's JUnit writer (`writer`: its `LogXML`;
     `html_page`: a test case name -> the path of its HTML page, as the property holds it)."""
 
-    def __init__(self, writer: Any, html_page: Callable[[str], str]) -> None:
+    def __init__(
+        self, writer: Any, html_page: Callable[[str], str]
+    ) -> None:  # Any: LogXML, private
         self.writer = writer
         self.html_page = html_page
 
@@ -125,7 +130,9 @@ class JunitShaper:
     def xunit2(self) -> bool:
         return str(getattr(self.writer, "family", "xunit1")) == "xunit2"
 
-    def shape(self, report: Any, outcome: str | None, properties: Mapping[str, Any]) -> None:
+    def shape(
+        self, report: pytest.TestReport, outcome: str | None, properties: Mapping[str, object]
+    ) -> None:
         """Shape one report of a task (`properties`: its record's, without `super.`; `outcome`:
         the task's, given with its last report, else None): the classname on every report, the
         typed properties on the last (per case for xunit1, per suite for xunit2)."""
@@ -150,5 +157,5 @@ class JunitShaper:
         reporter.append(out)
 
 
-def _without_ours(properties: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
+def _without_ours(properties: Iterable[tuple[str, object]]) -> list[tuple[str, object]]:
     return [(k, v) for k, v in properties if not k.startswith(PREFIX)]

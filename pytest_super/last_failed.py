@@ -23,7 +23,7 @@ from pytest_super import thirdparty
 CACHE_KEY = "pytest-super/lastfailed"
 
 
-def _lfplugin(config: pytest.Config) -> Any:
+def _lfplugin(config: pytest.Config) -> Any:  # Any: LFPlugin, private
     """pytest's LFPlugin, or None (`-p no:cacheprovider`)."""
     if getattr(config, "cache", None) is None:
         return None
@@ -34,7 +34,7 @@ def _whose(agent: str, model: str | None) -> str:
     return f"{agent}\t{model or ''}"
 
 
-def _record(config: pytest.Config) -> dict[str, Any]:
+def _record(config: pytest.Config) -> dict[str, object]:
     assert config.cache is not None
     record = config.cache.get(CACHE_KEY, {})
     return record if isinstance(record, dict) else {}

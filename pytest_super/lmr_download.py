@@ -33,7 +33,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO
 
 from pytest_super import http_policy
 from pytest_super.atomic import write_atomically
@@ -272,9 +272,10 @@ def _write_member(
     executable = bool(member.mode & stat.S_IXUSR)
     target.chmod(0o755 if executable else 0o644)
     pointer = head.startswith(_LFS_HEAD) and member.size < 1024
+    blob_id = blob.hexdigest()
     if not pointer and target.suffix in LFS_SUFFIXES:  # the object, not its pointer
-        blob = _git_blob(_lfs_pointer(content.hexdigest(), member.size))
-    return (f"{'x' if executable else '-'} {blob.hexdigest()}", pointer), member.size
+        blob_id = _git_blob_id(_lfs_pointer(content.hexdigest(), member.size))
+    return (f"{'x' if executable else '-'} {blob_id}", pointer), member.size
 
 
 def _lfs_pointer(sha256: str, size: int) -> bytes:
@@ -284,10 +285,10 @@ def _lfs_pointer(sha256: str, size: int) -> bytes:
     )
 
 
-def _git_blob(data: bytes) -> Any:
+def _git_blob_id(data: bytes) -> str:
     blob = hashlib.sha1(b"blob %d\0" % len(data))  # noqa: S324 - git's object id
     blob.update(data)
-    return blob
+    return blob.hexdigest()
 
 
 def tree_digest(hashes: dict[str, tuple[str, bool]]) -> str:

@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from pytest_super import stats
 from pytest_super.report import TaskRecord, base_task_id, format_percent, format_table, summarize
@@ -32,9 +32,16 @@ class PublishedRate:
     n: int
 
 
+class _PublishedRun(TypedDict):
+    """A run of the shipped file of upstream's published runs (`PUBLISHED`)."""
+
+    published_pass_rate: float
+    tests: dict[str, str]  # a task id -> `PASS` or upstream's failure text
+
+
 @functools.cache
-def _published() -> dict[str, Any]:
-    runs: dict[str, Any] = json.loads(PUBLISHED.read_text(encoding="utf-8"))["runs"]
+def _published() -> dict[str, _PublishedRun]:
+    runs: dict[str, _PublishedRun] = json.loads(PUBLISHED.read_text(encoding="utf-8"))["runs"]
     return runs
 
 

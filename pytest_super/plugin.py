@@ -30,6 +30,7 @@ from pytest_super.errors import SuperError
 from pytest_super.executors import pytest_side
 from pytest_super.kernels.base import Kernel
 from pytest_super.kernels.jupyter.output import console_text
+from pytest_super.llm.settings import LLMSettings
 from pytest_super.names import file_stem
 from pytest_super.options import SuperRun, run_of
 from pytest_super.ordering import choose_order, for_xdist, in_order
@@ -138,7 +139,7 @@ def _one_process(config: pytest.Config, run: SuperRun) -> bool:
     return workers is None or workers <= 1
 
 
-def _say_if_price_unknown(settings: Any) -> None:
+def _say_if_price_unknown(settings: LLMSettings) -> None:
     """A model of no known price is said once, by the controller: its cost would read 0.00."""
     from pytest_super.llm.accounting import price_unknown
 
@@ -151,7 +152,7 @@ def _say_if_price_unknown(settings: Any) -> None:
         )
 
 
-def check_llm_endpoint(settings: Any) -> None:
+def check_llm_endpoint(settings: LLMSettings) -> None:
     """Before any container starts: one small request to the model endpoint. A refusal (bad key,
     unknown model, wrong URL) or no answer stops the session with one message, instead of every
     task retrying. With --super-llm-cache an unreachable endpoint only warns (replies may all be
@@ -183,7 +184,7 @@ def fetch_judge_rubric() -> None:
 
 
 @pytest.hookimpl(wrapper=True)  # around every plugin's sessionfinish, the reports' writers too
-def pytest_sessionfinish(session: pytest.Session) -> Any:
+def pytest_sessionfinish(session: pytest.Session) -> Generator[None, object, object]:
     interrupts.ignore_while_finishing(session.config)
     _stop_executor(session.config)  # before the controller's end-of-run cleanup and reports
     _well_formed_junit(session.config)  # before junitxml writes it
@@ -227,12 +228,14 @@ def _stop_executor(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: Any, error: Any) -> None:  # xdist: a worker's failed removals
+def pytest_testnodedown(node: Any, error: object) -> None:  # Any: xdist's WorkerController
     failures = thirdparty.node_output(node).get("super_removal_failures", [])
     node.config.stash[REMOVAL_FAILURES_KEY].extend(failures)
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
     failures = config.stash.get(REMOVAL_FAILURES_KEY, [])
     if failures:
         terminalreporter.section("pytest-super: container removals that failed", red=True)
@@ -253,7 +256,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:  # xdist: hand the run id to each worker
+def pytest_configure_node(node: Any) -> None:  # Any: xdist's WorkerController; gets the run id
     workerinput = thirdparty.node_input(node)
     workerinput["super_run_id"] = run_of(node.config).run_id
     # and how the controller hands out items (a worker's own --dist reads "no"): ordering.for_xdist
@@ -383,7 +386,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-timeout's: a task item's timer is ours (timeouts.py)
-def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
+def pytest_timeout_set_timer(
+    item: pytest.Item, settings: Any
+) -> bool | None:  # Any: pytest-timeout
     return timeouts.set_task_timer(item, settings)
 
 

@@ -23,11 +23,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_super import thirdparty
+
+if TYPE_CHECKING:
+    from pytest_super.durations import Durations
 
 #: seconds between two status lines when the output is not a terminal
 INTERVAL_ENV = "PYTEST_SUPER_PROGRESS_INTERVAL"
@@ -163,7 +166,7 @@ def interval_s() -> float:
 
 
 def known(
-    durations: Callable[[], Any], whose: tuple[str | None, str | None]
+    durations: Callable[[], Durations | None], whose: tuple[str | None, str | None]
 ) -> Callable[[str], float | None]:
     """A task's known duration from `durations()` (durations.py's `Durations` the plugin keeps,
     looked up when asked: it is chosen at collection), when they are of the run's agent and model
@@ -173,7 +176,7 @@ def known(
         table = durations()
         if table is None or not table.for_eta(*whose):
             return None
-        return table.get(item_id)  # type: ignore[no-any-return]
+        return table.get(item_id)
 
     return estimate
 
@@ -188,7 +191,7 @@ class ProgressLine:
         self.tally = tally
         self.tty = False
         self.every_s = every_s
-        self.reporter: Any = None  # pytest's terminal reporter, at the session's start
+        self.reporter: pytest.TerminalReporter | None = None  # at the session's start
         self._lock = threading.RLock()
         self._shown = False  # the tty line is on the screen
         self._started = False
@@ -202,17 +205,22 @@ class ProgressLine:
         )
 
     # -- drawing --------------------------------------------------------------------------------
+    @property
+    def _terminal(self) -> pytest.TerminalReporter:
+        assert self.reporter is not None  # drawn only once started, which needs a reporter
+        return self.reporter
+
     def _raw(self, text: str) -> None:
         """Escape sequences past the terminal writer's idea of its current line (pytest's
         column stays what pytest wrote)."""
-        stream = self.reporter._tw._file
+        stream = self._terminal._tw._file
         with contextlib.suppress(OSError, ValueError):  # a closed or broken stream ends nothing
             stream.write(text)
             stream.flush()
 
     def _back(self) -> str:
         """From the line below back to the end of pytest's current line."""
-        tw = self.reporter._tw
+        tw = self._terminal._tw
         column = tw.width_of_current_line % max(tw.fullwidth, 1)
         return "\x1b[A\r" + (f"\x1b[{column}C" if column else "")
 
@@ -223,14 +231,14 @@ class ProgressLine:
             now = time.monotonic()
             text = self.tally.line(now, time.time())
             if self.tty:
-                width = max(self.reporter._tw.fullwidth - 1, 20)
+                width = max(self._terminal._tw.fullwidth - 1, 20)
                 self._raw(f"\n\r\x1b[2K{text[:width]}" + self._back())
                 self._shown = True
             else:
                 with contextlib.suppress(OSError, ValueError):
-                    if self.reporter._tw.width_of_current_line:
-                        self.reporter.write("\n")  # pytest's line of letters ends here
-                    self.reporter.write(text + "\n", flush=True)
+                    if self._terminal._tw.width_of_current_line:
+                        self._terminal.write("\n")  # pytest's line of letters ends here
+                    self._terminal.write(text + "\n", flush=True)
             self._last = now
 
     def clear(self) -> None:
@@ -285,7 +293,7 @@ class ProgressLine:
 
     # -- hooks: pytest's writes happen in between ----------------------------------------------
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> Iterator[None]:
+    def pytest_runtest_logstart(self, nodeid: str, location: object) -> Iterator[None]:
         self.begin()
         with self.paused():
             self.tally.start(nodeid, time.monotonic())
@@ -313,12 +321,12 @@ class ProgressLine:
             self._took[nodeid] = took
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> Iterator[None]:
+    def pytest_runtest_logfinish(self, nodeid: str, location: object) -> Iterator[None]:
         with self.paused():
             return (yield)
 
     @pytest.hookimpl(wrapper=True, optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: Any) -> Iterator[None]:
+    def pytest_testnodedown(self, node: Any, error: object) -> Iterator[None]:  # Any: xdist
         with self.paused():
             return (yield)
 
@@ -329,7 +337,9 @@ class ProgressLine:
 
     # -- what is run ------------------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+    def pytest_xdist_node_collection_finished(
+        self, node: Any, ids: list[str]
+    ) -> None:  # Any: xdist
         """xdist: every worker collects the same items; each worker runs one at a time."""
         if not self.tally.ids:
             self.tally.ids = set(ids)
@@ -358,7 +368,7 @@ def start(
     mode: str,
     *,
     remote: bool,
-    durations: Callable[[], Any],
+    durations: Callable[[], Durations | None],
     whose: tuple[str | None, str | None],
 ) -> ProgressLine | None:
     """The status line of this run, when `mode` and the run call for one; `durations()` gives

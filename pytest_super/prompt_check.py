@@ -126,7 +126,7 @@ def _messages_of(text: str) -> list[dict[str, str]]:
     body = text[len(PROMPT_HEADING) :].strip()
     body = body.removeprefix("<details>").removesuffix("</details>").strip()
     try:
-        value: Any = ast.literal_eval(body)
+        value: object = ast.literal_eval(body)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         raise ValueError(f"the `{PROMPT_HEADING}` cell is not a list of messages") from None
     if not isinstance(value, list) or not all(

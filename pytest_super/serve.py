@@ -18,11 +18,11 @@ The plugin's preflight request is answered `ok` whatever the policy.
 
 from __future__ import annotations
 
+import argparse
 import json
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from pytest_super.llm import PREFLIGHT_PROMPT
 from pytest_super.replay.endpoint import ChatServer, completion_body, cut_at_stop
@@ -41,7 +41,7 @@ class Policy:
     """The reply to one request's body: (text, prompt tokens, completion tokens) or None (no
     reply: answered 400)."""
 
-    def reply(self, body: dict[str, Any]) -> tuple[str, int, int] | None:
+    def reply(self, body: dict[str, object]) -> tuple[str, int, int] | None:
         raise NotImplementedError
 
 
@@ -52,7 +52,7 @@ class SubmitPolicy(Policy):
         step = Step(thought="Submitting the answer.", action=Action.SUBMIT, content=answer)
         self.text = FORMATS[agent](step)
 
-    def reply(self, body: dict[str, Any]) -> tuple[str, int, int] | None:
+    def reply(self, body: dict[str, object]) -> tuple[str, int, int] | None:
         return self.text, _tokens(body), max(1, len(self.text) // 4)
 
 
@@ -67,7 +67,7 @@ class ScriptPolicy(Policy):
         self.replies = list(replies)
         self.served = 0
 
-    def reply(self, body: dict[str, Any]) -> tuple[str, int, int] | None:
+    def reply(self, body: dict[str, object]) -> tuple[str, int, int] | None:
         if self.served >= len(self.replies):
             return None
         text = self.replies[self.served]
@@ -88,8 +88,9 @@ class RunPolicy(Policy):
             raise ServeError(f"--run {run_dir}: no episode found in it")
         self.episodes.sort(key=lambda e: -len(e[0]))  # the longest query first: the most specific
 
-    def reply(self, body: dict[str, Any]) -> tuple[str, int, int] | None:
-        messages = body.get("messages") or []
+    def reply(self, body: dict[str, object]) -> tuple[str, int, int] | None:
+        found = body.get("messages")
+        messages = found if isinstance(found, list) else []
         text = "\n".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
         replies = next((r for q, r in self.episodes if q and q in text), None)
         position = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
@@ -99,7 +100,7 @@ class RunPolicy(Policy):
         return found.text, found.prompt_tokens, found.completion_tokens
 
 
-def _tokens(body: dict[str, Any]) -> int:
+def _tokens(body: dict[str, object]) -> int:
     """About four characters a token, as the usage of a stand-in."""
     return max(1, len(json.dumps(body.get("messages") or [])) // 4)
 
@@ -112,7 +113,7 @@ class StandInEndpoint(ChatServer):
         self.requests = 0
         super().__init__()
 
-    def answer(self, body: dict[str, Any]) -> tuple[int, Any]:
+    def answer(self, body: dict[str, object]) -> tuple[int, object]:
         if body.get("messages") == [{"role": "user", "content": PREFLIGHT_PROMPT}]:
             return 200, completion_body(body, "ok", 1, 1)
         self.requests += 1
@@ -140,7 +141,7 @@ def unpacked_run(path: Path, work: Path) -> Path:
     return tops[0] if len(tops) == 1 else work
 
 
-def make_policy(args: Any, work: Path) -> Policy:
+def make_policy(args: argparse.Namespace, work: Path) -> Policy:
     """The policy the command line names (`--run`, `--script`, else `submit`)."""
     if args.run is not None:
         return RunPolicy(unpacked_run(args.run, work))
@@ -149,7 +150,9 @@ def make_policy(args: Any, work: Path) -> Policy:
     return SubmitPolicy(args.agent, args.answer)
 
 
-def serve(args: Any, work: Path, *, ready: Callable[[str], None] = print) -> StandInEndpoint:
+def serve(
+    args: argparse.Namespace, work: Path, *, ready: Callable[[str], None] = print
+) -> StandInEndpoint:
     """Start the endpoint `args` describe (a shipped run unpacked in `work`); `ready` gets its
     base URL (written to `--url-file` too). The caller serves until it stops the endpoint."""
     endpoint = StandInEndpoint(make_policy(args, work))

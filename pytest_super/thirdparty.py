@@ -108,10 +108,10 @@ def _read_item_deadline_s(item: pytest.Item, marker: pytest.Mark | None) -> floa
 XDIST_ATTRIBUTES = ("workerinput", "workeroutput", "numprocesses", "dist", "maxschedchunk")
 
 
-def worker_input(config: pytest.Config) -> dict[str, Any] | None:
+def worker_input(config: pytest.Config) -> dict[str, Any] | None:  # Any: xdist
     """What the controller handed this xdist worker (`workerid`, `workercount`, and what
     `pytest_configure_node` adds); None in the controller or without xdist."""
-    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)  # Any: xdist
     return workerinput
 
 
@@ -120,23 +120,23 @@ def is_worker(config: pytest.Config) -> bool:
     return worker_input(config) is not None
 
 
-def worker_output(config: pytest.Config) -> dict[str, Any] | None:
+def worker_output(config: pytest.Config) -> dict[str, Any] | None:  # Any: xdist
     """What this xdist worker hands back to the controller (`node.workeroutput` there, read by
     `node_output`); None in the controller or without xdist."""
-    workeroutput: dict[str, Any] | None = getattr(config, "workeroutput", None)
+    workeroutput: dict[str, Any] | None = getattr(config, "workeroutput", None)  # Any: xdist
     return workeroutput
 
 
-def node_input(node: Any) -> dict[str, Any]:
+def node_input(node: Any) -> dict[str, Any]:  # Any: xdist
     """In the controller (`pytest_configure_node`): what is handed to the worker `node`."""
-    workerinput: dict[str, Any] = node.workerinput
+    workerinput: dict[str, Any] = node.workerinput  # Any: xdist
     return workerinput
 
 
-def node_output(node: Any) -> dict[str, Any]:
+def node_output(node: Any) -> dict[str, Any]:  # Any: xdist
     """In the controller (`pytest_testnodedown`): what the worker `node` handed back ({} when
     it died before it could)."""
-    workeroutput: dict[str, Any] = getattr(node, "workeroutput", {})
+    workeroutput: dict[str, Any] = getattr(node, "workeroutput", {})  # Any: xdist
     return workeroutput
 
 
@@ -155,7 +155,7 @@ def distribution(config: pytest.Config) -> tuple[str, int | None]:
 
 def undispatched_worker_events(
     config: pytest.Config,
-) -> queue.Queue[tuple[str, dict[str, Any]]] | None:
+) -> queue.Queue[tuple[str, dict[str, Any]]] | None:  # Any: xdist
     """The events xdist's workers sent that its controller has not turned into hooks yet; None
     without xdist's controller (no `-n`, a worker) or when the attribute moved.
 
@@ -179,7 +179,7 @@ def active_worker_count(config: pytest.Config) -> int:
     return len(getattr(dsession, "_active_nodes", ()))
 
 
-def worker_process(node: Any) -> subprocess.Popen[bytes] | None:
+def worker_process(node: Any) -> subprocess.Popen[bytes] | None:  # Any: xdist
     """The local process of the xdist worker `node` (its `WorkerController`); None for a worker
     that is not a subprocess of this one (ssh, socket) or when the attributes moved.
 
@@ -211,7 +211,7 @@ def terminal_fd(config: pytest.Config) -> int:
 # -- pytest's junitxml plugin -----------------------------------------------------------------
 
 
-def junit_writer(config: pytest.Config) -> Any | None:
+def junit_writer(config: pytest.Config) -> Any | None:  # Any: LogXML, private
     """pytest's JUnit writer of this run (`--junitxml`); None without one (no `--junitxml`, an
     xdist worker: only the controller writes the file).
 

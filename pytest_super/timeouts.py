@@ -75,7 +75,7 @@ def runs_a_task(item: object) -> bool:
     return isinstance(item, pytest.Item) and "super_result" in getattr(item, "fixturenames", ())
 
 
-def set_task_timer(item: pytest.Item, settings: Any) -> bool | None:
+def set_task_timer(item: pytest.Item, settings: Any) -> bool | None:  # Any: pytest-timeout
     """pytest-timeout's `pytest_timeout_set_timer` for a task item: our `Alarm`, raising
     `TaskTimedOut` `settings.timeout` seconds from now (True: pytest-timeout sets none). None
     for any other test, for the `thread` method, and off the main thread: pytest-timeout's."""

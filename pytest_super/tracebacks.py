@@ -19,7 +19,7 @@ def leave_out_lineless_entries(excinfo: pytest.ExceptionInfo[BaseException]) -> 
         excinfo.traceback = type(entries)(kept)
 
 
-def _has_line(entry: Any) -> bool:
+def _has_line(entry: Any) -> bool:  # Any: pytest's TracebackEntry, private (_pytest._code)
     try:
         entry.lineno  # noqa: B018 - computed from tb_lineno, which may be None
     except TypeError:

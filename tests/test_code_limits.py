@@ -6,7 +6,9 @@ configured too, so neither limit can be dropped silently."""
 from __future__ import annotations
 
 import ast
+import io
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest_super
@@ -93,3 +95,161 @@ def test_no_module_is_over_600_lines() -> None:
     assert not long, (
         f"modules over {MAX_MODULE_LINES} lines (split them by what the parts do): {long}"
     )
+
+
+#: Issue 45 item 7: `Any` only where a third-party type forces it. A line that names `Any` carries
+#: `# Any: <which library forces it>` (on a line of the statement that holds it, up to its body
+#: for a `def`). These modules were not reviewed yet (others were changing them, or not reached); the
+#: test fails when one of them has no unexplained `Any` left, so the list can only shrink.
+ANY_NOT_YET_REVIEWED: list[str] = [
+    # changed by others during issue 45 item 7 (the lead reviews them after the merges)
+    "executors/__init__.py",
+    "executors/ray/cluster.py",
+    "executors/ray/connect.py",
+    "executors/ray/driver.py",
+    "executors/ray/guardian.py",
+    "executors/ray/node.py",
+    "executors/ray/pytest_loop.py",
+    "executors/ray/settings.py",
+    "executors/ray/sweep.py",
+    "executors/ray/watch.py",
+    "executors/ray/watchdog.py",
+    "interrupts.py",
+    "kernels/__init__.py",
+    "kernels/base.py",
+    "kernels/docker/settings.py",
+    "recorder.py",
+    "registry.py",
+    "settings/endpoint.py",
+    "settings/ini.py",
+    "settings/providers.py",
+    "settings/readers.py",
+    "settings/resolve.py",
+    "settings/superrun.py",
+    "settings/table.py",
+    # not reached yet (their `Any` is our JSON records: request bodies, results and trajectories)
+    "lmr_import.py",
+    "prompt_check.py",
+    "replay/endpoint.py",
+    "replay/expected.py",
+    "replay/imported.py",
+    "replay/limits.py",
+    "replay/reference_set.py",
+    "replay/run.py",
+    "report.py",
+    "run_record.py",
+    "safe_read.py",
+    "trajectory.py",
+]
+
+
+def _names_any(node: ast.AST) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id == "Any"
+    if isinstance(node, ast.Attribute):
+        return node.attr == "Any"
+    return False
+
+
+def _quoted_any(node: ast.AST) -> bool:
+    """A quoted annotation (`x: "dict[str, Any]"`) that names `Any`."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return False
+    try:
+        parsed = ast.parse(node.value, mode="eval")
+    except SyntaxError:
+        return False
+    return any(_names_any(inner) for inner in ast.walk(parsed))
+
+
+def _annotations(tree: ast.AST) -> list[ast.AST]:
+    found: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg | ast.AnnAssign) and node.annotation is not None:
+            found.append(node.annotation)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns is not None:
+            found.append(node.returns)
+    return [inner for annotation in found for inner in ast.walk(annotation)]
+
+
+def _header(statement: ast.stmt) -> range:
+    """The lines of a statement up to its body (a `def`'s signature, however it is wrapped)."""
+    body = getattr(statement, "body", None)
+    if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+        end = body[0].lineno - 1
+    else:
+        end = statement.end_lineno or statement.lineno
+    return range(statement.lineno, max(end, statement.lineno) + 1)
+
+
+def _unexplained_any(source: str) -> list[int]:
+    """The lines of `source` that name `Any` (not in a string, a comment or an import) with no
+    `# Any: <reason>` comment on a line of their statement (up to its body, for a `def`)."""
+    tree = ast.parse(source)
+    explained = {
+        token.start[0]
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.COMMENT and token.string.partition("# Any:")[2].strip()
+    }
+    holder: dict[int, range] = {}  # a line -> the header of the innermost statement holding it
+    for statement in ast.walk(tree):
+        if isinstance(statement, ast.stmt):
+            lines = _header(statement)
+            for line in lines:
+                if line not in holder or holder[line].start < lines.start:
+                    holder[line] = lines
+    uses = {node.lineno for node in ast.walk(tree) if _names_any(node)}
+    uses |= {node.lineno for node in _annotations(tree) if _quoted_any(node)}
+    return sorted(
+        line for line in uses if not explained.intersection(holder.get(line, range(line, line + 1)))
+    )
+
+
+def _any_by_module() -> dict[str, list[int]]:
+    return {
+        path.relative_to(PACKAGE).as_posix(): lines
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (lines := _unexplained_any(path.read_text(encoding="utf-8")))
+    }
+
+
+def test_any_only_with_the_library_that_forces_it() -> None:
+    unexplained = {
+        module: lines
+        for module, lines in _any_by_module().items()
+        if module not in ANY_NOT_YET_REVIEWED
+    }
+    assert not unexplained, (
+        "`Any` without a `# Any: <which library forces it>` comment (use the real type: a "
+        "TypedDict, `object`, a Protocol, strictjson.JSON; or say which library forces it):\n"
+        + "\n".join(f"{module}: lines {lines}" for module, lines in unexplained.items())
+    )
+
+
+def test_the_any_list_only_shrinks() -> None:
+    """A module of ANY_NOT_YET_REVIEWED with no unexplained `Any` left leaves the list."""
+    left = _any_by_module()
+    done = [module for module in ANY_NOT_YET_REVIEWED if module not in left]
+    assert not done, f"no unexplained `Any` left in {done}: remove them from ANY_NOT_YET_REVIEWED"
+
+
+def test_the_any_check_reads_code_not_text() -> None:
+    """The check can fail, and does not count a docstring, a comment, a string or an import."""
+    source = (
+        '"""Any docstring mentioning Any."""\n'
+        "from typing import Any\n"
+        "import typing\n"
+        "x = 'Any string'  # Any comment without the colon form\n"
+        "def f(\n"
+        "    a: Any,\n"
+        "    b: Any,\n"
+        ") -> None:  # Any: a library forces it\n"
+        "    x: Any = 1\n"
+        "y: 'dict[str, Any]' = {}\n"
+        "z: typing.Any = 1\n"
+        "w: Any = 2  # Any: json forces it\n"
+        "v: Any = 3  # Any:\n"
+        "u: dict[  # Any: yaml forces it\n"
+        "    str, Any] = {}\n"
+    )
+    assert _unexplained_any(source) == [9, 10, 11, 13]

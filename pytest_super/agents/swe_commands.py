@@ -28,11 +28,17 @@ import re
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from pytest_super.agents.swe_lint import LintError, lint_errors, new_errors
 from pytest_super.kernels.inside import kernel_module
-from pytest_super.kernels.inside.swe_kernel_tools import MARKER
+from pytest_super.kernels.inside.swe_kernel_tools import (
+    MARKER,
+    DirHits,
+    FileHits,
+    FoundFiles,
+    Stat,
+)
 from pytest_super.prompts import ours as ours_prompts
 from pytest_super.trajectory import Action
 
@@ -322,11 +328,10 @@ class FileViewer:
     # -- the viewer --------------------------------------------------------------------------
     def cwd(self) -> str:
         """The kernel's current directory."""
-        cwd: str = self._snippet("cwd", {})
-        return cwd
+        return str(self._snippet("cwd", {}))
 
     def open(self, path: str, line: int | None = None) -> str:
-        info = self._snippet("stat", {"path": path})
+        info = cast(Stat, self._snippet("stat", {"path": path}))
         if not info["exists"]:
             return f"Error: file {path} not found (relative paths start at {info['cwd']})."
         if info["is_dir"]:
@@ -355,7 +360,7 @@ class FileViewer:
         return self._render(lines)
 
     def create(self, path: str) -> str:
-        info = self._snippet("stat", {"path": path})
+        info = cast(Stat, self._snippet("stat", {"path": path}))
         if info["exists"]:
             shown = self.open(path)
             return f"Error: file {path} already exists; it is open now.\n{shown}"
@@ -428,8 +433,11 @@ class FileViewer:
 
     # -- searching ---------------------------------------------------------------------------
     def search_dir(self, term: str, directory: str = ".") -> str:
-        found = self._snippet(
-            "search_dir", {"term": term, "directory": directory, "limit": MAX_RESULTS}
+        found = cast(
+            DirHits,
+            self._snippet(
+                "search_dir", {"term": term, "directory": directory, "limit": MAX_RESULTS}
+            ),
         )
         if found["error"]:
             return f"Error: {found['error']}"
@@ -453,9 +461,12 @@ class FileViewer:
             if self.open_file is None:
                 return "Error: no file is open. Name a file: search_file <search_term> <file>"
             file = self.open_file
-        found = self._snippet(
-            "search_file",
-            {"term": term, "path": file, "limit": MAX_RESULTS, "max_chars": MAX_LINE_CHARS},
+        found = cast(
+            FileHits,
+            self._snippet(
+                "search_file",
+                {"term": term, "path": file, "limit": MAX_RESULTS, "max_chars": MAX_LINE_CHARS},
+            ),
         )
         if found["error"]:
             return f"Error: {found['error']}"
@@ -474,8 +485,11 @@ class FileViewer:
         )
 
     def find_file(self, name: str, directory: str = ".") -> str:
-        found = self._snippet(
-            "find_file", {"name": name, "directory": directory, "limit": MAX_RESULTS}
+        found = cast(
+            FoundFiles,
+            self._snippet(
+                "find_file", {"name": name, "directory": directory, "limit": MAX_RESULTS}
+            ),
         )
         if found["error"]:
             return f"Error: {found['error']}"
@@ -515,8 +529,9 @@ class FileViewer:
             shown.append(f"({total - last} more lines below)")
         return "\n".join(shown)
 
-    def _snippet(self, name: str, args: Mapping[str, object]) -> Any:
-        """Run one of the helpers of `swe_kernel_tools` in the kernel; return its JSON result."""
+    def _snippet(self, name: str, args: Mapping[str, object]) -> object:
+        """Run one of the helpers of `swe_kernel_tools` in the kernel; return its JSON result (of
+        the helper's type: `Stat`, `DirHits`, ...)."""
         code = kernel_snippet(name, args)
         if self.run_cell is not None:
             result = self.run_cell(code, self.snippet_timeout_s)

@@ -19,7 +19,6 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import jinja2
@@ -61,7 +60,7 @@ class TaskView:
 
     record: reports.TaskRecord
     page: str  # the task page's path relative to the run folder
-    trajectory: dict[str, Any] | None = None  # read for its page only (`read_for_page`)
+    trajectory: dict[str, object] | None = None  # read for its page only (`read_for_page`)
     trajectory_path: Path | None = None
     trajectory_json: str | None = None  # relative to the run folder
     notebook: str | None = None
@@ -182,7 +181,7 @@ class ReportOutError(SuperError):
     """The comparison page would be written over a run's own files."""
 
 
-def read_for_page(path: Path | None) -> dict[str, Any] | None:
+def read_for_page(path: Path | None) -> dict[str, object] | None:
     """A task's trajectory as its page shows it, read a step at a time: each step's output is
     cleaned and cut to what the page shows (`shown`) before the next is read, so a task that
     printed hundreds of megabytes costs the report one step's memory. None if unreadable: a

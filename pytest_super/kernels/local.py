@@ -22,7 +22,6 @@ import warnings
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from jupyter_client.connect import write_connection_file
 
@@ -101,7 +100,7 @@ class LocalBox:
         self._python = python
         self._env = kernel_environment(os.environ, git_mirrors)
         self._proc: subprocess.Popen[bytes] | None = None
-        self._info: dict[str, Any] = {}
+        self._info: dict[str, object] = {}
         self._removed = False
         self.description = f"local kernel in {self.work_dir}"
         _LIVE_BOXES.add(self)
@@ -144,13 +143,13 @@ class LocalBox:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
-    def connection_info(self) -> dict[str, Any]:
+    def connection_info(self) -> dict[str, object]:
         return dict(self._info)
 
     def is_alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def restart(self) -> dict[str, Any]:
+    def restart(self) -> dict[str, object]:
         self._kill()
         self._launch()
         return self.connection_info()

@@ -39,10 +39,10 @@ from collections.abc import Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for_futures
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from pytest_super.kernels import slots
-from pytest_super.kernels.base import Kernel, KernelSettings
+from pytest_super.kernels.base import CellResult, Kernel, KernelSettings
 
 #: threads removing containers: one keeps up with a task a second at -n 1 (a removal takes
 #: 0.2-0.4 s here); a second absorbs bursts (a Reflexion attempt and its task ending together).
@@ -119,9 +119,10 @@ class Reaper:
 
 
 class PooledKernel:
-    """A kernel the pool handed out. Everything goes to the kernel itself (`__getattr__`, so a
-    method a backend adds needs nothing here) but `close`, which hands the removal to the reaper
-    (or, with the pool off, removes at once) and frees the container's slot when it is gone."""
+    """A kernel the pool handed out. Everything goes to the kernel itself (each call of the
+    protocol, and by `__getattr__` a method a backend adds) but `detach` and `close`: `close`
+    hands the removal to the reaper (or, with the pool off, removes at once) and frees the
+    container's slot when it is gone."""
 
     def __init__(self, kernel: Kernel, slot: slots.Slot, reaper: Reaper | None) -> None:
         self.kernel = kernel
@@ -133,8 +134,41 @@ class PooledKernel:
     def description(self) -> str:
         return self.kernel.description
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:  # what a backend adds to its kernels
         return getattr(self.kernel, name)
+
+    # the Kernel protocol, each call the kernel's own
+    def execute(
+        self, code: str, timeout: float, *, interrupt_on_timeout: bool = True
+    ) -> CellResult:
+        return self.kernel.execute(code, timeout, interrupt_on_timeout=interrupt_on_timeout)
+
+    def wait(self, timeout: float) -> CellResult:
+        return self.kernel.wait(timeout)
+
+    def interrupt(self) -> CellResult:
+        return self.kernel.interrupt()
+
+    def restart(self) -> None:
+        self.kernel.restart()
+
+    def read_file(self, path: str) -> str:
+        return self.kernel.read_file(path)
+
+    def write_file(self, path: str, text: str) -> None:
+        self.kernel.write_file(path, text)
+
+    def read_bytes(self, path: str) -> bytes:
+        return self.kernel.read_bytes(path)
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        self.kernel.write_bytes(path, data)
+
+    def check_limits(self) -> None:
+        self.kernel.check_limits()
+
+    def is_alive(self) -> bool:
+        return self.kernel.is_alive()
 
     def close(self) -> None:
         if self._closed:

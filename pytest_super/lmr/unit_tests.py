@@ -23,7 +23,7 @@ import uuid
 import warnings
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TypedDict
 
 from pytest_super.errors import InfrastructureError, SuperWarning
 from pytest_super.kernels.base import Kernel
@@ -196,7 +196,7 @@ def run_unit_test(task: LmrTask, kernel: Kernel, repo: str) -> UnitTestOutcome:
             f"{done_cell.output[-1000:]}"
         )
     try:
-        done = json.loads(kernel.read_file(result_file + ".done"))
+        done: RunnerRecord = json.loads(kernel.read_file(result_file + ".done"))
     except ValueError as exc:
         raise InfrastructureError(
             f"task {task.id}: the unit test's record is unreadable: {exc}"
@@ -217,7 +217,28 @@ def differs(task: LmrTask, found: UnitTestOutcome) -> str:
     )
 
 
-def outcome(done: dict[str, Any], task: LmrTask) -> UnitTestOutcome:
+class UnitTestRecord(TypedDict, total=False):
+    """What RUNNER writes of the unit test's run (`result` of the runner cell's record)."""
+
+    run: int
+    failed: int
+    errored: int
+    problems: list[str]
+    load_error: str
+    logged: list[tuple[str, str]]  # a test's name, the failure line it logged
+
+
+class RunnerRecord(TypedDict, total=False):
+    """The runner cell's record (`<result_file>.done`)."""
+
+    result: UnitTestRecord
+    exit_code: int | None
+    timed_out: bool
+    output: str
+    log: str | None
+
+
+def outcome(done: RunnerRecord, task: LmrTask) -> UnitTestOutcome:
     """Our verdict and upstream's from what the runner cell recorded."""
     record = done.get("result") or {}
     exit_code = done.get("exit_code")

@@ -17,7 +17,6 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_super.errors import TaskFileError
 from pytest_super.kernels.base import ImageSpec
@@ -187,6 +186,7 @@ def load_lmr_folder(info: Path) -> list[LmrEntry]:
     data = _read_info(info)
     folder = info.parent
     items = data["implementations"]
+    assert isinstance(items, list)  # _read_info checked it
     repo_error = _repository_error(info, data)
     entries: list[LmrEntry] = []
     seen: set[int] = set()
@@ -224,7 +224,7 @@ def lmr_tasks(info: Path) -> list[LmrTask]:
     return tasks
 
 
-def _read_info(info: Path) -> dict[str, Any]:
+def _read_info(info: Path) -> dict[str, object]:
     try:
         raw = info.read_bytes()
     except OSError as exc:
@@ -314,13 +314,15 @@ def _repository_error(info: Path, data: Mapping[str, object]) -> TaskFileError |
     return None
 
 
-def _implementation(info: Path, data: dict[str, Any], entry: Any, where: str) -> LmrTask:
+def _implementation(info: Path, data: dict[str, object], entry: object, where: str) -> LmrTask:
     if not isinstance(entry, dict):
         raise TaskFileError(shown_path(info), "must be a JSON object", field=where, value=entry)
     _check_keys(info, entry, _IMPLEMENTATION_KEYS, f"{where}.", "an implementation")
     text = _TextFields(info, entry, where)
     folder = info.parent
-    repo = folder / data["repo_folder_name"]
+    repo_folder = data["repo_folder_name"]
+    assert isinstance(repo_folder, str)  # _repository_error checked it, before any implementation
+    repo = folder / repo_folder
     index = entry.get("index")
     if not isinstance(index, int) or isinstance(index, bool) or index < 1:
         raise TaskFileError(
@@ -340,7 +342,7 @@ def _implementation(info: Path, data: dict[str, Any], entry: Any, where: str) ->
         raw_category=category or UNCATEGORIZED,
         source=str(info),
         folder=str(folder.resolve()),
-        repo_folder=data["repo_folder_name"],
+        repo_folder=repo_folder,
         index=index,
         goal_file=goal_file,
         goal_function=goal.function,
@@ -350,7 +352,7 @@ def _implementation(info: Path, data: dict[str, Any], entry: Any, where: str) ->
         paper_name=str(data.get("paper_name") or ""),
         paper_url=str(data.get("paper_url") or ""),
         retrieval=_retrieval(info, entry, where),
-        image_spec=folder_image(folder, data["repo_folder_name"]),
+        image_spec=folder_image(folder, repo_folder),
     )
 
 
@@ -359,7 +361,7 @@ class _TextFields:
     """An implementation's string fields, each checked with its name in the error."""
 
     info: Path
-    entry: dict[str, Any]
+    entry: dict[str, object]
     where: str
 
     def required(self, key: str) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
@@ -139,18 +139,60 @@ def schema() -> dict[str, JSON]:
     return loaded
 
 
+class RepositoryMapping(TypedDict, total=False):
+    url: str
+    commit: str
+
+
+class EditMapping(TypedDict, total=False):
+    file: str
+    before: str
+    after: str
+    context: str
+
+
+class CellMapping(TypedDict, total=False):
+    execute: str
+    edit: EditMapping
+
+
+class LimitsMapping(TypedDict, total=False):
+    compute_s: float
+    token_budget: int
+    steps: int
+    cell_timeout_s: float
+
+
+class TaskMapping(TypedDict, total=False):
+    """A task mapping as task.schema.json lets it through (`id` and `query` always there)."""
+
+    id: str
+    set: str
+    query: str
+    categories: list[str]
+    repository: RepositoryMapping
+    answer: JSON
+    landmarks: list[str]
+    entrypoint: str
+    pre_executed: list[CellMapping]
+    solution: list[CellMapping]
+    limits: LimitsMapping
+    image: str
+
+
 @functools.cache
 def _validator() -> Draft202012Validator:
     return Draft202012Validator(schema())
 
 
-def task_from_mapping(data: dict[str, Any], origin: Origin) -> Task:
+def task_from_mapping(mapping: Mapping[str, object], origin: Origin) -> Task:
     """Validate a task mapping (our YAML format) by the schema, then by what the schema cannot
     express, and return the Task. Raises TaskFileError naming file, field, value and a fix."""
-    _check_limits(data, origin)
-    violation = best_match(_validator().iter_errors(data))
+    _check_limits(mapping, origin)
+    violation = best_match(_validator().iter_errors(mapping))
     if violation is not None:
         raise _schema_error(violation, origin)
+    data = cast(TaskMapping, mapping)  # as the schema just checked it
     source = origin.path
     set_name = infer_set(Path(source), None, data.get("set"))
     if set_name is None:
@@ -264,7 +306,7 @@ def cell_to_mapping(cell: Cell) -> dict[str, object]:
     return {"edit": edit}
 
 
-def _cell_from_mapping(item: dict[str, Any]) -> Cell:
+def _cell_from_mapping(item: CellMapping) -> Cell:
     if "execute" in item:
         return Cell(kind="execute", code=item["execute"])
     edit = item["edit"]
@@ -332,9 +374,11 @@ def _schema_error(error: ValidationError, origin: Origin) -> TaskFileError:
     where = origin.name_of(location) if location else ""
     within = f" in {where}" if where else ""
     # the violated (sub)schema, the value and the keyword's value, as the task file gave them
-    subschema: dict[str, Any] = error.schema if isinstance(error.schema, dict) else {}
+    subschema: dict[str, Any] = (  # Any: jsonschema's ValidationError
+        error.schema if isinstance(error.schema, dict) else {}
+    )
     instance: Any = error.instance  # Any: jsonschema's ValidationError types them so
-    expected: Any = error.validator_value
+    expected: Any = error.validator_value  # Any: jsonschema's ValidationError
     described = subschema.get("description")
     line = origin.line_at(location, False)
     kind = error.validator

@@ -72,7 +72,7 @@ NEAR_CHARS = 40
 MAX_EXPANDED_NODES = 100_000
 
 
-def _parse_yaml(path: Path, text: str) -> tuple[Any, yaml.Node | None]:
+def _parse_yaml(path: Path, text: str) -> tuple[Any, yaml.Node | None]:  # Any: PyYAML's documents
     """The document and its node tree (for line numbers), from one safe parse."""
     loader = _TaskLoader(text)
     try:

@@ -128,7 +128,7 @@ CAPABILITIES = [
 ]
 CONTROLLER_PID_ENV = "PYTEST_SUPER_CONTROLLER_PID"
 
-_engine_infos: dict[str, dict[str, Any]] = {}
+_engine_infos: dict[str, dict[str, Any]] = {}  # Any: docker-py's info()
 _disk_capable: dict[str, bool] = {}
 
 
@@ -218,7 +218,7 @@ class DockerBackend(BackendBase):
     def engine_problem(self, settings: KernelSettings) -> str:
         return health.engine_problem(settings.docker_host)
 
-    def node_options(self, settings: KernelSettings) -> dict[str, Any]:
+    def node_options(self, settings: KernelSettings) -> dict[str, object]:
         """The images this machine trusts (`trust.py`), for a node's pulls to match."""
         from pytest_super.kernels.docker import trust
 
@@ -269,7 +269,7 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
             binds[settings.pip_cache] = {"bind": PIP_CACHE_DIR, "mode": "rw"}
         channel_dir, tmpfs = _channel_folder(folder, binds, relayed=relayed)
         limits = _container_limits(client, address, settings, binds, tmpfs)
-        create: dict[str, Any] = {
+        create: dict[str, Any] = {  # Any: docker-py's create() keywords
             "command": KERNEL_COMMAND if os.geteuid() == 0 else KERNEL_COMMAND_UNPRIVILEGED,
             "name": name,
             "working_dir": WORKING_DIR,
@@ -322,7 +322,7 @@ def _container_limits(
     settings: KernelSettings,
     binds: dict[str, dict[str, str]],
     tmpfs: dict[str, str] | None,
-) -> dict[str, Any]:
+) -> dict[str, Any]:  # Any: docker-py's create() keywords
     """The container's mounts, resource limits, privileges and network."""
     return {
         "init": True,
@@ -345,8 +345,8 @@ def _create_leased_container(
     address: str,
     image: str,
     settings: KernelSettings,
-    create: dict[str, Any],
-    limits: dict[str, Any],
+    create: dict[str, Any],  # Any: docker-py's create() keywords
+    limits: dict[str, Any],  # Any: docker-py's create() keywords
 ) -> tuple[str, bool]:
     """Create the container under a lease on its image (its label), so that no image clean-up
     removes the image meanwhile; `ImageMissing`, saying how to build it, when it is absent.
@@ -430,14 +430,16 @@ def _create_container(
     client: docker.DockerClient,
     address: str,
     image: str,
-    create: dict[str, Any],
-    limits: dict[str, Any],
+    create: dict[str, Any],  # Any: docker-py's create() keywords
+    limits: dict[str, Any],  # Any: docker-py's create() keywords
     disk_bytes: int | None,
 ) -> tuple[str, bool]:
     """Create the container; return its id and whether the engine itself bounds its disk."""
     api = client.api
     enforced = disk_bytes is not None and _engine_caps_disk(client, address)
-    storage: dict[str, Any] = {"storage_opt": {"size": str(disk_bytes)}} if enforced else {}
+    storage: dict[str, Any] = (
+        {"storage_opt": {"size": str(disk_bytes)}} if enforced else {}
+    )  # Any: docker-py's create() keywords
     try:
         config = api.create_host_config(**limits, **storage)
         return api.create_container(image, host_config=config, **create)["Id"], enforced
@@ -517,7 +519,9 @@ def _mirror_binds(mirrors: dict[str, str]) -> tuple[dict[str, dict[str, str]], d
     return binds, env
 
 
-def _engine_info(client: docker.DockerClient, address: str) -> dict[str, Any]:
+def _engine_info(
+    client: docker.DockerClient, address: str
+) -> dict[str, Any]:  # Any: docker-py's info()
     """`docker info` of the engine, asked once per process (its ID, CPUs and storage driver)."""
     if address not in _engine_infos:
         _engine_infos[address] = client.info()

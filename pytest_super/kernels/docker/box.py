@@ -15,7 +15,6 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import docker
 import docker.errors
@@ -75,7 +74,7 @@ class DockerBox:
         self.channel_dir = channel_dir
         self.connection_file = os.path.join(folder, "kernel.json")
         self._docker_host = docker_host
-        self._info: dict[str, Any] = {}
+        self._info: dict[str, object] = {}
         self._removed = False
         self.description = f"docker container {name} ({container_id[:12]})"
         #: set (to a sentence) when the box was stopped for writing more than its disk limit
@@ -88,7 +87,7 @@ class DockerBox:
         self._on_remove: list[Callable[[], None]] = []
 
     # -- Box protocol -------------------------------------------------------------------------
-    def connection_info(self) -> dict[str, Any]:
+    def connection_info(self) -> dict[str, object]:
         if not self._info:
             self._refresh_connection()
         return dict(self._info)
@@ -116,7 +115,7 @@ class DockerBox:
             self.measure_disk()
         self._raise_disk_end()
 
-    def restart(self) -> dict[str, Any]:
+    def restart(self) -> dict[str, object]:
         try:
             if self.is_alive():
                 self.api.restart(self.container_id, timeout=STOP_TIMEOUT_S)
@@ -248,7 +247,7 @@ class DockerBox:
         write_atomically(Path(self.connection_file), json.dumps(self._info, indent=1), mode=0o600)
 
 
-def kernel_connection(prefix: str, key: str) -> dict[str, Any]:
+def kernel_connection(prefix: str, key: str) -> dict[str, object]:
     """The jupyter connection dict of a kernel whose sockets are `<prefix>-<channel number>`."""
     return {
         **KERNEL_PORTS,

@@ -16,7 +16,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_super.kernels.docker.engine import LABEL, LABEL_RUN, engine_identity
 from pytest_super.kernels.docker.lease import (
@@ -133,7 +133,7 @@ def cleanup_host_folders(
             if owner.get("engine") != engine:
                 continue
             try:
-                client.api.inspect_container(owner.get("container") or "-")
+                client.api.inspect_container(str(owner.get("container") or "-"))
                 continue
             except docker.errors.NotFound:
                 pass
@@ -213,7 +213,7 @@ def _ours(path: str) -> bool:
 _OWNER_FILE_MAX = 4096
 
 
-def _read_owner(folder: str) -> dict[str, Any]:
+def _read_owner(folder: str) -> dict[str, object]:
     """A box folder's owner file, opened so that a FIFO or symlink there cannot block or redirect
     the read (`O_NOFOLLOW | O_NONBLOCK`, a regular file only, a bounded read)."""
     fd = os.open(

@@ -51,8 +51,8 @@ import time
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
+import docker
 import docker.errors
 import requests.exceptions
 
@@ -133,7 +133,7 @@ class _Watched:
 class DiskWatch:
     """Polls the watched containers of one engine in a daemon thread while any is watched."""
 
-    def __init__(self, api: Any) -> None:
+    def __init__(self, api: docker.APIClient) -> None:
         self._api = api
         self._watched: dict[str, _Watched] = {}
         self._upper: dict[str, str | None] = {}  # container id -> its UpperDir on this host
@@ -514,7 +514,7 @@ _watches: dict[str, DiskWatch] = {}
 _watches_lock = threading.Lock()
 
 
-def disk_watch(api: Any, address: str) -> DiskWatch:
+def disk_watch(api: docker.APIClient, address: str) -> DiskWatch:
     """The process's watch of the engine at `address`."""
     with _watches_lock:
         if address not in _watches:

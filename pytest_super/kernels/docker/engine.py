@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from pytest_super.errors import EngineUnavailable
 from pytest_super.kernels.base import KernelSettings
@@ -40,7 +41,7 @@ _clients: dict[str, docker.DockerClient] = {}
 _clients_lock = threading.Lock()
 
 
-def engine_identity(info: dict[str, Any]) -> str:
+def engine_identity(info: Mapping[str, object]) -> str:
     """Which engine `docker info` describes, as box owner files record it.
 
     Its ID alone does not tell two engines of one host apart: Docker 20.10 derives it from

@@ -41,7 +41,7 @@ import tarfile
 import threading
 import time
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_super.process_identity import (
     Holder,
@@ -49,6 +49,7 @@ from pytest_super.process_identity import (
 
 if TYPE_CHECKING:
     import docker
+    from docker.models.containers import Container
 
 log = logging.getLogger(__name__)
 
@@ -254,11 +255,11 @@ def release_leases() -> None:
 # -- judging ---------------------------------------------------------------------------------------
 def live_leases(
     client: docker.DockerClient, *, run_id: str | None = None
-) -> tuple[set[str], list[Any]]:
+) -> tuple[set[str], list[Container]]:
     """(ids of the leases on this engine that are alive, lease containers that are dead); with
     `run_id`, only the leases of that run's processes are read."""
     alive: set[str] = set()
-    dead: list[Any] = []
+    dead: list[Container] = []
     now = engine_time(client)
     labels = [LABEL_HOLDER] + ([f"{LABEL_LEASE_RUN}={run_id}"] if run_id else [])
     holders = client.containers.list(all=True, filters={"label": labels}, ignore_removed=True)
@@ -268,7 +269,7 @@ def live_leases(
     return alive, dead
 
 
-def _alive(client: docker.DockerClient, container: Any, now: float) -> bool:
+def _alive(client: docker.DockerClient, container: Container, now: float) -> bool:
     data = _read_lease(client, container)
     holder = _holder(container, data)
     if holder is not None and holder.provably_alive():
@@ -279,12 +280,12 @@ def _alive(client: docker.DockerClient, container: Any, now: float) -> bool:
         created = container.attrs.get("Created", "")
         return now - _parse_iso(created) <= TTL_S
     try:
-        return now - float(data.get("renewed", 0)) <= float(data.get("ttl_s", TTL_S))
+        return now - _seconds(data.get("renewed", 0)) <= _seconds(data.get("ttl_s", TTL_S))
     except (TypeError, ValueError):  # not a lease file of ours: judged by the clock, it is dead
         return False
 
 
-def _holder(container: Any, data: dict[str, Any] | None) -> Holder | None:
+def _holder(container: Container, data: dict[str, object] | None) -> Holder | None:
     """Who holds a lease: as its file says, else (not written yet, or being removed) as its
     container's labels say."""
     fields = (data or {}).get("holder")
@@ -294,11 +295,11 @@ def _holder(container: Any, data: dict[str, Any] | None) -> Holder | None:
     return Holder.from_labels(container.labels or {})
 
 
-def _read_lease(client: docker.DockerClient, container: Any) -> dict[str, Any] | None:
+def _read_lease(client: docker.DockerClient, container: Container) -> dict[str, object] | None:
     import docker.errors
 
     try:
-        stream, _ = client.api.get_archive(container.id, f"/{LEASE_FILE}")
+        stream, _ = client.api.get_archive(str(container.id), f"/{LEASE_FILE}")
         raw = b"".join(stream)
         with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
             member = tar.extractfile(LEASE_FILE)
@@ -306,6 +307,13 @@ def _read_lease(client: docker.DockerClient, container: Any) -> dict[str, Any] |
             return data if isinstance(data, dict) else None
     except (docker.errors.APIError, tarfile.TarError, ValueError, KeyError):
         return None  # gone, or being removed right now ("RWLayer ... is unexpectedly nil")
+
+
+def _seconds(value: object) -> float:
+    """A number of the lease file (`float()`'s own TypeError or ValueError for anything else)."""
+    if isinstance(value, int | float | str):
+        return float(value)
+    raise TypeError(f"not a number: {value!r}")
 
 
 def engine_time(client: docker.DockerClient) -> float:

@@ -17,8 +17,8 @@ import os
 import socket
 import threading
 from importlib import resources
-from typing import Any
 
+import docker
 import docker.errors
 import requests.exceptions
 from docker.utils.socket import frames_iter
@@ -36,7 +36,12 @@ class EngineRelay:
     """Host-side unix sockets `<host_dir>/<name>` joined to `<container_dir>/<name>` in the box."""
 
     def __init__(
-        self, api: Any, container_id: str, host_dir: str, container_dir: str, names: list[str]
+        self,
+        api: docker.APIClient,
+        container_id: str,
+        host_dir: str,
+        container_dir: str,
+        names: list[str],
     ) -> None:
         self._api = api
         self._container_id = container_id
@@ -108,7 +113,7 @@ class EngineRelay:
                     stream.close()
 
 
-def _upstream(conn: socket.socket, raw: Any) -> None:
+def _upstream(conn: socket.socket, raw: socket.socket) -> None:
     """What jupyter_client sends goes to the relay's stdin; its end closes the exec's input."""
     try:
         while data := conn.recv(1 << 16):

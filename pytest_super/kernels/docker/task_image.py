@@ -210,7 +210,11 @@ def _build_layer(
 
 
 def _stream(
-    client: docker.DockerClient, what: str, *, log: Callable[[str], None], **build: Any
+    client: docker.DockerClient,
+    what: str,
+    *,
+    log: Callable[[str], None],
+    **build: Any,  # Any: docker-py's build() keywords
 ) -> None:
     """Run one build, its output to `log`; a failed step is an `EnvironmentFault` with its tail."""
     tail: list[str] = []

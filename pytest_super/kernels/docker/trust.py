@@ -60,7 +60,7 @@ def recorded() -> list[tuple[str, str]]:
     return found
 
 
-def image_id(api: Any, name: str) -> str | None:
+def image_id(api: Any, name: str) -> str | None:  # Any: docker-py (inspect_image untyped)
     """The id (`sha256:...`) of the engine's image `name` (a tag or an id); None if absent."""
     try:
         found = api.inspect_image(name)
@@ -70,7 +70,7 @@ def image_id(api: Any, name: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def record_present(api: Any, tag: str) -> str | None:
+def record_present(api: Any, tag: str) -> str | None:  # Any: docker-py (as image_id)
     """Record the engine's image under `tag` as trusted; its id (None if the engine lacks it)."""
     found = image_id(api, tag)
     if found is not None:

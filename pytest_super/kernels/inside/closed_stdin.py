@@ -23,7 +23,7 @@ _MARK = "_pytest_super_closed_stdin"
 def install() -> bool:
     """Wrap the kernel shell's system call (once per kernel process); False if there is none."""
     try:
-        shell_module: Any = importlib.import_module("ipykernel.zmqshell")
+        shell_module: Any = importlib.import_module("ipykernel.zmqshell")  # Any: ipykernel, untyped
     except ImportError:
         return False
     original: Callable[[str], int] | None = getattr(shell_module, "system", None)

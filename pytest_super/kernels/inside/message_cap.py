@@ -38,7 +38,9 @@ def install(cap_bytes: int) -> None:
     original = getattr(Session, "_pytest_super_serialize", Session.serialize)
     safe = cap_bytes // JSON_BYTES_PER_CHAR_MAX  # characters that always fit
 
-    def serialize(self: Any, msg: dict[str, Any], ident: Any = None) -> list[bytes]:
+    def serialize(
+        self: Session, msg: dict[str, Any], ident: Any = None
+    ) -> list[bytes]:  # Any: jupyter_client
         content = msg.get("content")
         if isinstance(content, dict) and _chars(content, safe) > safe:
             msg_type = msg.get("msg_type") or msg.get("header", {}).get("msg_type", "")
@@ -49,7 +51,7 @@ def install(cap_bytes: int) -> None:
     Session.serialize = serialize  # type: ignore[method-assign]
 
 
-def shrink(msg_type: str, content: dict[str, Any], cap_bytes: int) -> dict[str, Any]:
+def shrink(msg_type: str, content: dict[str, object], cap_bytes: int) -> dict[str, object]:
     """`content` of a `msg_type` message with its large texts cut to fit in `cap_bytes`."""
     original, content = content, dict(content)
     if msg_type == "stream":
@@ -108,7 +110,7 @@ def _json_bytes(text: str) -> int:
     return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
-def _chars(value: Any, limit: int) -> int:
+def _chars(value: object, limit: int) -> int:
     """Characters in the strings (and items) of `value`, counted until past `limit`."""
     total = 0
     stack = [value]

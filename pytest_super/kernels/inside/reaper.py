@@ -28,7 +28,7 @@ import sys
 import tarfile
 import time
 import urllib.parse
-from typing import Any
+from typing import TypedDict, cast
 
 #: the engine's socket, in its folder mounted read-only (an engine restarted meanwhile makes a
 #: new socket there, which a mount of the old socket file would not show)
@@ -52,6 +52,32 @@ IDLE_S = 60.0
 DEFAULT_TTL_S = 90.0
 
 
+class ContainerSummary(TypedDict, total=False):
+    """A container as the engine lists it (`GET /containers/json`), the fields read here."""
+
+    Id: str
+    Names: list[str]
+    Labels: dict[str, str]
+    Created: int
+
+
+class HolderFields(TypedDict, total=False):
+    """Who holds a lease (lease.py's `Holder`, as its file or its labels say)."""
+
+    pid: int
+    boot_id: str | None
+    pid_ns: int | None
+    start_ticks: int | None
+
+
+class LeaseFile(TypedDict, total=False):
+    """A lease's file (lease.py writes it)."""
+
+    renewed: float
+    ttl_s: float
+    holder: HolderFields
+
+
 class Engine:
     """The engine's API over its unix socket (HTTP/1.1, one connection per request)."""
 
@@ -72,7 +98,7 @@ class Engine:
             conn.close()
             sock.close()
 
-    def containers(self, label: str) -> list[dict[str, Any]]:
+    def containers(self, label: str) -> list[ContainerSummary]:
         filters = urllib.parse.quote(json.dumps({"label": [label]}))
         status, body = self.request("GET", f"/containers/json?all=1&filters={filters}")
         if status != 200:
@@ -80,7 +106,7 @@ class Engine:
         found = json.loads(body)
         return found if isinstance(found, list) else []
 
-    def lease_file(self, container_id: str) -> dict[str, Any] | None:
+    def lease_file(self, container_id: str) -> LeaseFile | None:
         path = urllib.parse.quote(f"/{LEASE_FILE}")
         status, body = self.request("GET", f"/containers/{container_id}/archive?path={path}")
         if status != 200:
@@ -91,7 +117,7 @@ class Engine:
                 data = json.loads(member.read()) if member else None
         except (tarfile.TarError, ValueError, KeyError):
             return None
-        return data if isinstance(data, dict) else None
+        return cast(LeaseFile, data) if isinstance(data, dict) else None  # fields checked as read
 
     def remove(self, container_id: str) -> bool:
         """Force-remove a container with its volumes; False if it was not there (or is being
@@ -130,7 +156,7 @@ def here() -> tuple[str | None, int | None]:
     return _read("/proc/sys/kernel/random/boot_id"), pid_ns
 
 
-def holder_of(labels: dict[str, str], data: dict[str, Any] | None) -> dict[str, Any] | None:
+def holder_of(labels: dict[str, str], data: LeaseFile | None) -> HolderFields | None:
     """The holder as the lease file says, else as the lease container's labels say."""
     fields = (data or {}).get("holder")
     if isinstance(fields, dict):
@@ -148,7 +174,7 @@ def holder_of(labels: dict[str, str], data: dict[str, Any] | None) -> dict[str, 
         return None
 
 
-def proven(holder: dict[str, Any] | None) -> bool | None:
+def proven(holder: HolderFields | None) -> bool | None:
     """True: the holder's process is alive; False: it is gone; None: it cannot be told from here
     (another boot or PID namespace, or fields missing)."""
     if holder is None:
@@ -164,7 +190,7 @@ def proven(holder: dict[str, Any] | None) -> bool | None:
     return start_ticks(pid) == ticks
 
 
-def dead(engine: Engine, lease: dict[str, Any], now: float) -> bool:
+def dead(engine: Engine, lease: ContainerSummary, now: float) -> bool:
     """Is this lease's holder dead (lease.py's judgement)?"""
     labels = lease.get("Labels") or {}
     data = engine.lease_file(lease["Id"])
@@ -179,7 +205,7 @@ def dead(engine: Engine, lease: dict[str, Any], now: float) -> bool:
         return True
 
 
-def reap(engine: Engine, lease: dict[str, Any]) -> list[str]:
+def reap(engine: Engine, lease: ContainerSummary) -> list[str]:
     """Remove a dead lease's task containers (kept ones excepted), then the lease."""
     lease_id = (lease.get("Labels") or {}).get(LABEL_HOLDER, "")
     removed = []

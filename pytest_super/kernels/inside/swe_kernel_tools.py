@@ -14,16 +14,41 @@ import json
 import os
 import stat as stat_module
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TypedDict
 
 #: starts the line that carries a helper's JSON result in the cell's output
 MARKER = "@@swe-tool@@"
 _SKIPPED_DIRS = (".git", "__pycache__", ".ipynb_checkpoints")
 
 
+class Stat(TypedDict):
+    abs: str
+    cwd: str
+    exists: bool
+    is_dir: bool
+
+
+class DirHits(TypedDict):
+    abs: str
+    error: str
+    files: list[tuple[str, int]]  # a path shown, its count of matching lines
+
+
+class FileHits(TypedDict):
+    abs: str
+    error: str
+    lines: list[tuple[int, str]]  # a line's number, its text
+
+
+class FoundFiles(TypedDict):
+    abs: str
+    error: str
+    paths: list[str]
+
+
 def run(name: str, args_json: str) -> None:
     """Run the helper `name` with its JSON arguments; print MARKER and its JSON result."""
-    helpers: dict[str, Callable[..., Any]] = {
+    helpers: dict[str, Callable[..., object]] = {
         "cwd": cwd,
         "stat": stat,
         "mkdir_parent": mkdir_parent,
@@ -38,7 +63,7 @@ def cwd() -> str:
     return os.getcwd()
 
 
-def stat(path: str) -> dict[str, Any]:
+def stat(path: str) -> Stat:
     p = os.path.abspath(os.path.expanduser(path))
     return {"abs": p, "cwd": os.getcwd(), "exists": os.path.exists(p), "is_dir": os.path.isdir(p)}
 
@@ -48,10 +73,10 @@ def mkdir_parent(path: str) -> bool:
     return True
 
 
-def search_dir(term: str, directory: str, limit: int) -> dict[str, Any]:
+def search_dir(term: str, directory: str, limit: int) -> DirHits:
     """Files under `directory` whose text holds `term`, with their counts of matching lines."""
     top = os.path.abspath(os.path.expanduser(directory))
-    result: dict[str, Any] = {"abs": top, "error": "", "files": []}
+    result: DirHits = {"abs": top, "error": "", "files": []}
     if not os.path.isdir(top):
         result["error"] = f"directory {directory} not found (relative paths start at {os.getcwd()})"
         return result
@@ -68,11 +93,11 @@ def search_dir(term: str, directory: str, limit: int) -> dict[str, Any]:
     return result
 
 
-def search_file(term: str, path: str, limit: int, max_chars: int) -> dict[str, Any]:
+def search_file(term: str, path: str, limit: int, max_chars: int) -> FileHits:
     """The lines of `path` that hold `term` (numbered as the viewer numbers them), each cut at
     `max_chars`."""
     p = os.path.abspath(os.path.expanduser(path))
-    result: dict[str, Any] = {"abs": p, "error": "", "lines": []}
+    result: FileHits = {"abs": p, "error": "", "lines": []}
     if not os.path.isfile(p):
         result["error"] = f"file {path} not found (relative paths start at {os.getcwd()})"
         return result
@@ -86,10 +111,10 @@ def search_file(term: str, path: str, limit: int, max_chars: int) -> dict[str, A
     return result
 
 
-def find_file(name: str, directory: str, limit: int) -> dict[str, Any]:
+def find_file(name: str, directory: str, limit: int) -> FoundFiles:
     """Files under `directory` whose name matches the shell pattern `name`."""
     top = os.path.abspath(os.path.expanduser(directory))
-    result: dict[str, Any] = {"abs": top, "error": "", "paths": []}
+    result: FoundFiles = {"abs": top, "error": "", "paths": []}
     if not os.path.isdir(top):
         result["error"] = f"directory {directory} not found (relative paths start at {os.getcwd()})"
         return result

@@ -52,7 +52,7 @@ THREADS_EXPR = "__import__('threading').active_count()"
 
 #: a Jupyter message, or a part of one, as jupyter_client gives it (`get_msg` returns
 #: dict[str, Any]); its fields are read as the protocol says, each read guarded (`_take`)
-Message: TypeAlias = dict[str, Any]
+Message: TypeAlias = dict[str, Any]  # Any: jupyter_client (`Session.recv`, `get_msg`)
 
 
 @dataclass
