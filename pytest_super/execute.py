@@ -30,7 +30,7 @@ from pytest_super.deadlines import DeadlineExpired, enforce
 from pytest_super.errors import InfrastructureError, TaskSetupError
 from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.names import file_stem
-from pytest_super.outcome import TaskOutcome, retried_of
+from pytest_super.outcome import TaskError, TaskOutcome, retried_of
 from pytest_super.runner import TaskResult, run_episode
 from pytest_super.settings import SuperRun
 from pytest_super.tasks import Task
@@ -173,11 +173,14 @@ def outcome_of(
     deadline_s: float | None = None,
     kernels: KernelSource | None = None,
     on_step: Callable[[Step], None] | None = None,
+    error_of: Callable[[BaseException], TaskError] = TaskError.of,
 ) -> TaskOutcome:
     """`run_one_task` within `deadline_s` (`deadlines.enforce`: on the main thread; inside an
     earlier deadline, as pytest's timer of a task item, that one holds), as a `TaskOutcome`: its
     result, the infrastructure or task error that ended it, or its deadline passed. Anything
-    else (Ctrl-C, a bug of ours) propagates."""
+    else (Ctrl-C, a bug of ours) propagates. `error_of` says the error as data (default: what
+    it says of itself, `TaskError.of`; a Ray node's also names the node and tells its engine's
+    failure, executors/ray/node.py)."""
     name = name or task.id
     try:
         with enforce(deadline_s):
@@ -185,5 +188,5 @@ def outcome_of(
     except DeadlineExpired as expired:
         return TaskOutcome.timed_out(name, expired.seconds, retried=retried_of(expired))
     except (InfrastructureError, TaskSetupError) as exc:
-        return TaskOutcome.of_error(name, exc)
+        return TaskOutcome.failed(name, error_of(exc), retried=retried_of(exc))
     return TaskOutcome.finished(name, result)

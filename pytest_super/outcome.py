@@ -59,10 +59,14 @@ class TaskError:
         )
 
     @classmethod
-    def of_class(cls, error: type[SuperError], message: str) -> TaskError:
-        """An error of class `error` with `message`, without making one."""
+    def of_class(
+        cls, error: type[SuperError], message: str, *, kind: str | None = None
+    ) -> TaskError:
+        """An error of class `error` with `message`, without making one; shown as `kind` when
+        given (an error of the Ray dispatcher's own, "NodeLost", is an `InfrastructureError`)."""
         retryable = issubclass(error, InfrastructureError) and bool(error.retryable)
-        return cls(error.__name__, message, error.exit_status, retryable, _whose_class(error))
+        status, whose = error.exit_status, _whose_class(error)
+        return cls(kind or error.__name__, message, status, retryable, whose)
 
     def shown(self) -> str:
         """As a report shows it: "EngineUnavailable: no Docker engine answers ..."."""

@@ -4,8 +4,9 @@ namespace, a process's start time and its parent.
 A pid alone does not name a process: pids are reused. A pid with its start time (clock ticks
 after boot, field 22 of /proc/<pid>/stat) does, within one kernel boot and one PID namespace.
 The owners of what outlives a process judge it by these (the lease of kernels/docker/lease.py,
-the node watchdog of executors/ray/watchdog.py); interrupts.py finds the xdist workers by their
-parent. Elsewhere than Linux, or where /proc cannot say, each answer is None (an empty list):
+the node watchdog of executors/ray/watchdog.py, the guardian of executors/ray/guardian.py), all
+through the one dead man's switch loop of deadman.py; interrupts.py finds the xdist workers by
+their parent. Elsewhere than Linux, or where /proc cannot say, each answer is None (an empty list):
 liveness is then left to the clock.
 
 Standard library only: the node watchdog imports it while it runs as a bare script. The one

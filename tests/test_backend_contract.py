@@ -321,20 +321,21 @@ def test_a_nodes_cleanup_of_everything_is_the_backends_cleanup_all(
 
 
 def test_a_node_asks_the_backend_whether_its_engine_failed() -> None:
-    from pytest_super.executors.ray.node import NodeOutcome, _engine_failed
+    from pytest_super.executors.ray.node import NodeOutcome, _engine_failed, no_outcome
 
     full = KernelSettings(backend=f"{HERE}:FullBackend")
-    outcome = NodeOutcome(name="t1", node="host/abc")
-    assert _engine_failed(outcome, InfrastructureError("unclear"), full)  # the engine's ping
-    assert outcome.engine_failed and outcome.result is None
-    assert outcome.error == (
+    outcome = NodeOutcome(no_outcome("t1", "host/abc"))
+    error = _engine_failed(outcome, InfrastructureError("unclear"), full)  # the engine's ping
+    assert outcome.engine_failed and error is not None
+    assert (error.kind, error.message, error.whose) == (
         "EngineUnavailable",
         "the test engine on node host/abc failed: the test engine is down",
+        "engine",
     )
-    fault = NodeOutcome(name="t1", node="host/abc")
-    assert _engine_failed(fault, ConnectionResetError("reset"), full)  # its own engine fault
-    assert fault.error is not None and "ConnectionResetError: reset" in fault.error[1]
+    fault = NodeOutcome(no_outcome("t1", "host/abc"))
+    error = _engine_failed(fault, ConnectionResetError("reset"), full)  # its own engine fault
+    assert error is not None and "ConnectionResetError: reset" in error.message
     local = KernelSettings(backend="local")
-    fine = NodeOutcome(name="t1", node="host/abc")
-    assert not _engine_failed(fine, InfrastructureError("the kernel did not start"), local)
-    assert not fine.engine_failed and fine.error is None
+    fine = NodeOutcome(no_outcome("t1", "host/abc"))
+    assert _engine_failed(fine, InfrastructureError("the kernel did not start"), local) is None
+    assert not fine.engine_failed

@@ -110,6 +110,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "defaults",
             "paths",
             "process_identity",
+            "deadman",
         ),
     ),
 ]

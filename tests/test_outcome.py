@@ -123,34 +123,28 @@ def test_the_one_mapping_of_an_outcome_to_a_record(tmp_path):
 
 
 def test_a_nodes_outcome_crosses_back_as_data(tmp_path):
-    """The Ray boundary: a node's error names a class of errors.py; the run's outcome holds its
-    exit status and retryability, its message says the node, and nothing is raised."""
+    """The Ray boundary: the node sends the task's `TaskOutcome` (its error as data) with the
+    trajectory's bytes; the controller writes the file and keeps the outcome as it came, and
+    nothing is raised."""
     from pytest_super.executors.ray.node import NodeOutcome
     from pytest_super.executors.ray.outcomes import task_outcome
+    from pytest_super.outcome import TaskError, TaskOutcome
 
     run = SuperRun(agent="gold", report_dir=tmp_path)
-    sent = NodeOutcome(
-        name="t",
-        node="host/0123456789ab",
-        error=("LLMRefused", "the endpoint refused the key"),
-        retried=["attempt 1: LLMError: 502"],
-        trajectory=b'{"steps": []}',
+    error = TaskError.of(LLMRefused("on node host/0123456789ab: the endpoint refused the key"))
+    failed = TaskOutcome.failed(
+        "t", error, retried=["attempt 1: LLMError: 502"], node="host/0123456789ab"
     )
+    sent = NodeOutcome(pickle.loads(pickle.dumps(failed)), trajectory=b'{"steps": []}')
     outcome = task_outcome(run, sent)
-    assert outcome.error is not None and outcome.node == "host/0123456789ab"
+    assert outcome == failed and outcome.node == "host/0123456789ab"
     assert (outcome.error.kind, outcome.error.exit_status, outcome.error.retryable) == (
         "LLMRefused",
         "llm_error",
         False,
     )
-    assert outcome.error.message == "on node host/0123456789ab: the endpoint refused the key"
-    assert outcome.retried == ["attempt 1: LLMError: 502"]
     assert json.loads((run.run_dir / "trajectories" / "t.json").read_text()) == {"steps": []}
-    lost = task_outcome(run, NodeOutcome(name="u", node="(none)", error=("NodeLost", "gone")))
-    assert (
-        lost.error is not None and lost.error.shown() == "InfrastructureError: on node (none): gone"
-    )
-    late = task_outcome(run, NodeOutcome(name="v", node="h/1", timed_out_after_s=7.0))
+    late = task_outcome(run, NodeOutcome(TaskOutcome.timed_out("v", 7.0, node="h/1")))
     assert late.exit_status is ExitStatus.TIMEOUT and late.timed_out_after_s == 7.0
 
 

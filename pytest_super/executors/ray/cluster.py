@@ -4,8 +4,9 @@ One Ray task per pytest item: on a node with free resources (the task's `--super
 `--super-mem` as Ray resources) a Ray worker calls `execute.run_one_task` with a fresh docker
 kernel on that node's own engine (the node's DOCKER_HOST), so the agent loop, the model calls and
 the kernel are all on the node and the kernel never talks across machines. What comes back is one
-`NodeOutcome`: the scored `TaskResult` or the error that ended the task, the trajectory file and
-its notebook, and the node that ran it. The controller (the one pytest process) writes them into
+`NodeOutcome`: the task's `TaskOutcome` as the node made it (`execute.outcome_of`: the scored
+`TaskResult`, or the error that ended it as data, or its deadline passed, and the node that ran
+it), with the trajectory file and its notebook. The controller (the one pytest process) writes them into
 the run's folder, and the reports are made from them exactly as for a local run.
 
 `RayDispatcher`, the run's Ray driver (in a process of its own, which the controller asks:
@@ -48,6 +49,7 @@ from pytest_super.executors.ray.watch import (
     node_name,
 )
 from pytest_super.llm.settings import LLMSettings
+from pytest_super.outcome import TaskError, TaskOutcome
 from pytest_super.settings import SuperRun
 from pytest_super.tasks import Task
 
@@ -439,12 +441,7 @@ class RayDispatcher(NodeSweeps):
             self._queue.appendleft(pending)
             return None
         hint = "" if self.run.retries else "; --super-retries N runs such a task again elsewhere"
-        return NodeOutcome(
-            name=pending.name,
-            node=node.name if node is not None else "(none)",
-            error=(kind, f"{why}{hint}"),
-            retried=list(pending.retried),
-        )
+        return _lost(pending, node.name if node is not None else "(none)", kind, f"{why}{hint}")
 
     def _fail_queued(self) -> list[str]:
         """No node is left that can take a task: every queued one is reported as such."""
@@ -452,20 +449,11 @@ class RayDispatcher(NodeSweeps):
         finished = []
         while self._queue:
             pending = self._queue.popleft()
-            self._finish(
-                pending.name,
-                NodeOutcome(
-                    name=pending.name,
-                    node="(none)",
-                    error=(
-                        "NodeLost",
-                        f"no live Ray node could take the task for {NO_NODE_GRACE_S:.0f} s "
-                        f"(nodes out of this run: {lost}); start nodes, then run it again with "
-                        "--super-resume",
-                    ),
-                    retried=list(pending.retried),
-                ),
+            why = (
+                f"no live Ray node could take the task for {NO_NODE_GRACE_S:.0f} s (nodes out "
+                f"of this run: {lost}); start nodes, then run it again with --super-resume"
             )
+            self._finish(pending.name, _lost(pending, "(none)", "NodeLost", why))
             finished.append(pending.name)
         return finished
 
@@ -476,7 +464,7 @@ class RayDispatcher(NodeSweeps):
         ray = self.ray
         node = self._nodes.get(pending.node)
         try:
-            outcome: NodeOutcome = ray.get(ref)
+            sent: NodeOutcome = ray.get(ref)
         except (ray.exceptions.TaskCancelledError, KeyboardInterrupt):
             raise
         except ray.exceptions.RayError as exc:
@@ -484,19 +472,20 @@ class RayDispatcher(NodeSweeps):
             where = node.name if node is not None else "its node"
             why = f"the Ray worker running the task on {where} was lost ({type(exc).__name__}: {_first_line(exc)})"
             return self._failed(pending, node, "NodeLost", why)
-        if node is not None and _engine_failed(outcome):
+        error, retried = sent.error, sent.outcome.retried
+        if node is not None and _engine_failed(sent):
             self._engine_failed(node)
-            if outcome.error is not None and pending.attempts_left > 0:
-                pending.retried += outcome.retried
-                return self._failed(pending, node, outcome.error[0], outcome.error[1])
-        outcome.retried = pending.retried + outcome.retried
-        if outcome.built_image:
-            self.built.append((outcome.node, outcome.built_image, outcome.build_s))
-        if outcome.pulled_image:
-            self.pulled.append((outcome.node, outcome.pulled_image, outcome.pull_s))
-        if outcome.pull_failed:
-            self.pull_failures.setdefault(outcome.pull_failed, []).append(outcome.node)
-        return outcome
+            if error is not None and pending.attempts_left > 0:
+                pending.retried += retried
+                return self._failed(pending, node, error.kind, error.message)
+        sent.outcome = dataclasses.replace(sent.outcome, retried=pending.retried + retried)
+        if sent.built_image:
+            self.built.append((sent.node, sent.built_image, sent.build_s))
+        if sent.pulled_image:
+            self.pulled.append((sent.node, sent.pulled_image, sent.pull_s))
+        if sent.pull_failed:
+            self.pull_failures.setdefault(sent.pull_failed, []).append(sent.node)
+        return sent
 
     def _engine_failed(self, node: Node) -> None:
         node.engine_failures += 1
@@ -585,11 +574,17 @@ class RayDispatcher(NodeSweeps):
             self._sweeps = self._send_cleanups(run_id)
 
 
-def _engine_failed(outcome: NodeOutcome) -> bool:
-    """The node's Docker engine failed under the task (said by the node)."""
-    return outcome.engine_failed or (
-        outcome.error is not None and outcome.error[0] == "EngineUnavailable"
-    )
+def _engine_failed(sent: NodeOutcome) -> bool:
+    """The node's kernel engine failed under the task (said by the node: its flag, or its
+    error's fault is the engine's)."""
+    return sent.engine_failed or (sent.error is not None and sent.error.whose == "engine")
+
+
+def _lost(pending: _Pending, node: str, kind: str, why: str) -> NodeOutcome:
+    """The outcome of a task its node's fault ended, with no retry left: an infrastructure
+    error of the dispatcher's own (`kind`: "NodeLost", or the node's error) naming the node."""
+    error = TaskError.of_class(InfrastructureError, f"on node {node}: {why}", kind=kind)
+    return NodeOutcome(TaskOutcome.failed(pending.name, error, retried=pending.retried, node=node))
 
 
 def _first_line(exc: BaseException) -> str:

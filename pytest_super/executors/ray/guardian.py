@@ -6,21 +6,24 @@ no pytest hook. (Ray's own way of ending a driver's process at once, with exit s
 driver's Ray node is lost, ends only the run's driver process, executors/ray/driver.py: the
 controller itself says that.) The guardian is
 started with the run, in a session of its own (a Ctrl-C at the terminal is the controller's), and
-waits on a pipe whose only writer is the controller: when the run ends as it should, the controller
-writes `ended` and the guardian exits; when the pipe closes without it, the controller is gone, and
+waits on a pipe whose only writer is the controller (the dead man's switch's loop, deadman.py's
+`ended_well`): when the run ends as it should, the controller writes `ended` and the guardian
+exits; when the pipe closes without it and the controller's pid is gone, the controller is gone, and
 the guardian writes the summary of the results received (results.jsonl), removes the controller's
 own folder, and says on the run's standard error what was kept and the command that runs the
 rest. The run's Ray driver, its controller gone, cancels the run's tasks and has the nodes remove
 their containers; should it be gone too, the tasks end with it and their containers go by their
 leases (docs/security.md, "Nothing outlives its owner").
 
-Only the standard library is imported until the controller is gone: the guardian costs one small
+Only the standard library (and deadman.py, process_identity.py) is imported until the
+controller is gone: the guardian costs one small
 Python process for the run's length.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -28,6 +31,9 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
+
+from pytest_super import deadman
+from pytest_super.process_identity import start_ticks
 
 #: what the controller writes when its run ended as it should
 ENDED = b"ended\n"
@@ -84,9 +90,10 @@ def main(argv: list[str]) -> int:
     # this one included: the guardian must outlive it, and say nothing of it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     watched = Watched(**json.loads(argv[1]))
-    said = sys.stdin.buffer.read()  # until the controller writes ENDED, or is gone
-    if said == ENDED:
-        return 0
+    pid = watched.controller_pid
+    ticks = start_ticks(pid) if os.getppid() == pid else None  # a controller gone already: unknown
+    if deadman.ended_well(sys.stdin.buffer, deadman.holder_of(pid, ticks), ENDED):
+        return 0  # the controller wrote ENDED
     _after_the_controller(watched)
     return 0
 

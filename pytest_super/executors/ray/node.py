@@ -1,6 +1,7 @@
 """The node's side of `--super-executor=ray`: what a Ray worker runs for one task
 (`run_on_node`), for a clean-up (`cleanup_on_node`) and for an image build (`_build_here`), and the
-`NodeOutcome` it sends back. Nothing here imports pytest: a node has none.
+`NodeOutcome` it sends back: the task's `TaskOutcome`, made
+by `execute.outcome_of` as a local run makes it, with what only the dispatcher uses. Nothing here imports pytest: a node has none.
 
 What a task leaves on its node goes when it ends, is cancelled (Ray's cancel raises in the worker)
 or fails: its folder and, when no other task of the run on the node uses it, the run's start-lock
@@ -12,8 +13,8 @@ ID` removes the run's.
 
 The node's kernel backend failing (an error its contract calls an engine fault,
 `kernels.is_engine_fault`, or an engine that no longer answers after an infrastructure error,
-`kernels.engine_problem`) is the node's fault, not the task's: the outcome says `engine_failed`
-and the controller tries the task elsewhere. Nothing here knows which backend runs the kernels:
+`kernels.engine_problem`) is the node's fault, not the task's: its error is an `EngineUnavailable` (whose
+fault: "engine"), the outcome says `engine_failed`, and the controller tries the task elsewhere. Nothing here knows which backend runs the kernels:
 the image is made present, the leftovers removed and the faults told through the contract
 (`pytest_super.kernels`)."""
 
@@ -26,16 +27,15 @@ import platform
 import shutil
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_super.deadlines import DeadlineExpired, enforce
-from pytest_super.errors import InfrastructureError, SuperError
-from pytest_super.execute import run_one_task, trajectory_path
+from pytest_super.errors import EngineUnavailable, InfrastructureError, SuperError, TaskFileError
+from pytest_super.execute import outcome_of, trajectory_path
 from pytest_super.executors.ray import nodefiles, watchdog
 from pytest_super.kernels.base import Kernel, KernelSettings
-from pytest_super.runner import TaskResult
+from pytest_super.outcome import TaskError, TaskOutcome, retried_of
 from pytest_super.settings import SuperRun
 from pytest_super.tasks import Task
 from pytest_super.trajectory import Step
@@ -43,18 +43,18 @@ from pytest_super.trajectory import Step
 
 @dataclass
 class NodeOutcome:
-    """What a node sends back for one task."""
+    """What a node sends back for one task: the task's `TaskOutcome` (outcome.py), made here by
+    `execute.outcome_of` as a local run makes it (its error as data: `TaskError`, with its exit
+    status, retryability and whose fault it is), and beside it what only the dispatcher and the
+    controller use: the trajectory's files to write into the run's folder, the kernel image
+    made present, the task's times on the node, whether the node's engine failed.
 
-    name: str
-    node: str  # the node's host name and Ray node id
-    result: TaskResult | None = None
-    #: the error that ended the task: (its type's name in errors.py, its message); the
-    #: controller raises the same type, which carries its exit status
-    error: tuple[str, str] | None = None
-    retried: list[str] = field(default_factory=list)
+    A wrapper, not fields of `TaskOutcome`: those are what every executor's future gives and
+    `RunRecord` records; these are bytes in transit and the dispatcher's bookkeeping."""
+
+    outcome: TaskOutcome
     trajectory: bytes = b""
     notebook: bytes = b""
-    timed_out_after_s: float | None = None
     #: the kernel image this task built on its node first (a node without it), and how long
     built_image: str = ""
     build_s: float = 0.0
@@ -71,6 +71,25 @@ class NodeOutcome:
     #: the controller retries it on another node and stops using a node whose engine failed twice)
     engine_failed: bool = False
 
+    @property
+    def name(self) -> str:
+        return self.outcome.name
+
+    @property
+    def node(self) -> str:
+        """The node's host name and Ray node id ("(none)": no node took the task)."""
+        return self.outcome.node
+
+    @property
+    def error(self) -> TaskError | None:
+        return self.outcome.error
+
+
+def no_outcome(name: str, node: str) -> TaskOutcome:
+    """What a node's task says until its episode ends (a worker cancelled says nothing)."""
+    error = TaskError.of_class(InfrastructureError, f"on node {node}: the node sent no outcome")
+    return TaskOutcome.failed(name, error, node=node)
+
 
 def _node_name() -> str:
     node_id = ""
@@ -81,11 +100,11 @@ def _node_name() -> str:
     return f"{platform.node()}/{node_id}" if node_id else platform.node()
 
 
-def _ensure_image(run: SuperRun, task: Task, outcome: NodeOutcome) -> None:
+def _ensure_image(run: SuperRun, task: Task, sent: NodeOutcome) -> None:
     """Make the task's kernel image present on this node (`kernels.prepare_kernel_image`: for
     Docker, pulled from --super-registry when one is given, else, or when the pull fails, built
     when it is our own; concurrent tasks on the node wait for one). What was done is put in
-    `outcome`. A task with an image of its own has it made when it runs."""
+    `sent`. A task with an image of its own has it made when it runs."""
     from pytest_super.execute import kernel_settings_for, needs_own_image
     from pytest_super.kernels import prepare_kernel_image
 
@@ -94,11 +113,11 @@ def _ensure_image(run: SuperRun, task: Task, outcome: NodeOutcome) -> None:
     prepared = prepare_kernel_image(kernel_settings_for(run, task), task.image)
     if prepared is None:
         return
-    outcome.pull_failed = prepared.note
+    sent.pull_failed = prepared.note
     if prepared.how == "pulled":
-        outcome.pulled_image, outcome.pull_s = prepared.image, prepared.seconds
+        sent.pulled_image, sent.pull_s = prepared.image, prepared.seconds
     elif prepared.how == "built":
-        outcome.built_image, outcome.build_s = prepared.image, prepared.seconds
+        sent.built_image, sent.build_s = prepared.image, prepared.seconds
 
 
 def _node_kernels(lock_dir: Path) -> Callable[[KernelSettings, str], Kernel]:
@@ -114,10 +133,12 @@ def _node_kernels(lock_dir: Path) -> Callable[[KernelSettings, str], Kernel]:
     return provision
 
 
-def _engine_failed(outcome: NodeOutcome, exc: BaseException, kernel: KernelSettings) -> bool:
-    """Put the engine's failure in `outcome` when `exc` is one (`kernels.is_engine_fault`), or
-    when after an infrastructure error (or a harness one) the engine no longer answers
-    (`kernels.engine_problem`); False when the engine is fine."""
+def _engine_failed(
+    sent: NodeOutcome, exc: BaseException, kernel: KernelSettings
+) -> TaskError | None:
+    """The engine's failure as the task's error, `sent` marked so, when `exc` is one
+    (`kernels.is_engine_fault`), or when after an infrastructure error (or a harness one) the
+    engine no longer answers (`kernels.engine_problem`); None when the engine is fine."""
     from pytest_super import redaction
     from pytest_super.kernels import backend_resources, engine_problem, is_engine_fault
 
@@ -125,15 +146,33 @@ def _engine_failed(outcome: NodeOutcome, exc: BaseException, kernel: KernelSetti
     if not why and (isinstance(exc, InfrastructureError) or not isinstance(exc, SuperError)):
         why = engine_problem(kernel)
     if not why:
-        return False
-    outcome.engine_failed = True
-    outcome.result = None
+        return None
+    sent.engine_failed = True
     where = backend_resources(kernel).where or f"the {kernel.backend} backend"
-    outcome.error = (
-        "EngineUnavailable",
-        redaction.redact(f"{where} on node {outcome.node} failed: {why}"),
-    )
-    return True
+    message = redaction.redact(f"{where} on node {sent.node} failed: {why}")
+    return TaskError.of_class(EngineUnavailable, message)
+
+
+def _error_of(sent: NodeOutcome, kernel: KernelSettings) -> Callable[[BaseException], TaskError]:
+    """How this node says the error that ended a task (`execute.outcome_of`'s `error_of`): its
+    engine's failure (`_engine_failed`), else what the error says of itself (`TaskError.of`),
+    its message naming the node and redacted. A task file's error is the node's copy breaking
+    (the controller read the file): an infrastructure error, under its own name."""
+
+    def error_of(exc: BaseException) -> TaskError:
+        from pytest_super import redaction
+
+        engine = _engine_failed(sent, exc, kernel)
+        if engine is not None:
+            return engine
+        if isinstance(exc, TaskFileError):
+            error = TaskError.of_class(InfrastructureError, str(exc), kind=type(exc).__name__)
+        else:
+            error = TaskError.of(exc)
+        message = redaction.redact(f"on node {sent.node}: {error.message}")
+        return dataclasses.replace(error, message=message)
+
+    return error_of
 
 
 def _with_key(run: SuperRun, secrets: list[Any]) -> SuperRun:
@@ -180,7 +219,8 @@ def run_on_node(
     `options`: the backend's options the controller gives its nodes (`kernels.node_options`),
     added to the run's kernel settings here."""
     run = _with_key(run, secrets)
-    outcome = NodeOutcome(name=name, node=_node_name(), started_at=time.time())
+    node = _node_name()
+    sent = NodeOutcome(no_outcome(name, node), started_at=time.time())
     folder = nodefiles.task_folder(run.run_id)
     guard: watchdog.Watchdog | None = None
     run = dataclasses.replace(
@@ -196,20 +236,20 @@ def run_on_node(
     try:  # from the folder on: a cancel (Ray raises in the worker) may come at any line
         guard = watchdog.start(folder, run.kernel.backend)  # the folders' dead man's switch
         with nodefiles.run_lock_folder(run.run_id) as lock_dir:
-            _run_episode(task, run, name, deadline_s, outcome, _live(name, steps), lock_dir)
+            _run_episode(task, run, name, deadline_s, sent, _live(name, steps), lock_dir)
     finally:
         path = trajectory_path(run, name)
         with contextlib.suppress(OSError):
-            outcome.trajectory = path.read_bytes()
+            sent.trajectory = path.read_bytes()
         with contextlib.suppress(OSError):
-            outcome.notebook = path.with_suffix(".ipynb").read_bytes()
+            sent.notebook = path.with_suffix(".ipynb").read_bytes()
         shutil.rmtree(folder, ignore_errors=True)
-        if guard is not None and outcome.engine_failed:
+        if guard is not None and sent.engine_failed:
             guard.keep()  # its containers may still be on the engine: gone once this worker is
         elif guard is not None:
             guard.release()
-        outcome.ended_at = time.time()
-    return outcome
+        sent.ended_at = time.time()
+    return sent
 
 
 def _given(options: Mapping[str, Any] | list[tuple[str, str]] | None) -> Mapping[str, Any]:
@@ -226,29 +266,33 @@ def _run_episode(
     run: SuperRun,
     name: str,
     deadline_s: float | None,
-    outcome: NodeOutcome,
+    sent: NodeOutcome,
     on_step: Callable[[Step], None] | None,
     lock_dir: Path,
 ) -> None:
-    """The image, then the episode under the task's deadline; what ended it put in `outcome`."""
-    from pytest_super import redaction
-
+    """The image, then the episode under the task's deadline (`execute.outcome_of`, as a local
+    run): its `TaskOutcome` put in `sent`. A bug of ours (an error no `SuperError`) that is not
+    the engine's failure propagates: the controller reports the Ray task's failure."""
+    error_of = _error_of(sent, run.kernel)
     try:
-        _ensure_image(run, task, outcome)  # a build or pull here is the node's, not the task's
-        with enforce(deadline_s):
-            outcome.result = run_one_task(
-                task, run, name=name, on_step=on_step, kernels=_node_kernels(lock_dir)
-            )
-        outcome.retried = outcome.result.retried
-    except DeadlineExpired:
-        outcome.timed_out_after_s = deadline_s
-    except SuperError as exc:
-        outcome.retried = list(getattr(exc, "retried", []))
-        if not _engine_failed(outcome, exc, run.kernel):
-            outcome.error = (type(exc).__name__, redaction.redact(str(exc)))
+        _ensure_image(run, task, sent)  # a build or pull here is the node's, not the task's
+        outcome = outcome_of(
+            task,
+            run,
+            name=name,
+            deadline_s=deadline_s,
+            kernels=_node_kernels(lock_dir),
+            on_step=on_step,
+            error_of=error_of,
+        )
+    except SuperError as exc:  # the image's, or one `outcome_of` leaves (a task file's)
+        outcome = TaskOutcome.failed(name, error_of(exc), retried=retried_of(exc))
     except Exception as exc:
-        if not _engine_failed(outcome, exc, run.kernel):
-            raise  # our own bug: the controller reports the Ray task's failure
+        engine = _engine_failed(sent, exc, run.kernel)
+        if engine is None:
+            raise
+        outcome = TaskOutcome.failed(name, engine, retried=retried_of(exc))
+    sent.outcome = dataclasses.replace(outcome, node=sent.node)
 
 
 def cleanup_on_node(

@@ -6,8 +6,9 @@ folder. It removes them when the task ends or is cancelled; a worker killed by S
 force-cancel, a dead raylet, a head lost, the driver's death) cannot. Its containers go by the
 backend (Docker's: its engine's reaper, kernels/docker/reaper.py); its folders go by this watchdog: a process of its
 own session, started by the worker for each task, that holds the read end of a pipe whose write
-end only the worker holds. A task that ends writes `DONE` and closes the pipe (nothing to do); a
-pipe that ends without it means the worker died, and the watchdog runs the node's clean-up of
+end only the worker holds (the switch's loop is deadman.py's, `deadman.ended_well`). A task that
+ends writes `DONE` and closes the pipe (nothing to do); a pipe that ends without it, and the
+worker's pid gone, mean the worker died, and the watchdog runs the node's clean-up of
 dead owners (`nodefiles.cleanup_here`: folders whose worker is gone, unused start-lock folders,
 the backend's `cleanup_dead_runs`: for Docker, containers of dead leases and their host folders),
 then leaves. A task whose engine failed under
@@ -17,7 +18,7 @@ off with the engine's reaper; the next start-up clean-up on the node (or `pytest
 removes them then.
 
 The watchdog runs as a script (this file, by its path) and imports nothing of the package but
-process_identity.py (standard library only) until its worker died: an idle one costs a bare
+deadman.py and process_identity.py (standard library only) until its worker died: an idle one costs a bare
 interpreter (about 10 MB) and a blocked read. It shares the worker's kernel boot and PID
 namespace, so the worker's pid and start time (`process_identity.start_ticks`, as
 process_identity.Holder) tell whether it lives.
@@ -27,18 +28,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import IO, Any
 
+from pytest_super import deadman
 from pytest_super.process_identity import start_ticks
 
-#: seconds between checks that the worker lives, beside the pipe (a child the worker forked
-#: without exec may hold the pipe's write end after the worker's death)
-POLL_S = 5.0
 #: clean-up passes after the worker's death, `PASS_GAP_S` apart, until one removes nothing and
 #: fails nothing: a container the engine is still removing keeps its host folder until a later
 #: pass, and an engine that is down (killed, restarting) is tried again for up to `RETRY_S`
@@ -102,28 +100,6 @@ def start(folder: Path, backend: str) -> Watchdog | None:
 
 
 # -- the watchdog's own process -------------------------------------------------------------------
-def gone(pid: int, ticks: int | None) -> bool:
-    """Is the worker provably gone (None: its start time was not known, so only its pipe
-    tells)?"""
-    return ticks is not None and start_ticks(pid) != ticks
-
-
-def wait_for_end(pipe: IO[bytes], pid: int, ticks: int | None, poll_s: float = POLL_S) -> bytes:
-    """What the worker wrote, once the pipe ended (EOF or an error) or the worker is gone."""
-    said = b""
-    while not gone(pid, ticks):
-        ready, _, _ = select.select([pipe], [], [], poll_s)
-        if ready:
-            try:
-                chunk = os.read(pipe.fileno(), 4096)
-            except OSError:
-                return said
-            if not chunk:
-                return said
-            said += chunk
-    return said
-
-
 def detach() -> None:
     """Leave the worker's process tree: fork, the parent exits (its parent, the worker, reaps
     it), the child says its pid and goes on."""
@@ -139,10 +115,8 @@ def main(argv: list[str]) -> int:
     detach()
     pid, ticks = int(argv[0]), None if argv[1] == "None" else int(argv[1])
     folder, backend = Path(argv[2]), argv[3]
-    if DONE in wait_for_end(sys.stdin.buffer, pid, ticks):
+    if deadman.ended_well(sys.stdin.buffer, deadman.holder_of(pid, ticks), DONE):
         return 0  # the task ended and removed what it made
-    while ticks is not None and not gone(pid, ticks):  # closed by another hand: wait for death
-        time.sleep(POLL_S)
     from pytest_super.executors.ray.nodefiles import cleanup_here
     from pytest_super.kernels.base import KernelSettings
 

@@ -10,7 +10,8 @@ itself, where every client sees it:
   that image runs; no network),
   holding one file, `/lease.json`: when it was last renewed, in the *engine's* clock (the `Date`
   of its API answers, so hosts with skewed clocks agree), and who holds it.
-- A daemon thread renews it every `RENEW_S` (one `put_archive`); each task container carries the
+- A daemon thread renews it every `RENEW_S` (one `put_archive`: the owner's side of the dead
+  man's switch, `deadman.Heartbeat`); each task container carries the
   lease id in its `pytest-super.lease` label. A lease removed by someone is created again.
 - The lease container's labels name its holder (`Holder`: pid, the start time of that pid in
   clock ticks after boot, the PID namespace's inode, the boot id: process_identity.py);
@@ -43,9 +44,8 @@ import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from pytest_super.process_identity import (
-    Holder,
-)
+from pytest_super.deadman import Heartbeat
+from pytest_super.process_identity import Holder
 
 if TYPE_CHECKING:
     import docker
@@ -94,10 +94,8 @@ class Lease:
         #: containers of this process its engine did not remove when asked (it did not answer):
         #: removed by the renewals once it answers again (`remove_later`)
         self.pending: set[str] = set()
-        self._stop = threading.Event()
         self._create()
-        self._thread = threading.Thread(target=self._renew_forever, daemon=True, name=self.name)
-        self._thread.start()
+        self._heartbeat = Heartbeat(RENEW_S, self._renew_once, name=self.name)
 
     def _create(self) -> None:
         import docker.errors
@@ -154,28 +152,26 @@ class Lease:
         archive = single_file_tar(LEASE_FILE, json.dumps(data).encode())
         self.client.api.put_archive(self.name, "/", archive)
 
-    def _renew_forever(self) -> None:
+    def _renew_once(self) -> None:
+        """One beat of the lease's heartbeat (`deadman.Heartbeat`, every `RENEW_S`)."""
         import docker.errors
         import requests.exceptions
 
-        while not self._stop.wait(RENEW_S):
-            try:
-                self.renew()
-            except docker.errors.NotFound:  # someone removed it: take it again
-                if self._stop.is_set():
-                    return  # released while this renewal was under way: not taken again
-                # (the engine may go between the two calls: its socket removed, a
-                # ConnectionError, the next renewal's to report)
-                with contextlib.suppress(
-                    docker.errors.APIError, requests.exceptions.RequestException
-                ):
-                    self._create()
-                continue
-            except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
-                log.warning("pytest-super: renewing lease %s failed: %s", self.name, exc)
-                continue
-            self.ensure_reaper()  # a reaper that left or was removed is back within RENEW_S
-            self.remove_pending()
+        try:
+            self.renew()
+        except docker.errors.NotFound:  # someone removed it: take it again
+            if self._heartbeat.stopped:
+                return  # released while this renewal was under way: not taken again
+            # (the engine may go between the two calls: its socket removed, a
+            # ConnectionError, the next renewal's to report)
+            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+                self._create()
+            return
+        except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+            log.warning("pytest-super: renewing lease %s failed: %s", self.name, exc)
+            return
+        self.ensure_reaper()  # a reaper that left or was removed is back within RENEW_S
+        self.remove_pending()
 
     def remove_pending(self) -> None:
         """Remove the containers the engine did not remove when asked (`remove_later`): while
@@ -193,7 +189,7 @@ class Lease:
             self.pending.discard(container_id)
 
     def stop_renewing(self) -> None:
-        self._stop.set()
+        self._heartbeat.stop()
 
     def release(self) -> None:
         """Stop renewing and remove the lease (its containers are then judged dead)."""
