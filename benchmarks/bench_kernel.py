@@ -125,7 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         else args.image
     )
     run_id = f"bench-{uuid.uuid4().hex[:8]}"
-    settings = KernelSettings(run_id=run_id, worker="bench", image=image, channel=args.channel)
+    settings = KernelSettings(
+        run_id=run_id, worker="bench", image=image, options={"channel": args.channel}
+    )
     client = docker_client(settings)
     samples: dict[str, list[float]] = {
         k: []

@@ -26,6 +26,7 @@ from pytest_super.settings import (
     SettingError,
     SuperRun,
     all_settings,
+    engine_address_of,
     find_ini,
     memory_size,
     new_run_id,
@@ -189,8 +190,8 @@ def report_header(run: SuperRun) -> list[str]:
     elsewhere = executors.described(run)
     if elsewhere:
         backend += f", {elsewhere}"
-    elif run.kernel.docker_host:
-        backend += f" at {masked_url(run.kernel.docker_host)}"
+    elif engine := engine_address_of(run.kernel.backend, run.kernel.options):
+        backend += f" at {masked_url(engine)}"
     return [
         f"pytest-super: agent {run.agent}, model {run.settings.model or '-'}, backend {backend}, "
         f"image {run.kernel.image or '(the default kernel image)'}",

@@ -38,6 +38,7 @@ from pytest_super.outcome import OutcomeError, TaskOutcome
 from pytest_super.recorder import RecordHooks
 from pytest_super.run_record import known_properties, outcome_record, stop_message
 from pytest_super.runner import TaskResult, task_timeout_s
+from pytest_super.settings import engine_address_of
 from pytest_super.tasks import (
     CATEGORIES,
     SETS,
@@ -75,7 +76,8 @@ def pytest_configure(config: pytest.Config) -> None:
     executor = pytest_side.choose(config, run)
     if run.llm_settings is not None:
         redaction.register(run.llm_settings.api_key)
-    redaction.register_url(run.kernel.docker_host)  # its credentials too (the resume command)
+    # the backend engine's address's credentials too (the resume command)
+    redaction.register_url(engine_address_of(run.kernel.backend, run.kernel.options))
     config.stash[REMOVAL_FAILURES_KEY] = []
     if run.agent:
         _plan_order(config, run)

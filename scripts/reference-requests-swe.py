@@ -70,8 +70,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_super.published_runs import read_run  # noqa: E402
 from pytest_super.agents.swe import directory_after, open_file_after  # noqa: E402
+from pytest_super.published_runs import read_run  # noqa: E402
 from pytest_super.replay.script import swe_reply  # noqa: E402
 from pytest_super.trajectory import Action, Step  # noqa: E402
 

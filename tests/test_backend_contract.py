@@ -6,6 +6,7 @@ called; the Docker backend answers them without a container. No Docker engine is
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import socket
 import warnings
@@ -176,7 +177,7 @@ def test_the_local_backend_declares_no_bound_and_no_engine() -> None:
 def test_the_docker_backend_describes_a_kernel_without_reaching_its_engine() -> None:
     backend = DockerBackend()
     nowhere = "tcp://127.0.0.1:1"  # nothing listens: describing must not connect
-    four = backend.describe(KernelSettings(mem="4g", cpus=1.5, docker_host=nowhere))
+    four = backend.describe(KernelSettings(mem="4g", cpus=1.5, options={"docker_host": nowhere}))
     assert four == BackendResources(4 * 2**30, 1.5, f"the Docker engine at {nowhere}")
     assert backend.describe(KernelSettings(mem="512m")).memory_bytes == 512 * 2**20
     assert backend.describe(KernelSettings(mem="lots")).memory_bytes is None
@@ -201,7 +202,7 @@ def test_the_docker_backend_says_why_an_engine_does_not_answer() -> None:
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]  # bound, never listening: a refusal
-        settings = KernelSettings(docker_host=f"tcp://127.0.0.1:{port}")
+        settings = KernelSettings(options={"docker_host": f"tcp://127.0.0.1:{port}"})
         problem = DockerBackend().engine_problem(settings)
     assert "ConnectionError" in problem or "Connection refused" in problem, problem
 
@@ -233,12 +234,42 @@ def test_the_docker_backends_node_options_are_the_images_it_trusts(
     trust.record("pytest-super-kernel:default-abc", "sha256:" + "1" * 64)
     options = DockerBackend().node_options(KernelSettings())
     assert options == {
-        "trusted_images": [("pytest-super-kernel:default-abc", "sha256:" + "1" * 64)]
+        "trusted_images": [("pytest-super-kernel:default-abc", "sha256:" + "1" * 64)],
+        "docker_host": None,  # the node's own engine, not the controller's
     }
     sent = pickle.loads(pickle.dumps(KernelSettings(options=options)))  # as Ray sends it
     assert docker_options(sent).trusted_images == (
         ("pytest-super-kernel:default-abc", "sha256:" + "1" * 64),
     )
+    # a node given nothing (its clean-up) asks the backend there: the controller's engine dropped
+    controllers = KernelSettings(options={"docker_host": "tcp://ctl:2375", "registry": "r:1"})
+    there = kernels.on_node(controllers)
+    assert (docker_options(there).docker_host, docker_options(there).registry) == (None, "r:1")
+
+
+def test_kernel_settings_hold_only_the_neutral_fields(tmp_path: Path) -> None:
+    """Docker's engine address, pip cache, pids limit and channel are its options, not fields of
+    `KernelSettings` (issue 45 item 2); the run's options reach it there, typed."""
+    from pytest_super.settings import SuperRun
+
+    fields = {f.name for f in dataclasses.fields(KernelSettings)}
+    assert {"docker_host", "pip_cache", "pids_limit", "channel"}.isdisjoint(fields)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    run = SuperRun.resolve(tmp_path, agent="gold", docker_host="tcp://h:2375", pip_cache="vol")
+    assert run.kernel.options == {"docker_host": "tcp://h:2375", "pip_cache": "vol"}
+    options = docker_options(run.kernel)
+    assert (options.docker_host, options.pip_cache, options.pids_limit, options.channel) == (
+        "tcp://h:2375",
+        "vol",
+        1024,
+        "auto",
+    )
+    given = KernelSettings(options={"pids_limit": 64, "channel": "relay"})
+    assert (docker_options(given).pids_limit, docker_options(given).channel) == (64, "relay")
+    with pytest.raises(ValueError, match=r"option 'channel' is 'tcp': expected 'auto'"):
+        docker_options(KernelSettings(options={"channel": "tcp"}))
+    with pytest.raises(ValueError, match=r"option 'pids_limit' is '9': expected a whole number"):
+        docker_options(KernelSettings(options={"pids_limit": "9"}))
 
 
 # -- a backend's own settings (issue 45 item 2: declared by the backend, as executors declare theirs)

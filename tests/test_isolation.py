@@ -167,8 +167,7 @@ def test_a_spy_task_reads_nothing_of_another_tasks_kernel(settings, engine, requ
     client = engine
     if where != "local engine":
         client = request.getfixturevalue("second_engine")
-        settings.docker_host = SECOND_HOST
-        settings.channel = "relay"
+        settings.options = {**settings.options, "docker_host": SECOND_HOST, "channel": "relay"}
     secret = f"SECRET-{uuid.uuid4().hex}"
     victim = provision_kernel(settings, task_id="victim")
     spy = None

@@ -32,6 +32,7 @@ from pytest_super.kernels.docker.cleanup import cleanup_containers
 from pytest_super.kernels.docker.engine import docker_client
 from pytest_super.kernels.docker.image import build_image
 from pytest_super.kernels.docker.lease import LABEL_LEASE, TTL_S, Lease, engine_time
+from pytest_super.kernels.docker.settings import docker_options
 from pytest_super.process_identity import Holder
 
 pytestmark = pytest.mark.docker
@@ -113,7 +114,7 @@ def test_labels_name_ports_and_limits(kernel, client, settings: KernelSettings) 
     assert host["Privileged"] is False
     assert host["Memory"] == 1024**3
     assert host["NanoCpus"] == 1_000_000_000
-    assert host["PidsLimit"] == settings.pids_limit
+    assert host["PidsLimit"] == docker_options(settings).pids_limit == 1024
     assert host["CapDrop"] == ["ALL"]
     assert "no-new-privileges:true" in host["SecurityOpt"]
     assert host["NetworkMode"] == "pytest-super-tasks"
@@ -270,7 +271,7 @@ def test_network_none_has_no_network(settings) -> None:
 
 
 def test_engine_down_names_the_address_and_the_fix(monkeypatch) -> None:
-    settings = KernelSettings(docker_host="tcp://127.0.0.1:1")
+    settings = KernelSettings(options={"docker_host": "tcp://127.0.0.1:1"})
     with pytest.raises(EngineUnavailable) as caught:
         provision_kernel(settings, task_id="x")
     message = str(caught.value)
@@ -367,7 +368,7 @@ def test_detach_leaves_the_box_running_and_says_how_to_get_in(settings, client) 
 
 def test_pip_cache_is_a_named_volume(settings, client) -> None:
     volume = f"pytest-super-test-pip-{uuid.uuid4().hex[:8]}"
-    settings.pip_cache = volume
+    settings.options = {**settings.options, "pip_cache": volume}
     kernel = provision_kernel(settings, task_id="pip-cache")
     try:
         mounts = client.api.inspect_container(kernel._box.container_id)["Mounts"]

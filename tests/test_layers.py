@@ -572,11 +572,7 @@ def test_the_check_sees_a_stat_file_read(tmp_path: Path) -> None:
 DOCKER_PACKAGE = "pytest_super.kernels.docker"
 #: modules outside it that still import it, each with what is left to move to the contract; the
 #: list only shrinks (a module that no longer imports it must leave the list)
-DOCKER_IMPORTERS_LEFT: dict[str, str] = {
-    "pytest_super.cli.image": "Docker's own commands (image build/push/lock-colab) and its "
-    "part of cleanup (kernels.cleanup_all)",
-    "pytest_super.executors.ray.cluster": "trust.recorded (kernels.node_options)",
-}
+DOCKER_IMPORTERS_LEFT: dict[str, str] = {}
 
 
 def docker_imports_in(path: Path, root: Path = PACKAGE.parent) -> list[str]:

@@ -52,7 +52,7 @@ def _clean_run(engine: str, run_id: str) -> None:
     from pytest_super.kernels.base import KernelSettings
     from pytest_super.kernels.docker.backend import DockerBackend
 
-    DockerBackend().cleanup_run(KernelSettings(docker_host=engine), run_id)
+    DockerBackend().cleanup_run(KernelSettings(options={"docker_host": engine}), run_id)
 
 
 def _records(report_dir: Path) -> list[dict[str, Any]]:

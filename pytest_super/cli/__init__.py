@@ -23,9 +23,9 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from pytest_super.cli.backends import add_backend_commands
 from pytest_super.cli.cleanup import add_cleanup
 from pytest_super.cli.data import add_download, add_import, add_import_trajectories
-from pytest_super.cli.image import add_image
 from pytest_super.cli.nodes import add_node_commands
 from pytest_super.cli.replay import add_replay_run, add_serve
 from pytest_super.cli.reports import add_html, add_report
@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `pytest-super` command line: one subcommand per `add_*` function of cli/."""
+    """The `pytest-super` command line: one subcommand per `add_*` function of cli/, and the
+    kernel backends' own (`add_backend_commands`: Docker's `image`)."""
     parser = argparse.ArgumentParser(prog="pytest-super", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (
@@ -54,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_serve,
         add_report,
         add_html,
-        add_image,
+        add_backend_commands,
         add_cleanup,
         add_node_commands,
     ):

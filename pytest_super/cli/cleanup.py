@@ -1,5 +1,6 @@
-"""`pytest-super cleanup`: what runs left behind, by backend (Docker's part: cli/image.py), here or
-on every live node of a cluster."""
+"""`pytest-super cleanup`: what runs left behind, by backend (through the backend contract:
+`cleanup_run`, `cleanup_dead_runs`, `kernels.cleanup_all`), here or on every live node of a
+cluster."""
 
 from __future__ import annotations
 
@@ -8,10 +9,9 @@ import sys
 from typing import TYPE_CHECKING
 
 from pytest_super import executors
-from pytest_super.cli.image import cleanup_docker
 from pytest_super.cli.parsing import Subparsers, add_executor_arguments, cluster_of
 from pytest_super.errors import SuperError
-from pytest_super.settings import add_shared_argument
+from pytest_super.settings import add_shared_argument, engine_addresses
 
 if TYPE_CHECKING:
     from pytest_super.kernels.base import KernelSettings
@@ -41,7 +41,8 @@ def add_cleanup(sub: Subparsers) -> None:
         help="the kernel backend whose leftovers to remove: docker (default), local, an entry "
         "point name or package.module:Class",
     )
-    add_shared_argument(p, "docker_host")
+    for name in engine_addresses():  # `--docker-host`: the engine to clean up, here
+        add_shared_argument(p, name)
     add_executor_arguments(
         p,
         "clean up on every live node of that executor's cluster (default: the cluster whose "
@@ -65,7 +66,10 @@ def _cleanup(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    settings = KernelSettings(backend=args.backend, docker_host=args.docker_host)
+    given = {name: getattr(args, name) for name in engine_addresses()}
+    settings = KernelSettings(
+        backend=args.backend, options={k: v for k, v in given.items() if v is not None}
+    )
     if cluster is not None:
         executor, address, source = cluster
         nodes_of = executors.cluster_executor(executor)
@@ -76,10 +80,8 @@ def _cleanup(args: argparse.Namespace) -> int:
         )
         said, removed = _cluster_cleaned(executor, address, source, entries)
         print(said)
-    elif args.backend == "docker":
-        removed = cleanup_docker(settings, args.run_id, every=args.all)
     else:
-        removed = _cleanup_backend(settings, args.run_id)
+        removed = _cleanup_backend(settings, args.run_id, every=args.all)
     print(f"removed {len(removed)} containers" + (": " + ", ".join(removed) if removed else ""))
     return 0
 
@@ -100,14 +102,17 @@ def _cluster_cleaned(
     return said, [f"{node}: {name}" for node, names in cleaned.items() for name in names]
 
 
-def _cleanup_backend(settings: KernelSettings, run_id: str | None) -> list[str]:
-    """Another backend's leftovers, through its `cleanup_run` / `cleanup_dead_runs`."""
-    from pytest_super.kernels import kernel_backend
+def _cleanup_backend(settings: KernelSettings, run_id: str | None, *, every: bool) -> list[str]:
+    """The backend's leftovers here, through its `cleanup_run` (`--run`), `kernels.cleanup_all`
+    (`--all`) or `cleanup_dead_runs`."""
+    from pytest_super.kernels import cleanup_all, kernel_backend
 
     try:
         backend = kernel_backend(settings)
     except ValueError as exc:
         raise SuperError(f"cleanup --backend {settings.backend!r}: {exc}") from None
+    if every:
+        return cleanup_all(settings)
     if run_id:
         return backend.cleanup_run(settings, run_id)
     return backend.cleanup_dead_runs(settings)

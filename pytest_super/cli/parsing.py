@@ -9,7 +9,12 @@ from typing import TypeAlias
 
 from pytest_super import executors
 from pytest_super.errors import SuperError
-from pytest_super.settings import add_shared_argument, cluster_addresses, resolve_setting_source
+from pytest_super.settings import (
+    add_shared_argument,
+    cluster_addresses,
+    engine_addresses,
+    resolve_setting_source,
+)
 
 #: what `add_subparsers` returns
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -39,11 +44,12 @@ Cluster: TypeAlias = "tuple[str, str, str]"
 
 def cluster_of(args: argparse.Namespace, *, implied: bool) -> Cluster | None:
     """The cluster a command acts on: `--executor NAME`'s; with `implied`, when no executor is
-    named and no `--docker-host`, that of the executor whose cluster address is given
-    (`--<setting>`) or set in the environment; None: this machine."""
+    named and no backend engine's address (`--docker-host`), that of the executor whose cluster
+    address is given (`--<setting>`) or set in the environment; None: this machine."""
     addresses = cluster_addresses()
     chosen = args.executor
-    if chosen is None and implied and args.docker_host is None:
+    engine_given = any(getattr(args, name, None) is not None for name in engine_addresses())
+    if chosen is None and implied and not engine_given:
         chosen = next(
             (
                 name

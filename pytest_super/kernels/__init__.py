@@ -10,14 +10,15 @@ asks it for a task's image, `prepare_task_image` has it make the image a task's 
 (`base.ImageSpec`: an LMR-Bench folder's Dockerfile).
 
 The contract's optional methods (`base.KernelBackend`'s docstring) are asked through functions
-that give a backend lacking one the default: `prepare_kernel_image`, `cleanup_all`,
-`shutdown_backends`, `backend_resources`, `is_engine_fault`, `engine_problem`, `node_options`. Nothing here is
-Docker's, and nothing outside `kernels/docker/` imports Docker's modules (tests/test_layers.py).
+that give a backend lacking one the default: `backend_commands`, `prepare_kernel_image`,
+`cleanup_all`, `shutdown_backends`, `backend_resources`, `is_engine_fault`, `engine_problem`,
+`node_options` (and `on_node`, a node's settings with them). Nothing here is Docker's, and nothing outside `kernels/docker/` imports Docker's modules (tests/test_layers.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import threading
 import warnings
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from typing import Any
 
 from pytest_super.kernels.base import (
     BackendResources,
+    CommandTools,
     ImageBackend,
     ImageSpec,
     Kernel,
@@ -46,6 +48,12 @@ BACKENDS: dict[str, str] = {
     "docker": "pytest_super.kernels.docker.backend:DockerBackend",
     "local": "pytest_super.kernels.local:LocalBackend",
     "replay": "pytest_super.replay.kernel:ReplayBackend",
+}
+
+#: the built-in backends with commands of their own (`add_commands`): name -> "module:function"
+#: adding them, read without importing the backend's own module (a third party's: its class's)
+BUILTIN_BACKEND_COMMANDS: dict[str, str] = {
+    "docker": "pytest_super.kernels.docker.cli:add_commands",
 }
 
 _REGISTRY = Registry(
@@ -214,9 +222,41 @@ def node_options(settings: KernelSettings) -> dict[str, Any]:
     return given
 
 
+def backend_commands() -> list[tuple[str, Callable[[Any, CommandTools], None]]]:
+    """Each known backend's `add_commands`, by backend, built-in ones first: a built-in one's
+    from `BUILTIN_BACKEND_COMMANDS`, a third party's from its class (one that does not load, or
+    has none, adds nothing: choosing it says why)."""
+    found: list[tuple[str, Callable[[Any, CommandTools], None]]] = []
+    for name in known_backend_names():
+        if name in BACKENDS:
+            where = BUILTIN_BACKEND_COMMANDS.get(name)
+            if where is not None:
+                module, _, attribute = where.partition(":")
+                found.append((name, getattr(importlib.import_module(module), attribute)))
+            continue
+        try:
+            cls = kernel_backend_class(name)
+        except ValueError:
+            continue
+        add = getattr(cls, "add_commands", None)
+        if callable(add):
+            found.append((name, add))
+    return found
+
+
+def on_node(settings: KernelSettings) -> KernelSettings:
+    """The run's `settings` as a process on another machine (a Ray node) uses them when the
+    controller gave it nothing: their options updated with what the backend gives there
+    (`node_options`), so that what means the controller's machine only (Docker's engine address)
+    means that machine's own."""
+    return dataclasses.replace(settings, options={**settings.options, **node_options(settings)})
+
+
 __all__ = [
     "BACKENDS",
+    "BUILTIN_BACKEND_COMMANDS",
     "ENTRY_POINT_GROUP",
+    "backend_commands",
     "backend_resources",
     "cleanup_all",
     "engine_problem",
@@ -226,6 +266,7 @@ __all__ = [
     "known_backend_names",
     "needs_own_image",
     "node_options",
+    "on_node",
     "prepare_kernel_image",
     "prepare_task_image",
     "provision_kernel",

@@ -64,23 +64,18 @@ class KernelSettings:
 
     `backend` names the backend (`kernels.kernel_backend`): a built-in name (docker, local), the
     name of an entry point of the group `pytest_super.backends`, or `package.module:Class`. The
-    other fields are what a backend is told; each reads those that apply to it (the docker backend
-    all of them, the local one `git_mirrors`, `output_cap_bytes` and `startup_timeout_s`).
+    other fields are what a backend is told, whatever the backend; each reads those that apply to
+    it (the docker backend all of them, the local one `git_mirrors`, `output_cap_bytes` and
+    `startup_timeout_s`). A backend's own settings (Docker's engine address, pip cache, pids
+    limit, channel) are in `options`, by name, and only that backend reads them.
     """
 
     backend: str = "docker"
     image: str | None = None  # None: the default image of `pytest-super image build`
-    docker_host: str | None = None  # None: DOCKER_HOST or the local socket
     mem: str = defaults.MEM
     cpus: float = defaults.CPUS
-    pids_limit: int = 1024
     network: Literal["bridge", "none"] = defaults.NETWORK
     git_mirrors: dict[str, str] = field(default_factory=dict)  # URL prefix -> host directory
-    pip_cache: str | None = None  # docker volume name shared by task containers for pip's cache
-    #: how the controller reaches a kernel's sockets: "mount" (a host folder bind-mounted into the
-    #: box; the engine must share this host's filesystem), "relay" (through the engine's own
-    #: connection), "auto" (relay for an engine on another machine, else mount)
-    channel: Literal["auto", "mount", "relay"] = "auto"
     #: bound on what one box may write (bytes); None: unbounded. See docs/security.md.
     disk_bytes: int | None = None
     run_id: str = "adhoc"
@@ -97,13 +92,22 @@ class BackendSetting:
     """A setting a backend declares for itself (as executors declare theirs): `--super-<name>`,
     ini `super_<name>`, `SuperRun.resolve(<name>=...)`; its value (`read` from the text, else
     `default`) reaches the backend in `KernelSettings.options[name]` when the run uses it. The
-    settings package turns each into one of its `Setting`s (settings/providers.py)."""
+    settings package turns each into one of its `Setting`s (settings/providers.py).
+
+    `engine_address`: the value is the address of the backend's engine (a URL that may carry
+    credentials): they are kept out of everything written, the report header shows it masked,
+    and `pytest-super cleanup` takes it as `--<name>` (then it cleans up here, not on a cluster).
+    `untrusted`: when not empty, the value is dropped for a run whose agent is not trusted (task
+    code could poison what the value shares between tasks), and this message says so
+    (`{value}`, `{agent}` filled in)."""
 
     name: str
     read: Callable[[str], Any]
     default: Any
     help: str
     metavar: str | None = None
+    engine_address: bool = False
+    untrusted: str = ""
 
 
 @runtime_checkable
@@ -259,7 +263,15 @@ class KernelBackend(Protocol):
       health check after an error whose cause is unclear). Default: "" (`kernels.engine_problem`).
     - `node_options(settings) -> dict[str, Any]`: what a process on another machine (a Ray node)
       needs from this one to run the backend's kernels, added to the settings' `options` there
-      (Docker: the images this machine trusts). Default: {} (`kernels.node_options`).
+      (Docker: the images this machine trusts; its engine address reset, for the node's own).
+      Default: {} (`kernels.node_options`).
+    - `add_commands(subparsers, tools)` (a classmethod: no instance is made): add the backend's
+      own `pytest-super` subcommands to the `add_subparsers()` of the command (Docker: `image
+      build|push|lock`); `tools` (`CommandTools`) gives it the options of its settings and the
+      cluster a command acts on. A subcommand's `func` (`set_defaults`) takes the parsed
+      arguments and returns the exit status. A built-in backend's is found without importing
+      the backend (`kernels.BUILTIN_BACKEND_COMMANDS`), a third party's on its class. Default:
+      none (`kernels.backend_commands`).
     """
 
     def provision(self, settings: KernelSettings, *, task_id: str) -> Kernel:
@@ -282,6 +294,25 @@ class KernelBackend(Protocol):
         """Remove what runs whose controller died left behind (never a live run's, of this host or
         another, nor a kept box); return the names removed. Raises `InfrastructureError` if the
         backend cannot be reached. A backend whose boxes die with their process returns []."""
+        ...
+
+
+class CommandTools(Protocol):
+    """What the `pytest-super` command gives a backend's `add_commands` (the settings and the
+    executors are above the kernels: a backend cannot import them)."""
+
+    def add_setting_argument(self, parser: Any, name: str) -> None:
+        """`--<name>` for the setting `name` (a backend's own too), with its help and metavar."""
+        ...
+
+    def add_cluster_arguments(self, parser: Any, what: str) -> None:
+        """`--executor NAME` (`what`: its help) and each cluster executor's address option."""
+        ...
+
+    def cluster(self, args: Any) -> tuple[Any, str] | None:
+        """The cluster a command acts on (`--executor`, an address given): its executor, whose
+        `build_on_nodes` and `cleanup_on_nodes` act on every live node, and its address; None:
+        this machine."""
         ...
 
 
@@ -354,6 +385,10 @@ class BackendBase:
     def engine_problem(self, settings: KernelSettings) -> str:
         """No engine to ask."""
         return ""
+
+    @classmethod
+    def add_commands(cls, subparsers: Any, tools: CommandTools) -> None:
+        """No subcommands of its own."""
 
     def node_options(self, settings: KernelSettings) -> dict[str, Any]:
         """Nothing another machine needs from this one."""

@@ -117,7 +117,15 @@ def as_settings(declared: Iterable[Any]) -> tuple[Any, ...]:
     from pytest_super.kernels.base import BackendSetting
 
     return tuple(
-        Setting(s.name, s.read, s.default, s.help, metavar=s.metavar)
+        Setting(
+            s.name,
+            s.read,
+            s.default,
+            s.help,
+            metavar=s.metavar,
+            engine_address=s.engine_address,
+            untrusted=s.untrusted,
+        )
         if isinstance(s, BackendSetting)
         else s
         for s in declared
@@ -155,6 +163,25 @@ def provider_defaults(kind: ProviderKind) -> dict[str, Any]:
         for table in provider_settings(kind).values()
         for s in table
     }
+
+
+def engine_addresses() -> dict[str, Setting]:
+    """Each kernel backend's settings that name its engine (`engine_address`), by name."""
+    return {
+        s.name: s
+        for table in provider_settings("backend").values()
+        for s in table
+        if s.engine_address
+    }
+
+
+def engine_address_of(backend: str, options: Mapping[str, Any]) -> str | None:
+    """The address of `backend`'s engine in its options (`KernelSettings.options`), if it has a
+    setting naming one and it is set."""
+    for s in provider_settings("backend").get(backend, ()):
+        if s.engine_address and options.get(s.name):
+            return str(options[s.name])
+    return None
 
 
 def provider_values(kind: ProviderKind, values: dict[str, Any]) -> dict[str, Any]:

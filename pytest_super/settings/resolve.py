@@ -17,7 +17,12 @@ from typing import Any
 
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.settings.ini import find_ini, ini_lines, ini_paths, rootdir_without_ini
-from pytest_super.settings.providers import all_settings, backend_options, setting_named
+from pytest_super.settings.providers import (
+    all_settings,
+    backend_options,
+    provider_settings,
+    setting_named,
+)
 from pytest_super.settings.readers import SettingError, shown
 from pytest_super.tasks import SETS
 
@@ -146,37 +151,36 @@ def kernel_settings(
     return KernelSettings(
         backend=values["backend"],
         image=values["image"],
-        docker_host=values["docker_host"],
         mem=values["mem"],
         cpus=values["cpus"],
         network=values["network"],
         git_mirrors=_git_mirrors(inputs, sources),
-        pip_cache=_pip_cache(
-            inputs, values["pip_cache"], values["agent"], sources.get("pip_cache", "")
-        ),
         disk_bytes=values["disk"],
         run_id=run_id,
         worker=inputs.worker,
-        options=backend_options(values["backend"], values),
+        options=_trusted_options(inputs, values, sources),
     )
 
 
-def _pip_cache(
-    inputs: Inputs, volume: str | None, agent: str | None, source: str = ""
-) -> str | None:
-    """The pip cache volume, shared only by trusted runs: one task must not poison another.
-    Not mounting it is said when the run asked for it (the command line, the environment), not
-    when it is the ini file's setting for every run of the project (issue 44: every non-gold
-    run of this repository warned about its own pyproject.toml)."""
-    if volume and agent and agent not in TRUSTED_AGENTS:
-        if inputs.worker == "main" and not source.startswith("ini "):
-            inputs.warn(
-                f"pip cache volume {volume!r} not mounted: with --super-agent={agent} task "
-                "code is untrusted and could poison what later tasks install; only the gold "
-                "agent shares the cache (docs/security.md)"
-            )
-        return None
-    return volume
+def _trusted_options(
+    inputs: Inputs, values: dict[str, Any], sources: dict[str, str]
+) -> dict[str, Any]:
+    """The backend's options (`backend_options`), without those it shares only between trusted
+    runs (`Setting.untrusted`: the pip cache) when the agent is not trusted: one task must not
+    poison another. Dropping one is said when the run asked for it (the command line, the
+    environment), not when it is the ini file's setting for every run of the project (issue 44:
+    every non-gold run of this repository warned about its own pyproject.toml)."""
+    options = backend_options(values["backend"], values)
+    agent = values["agent"]
+    if not agent or agent in TRUSTED_AGENTS:
+        return options
+    for s in provider_settings("backend").get(values["backend"], ()):
+        if not (s.untrusted and options.get(s.name)):
+            continue
+        value = options.pop(s.name)
+        if inputs.worker == "main" and not sources.get(s.name, "").startswith("ini "):
+            inputs.warn(s.untrusted.format(value=value, agent=agent))
+    return options
 
 
 def check_agent(spec: str, source: str = "--super-agent") -> None:
@@ -224,7 +228,7 @@ def script_inputs(rootdir: Path, overrides: dict[str, Any]) -> Inputs:
 def add_shared_argument(parser: argparse.ArgumentParser, name: str) -> None:
     """`--<name>` of a `pytest-super` subcommand, declared from the setting `name` of the table
     (its help and metavar: `--docker-host` says what `--super-docker-host` says), the table's
-    or an executor's."""
+    or a provider's."""
     s = setting_named(name)
     parser.add_argument("--" + name.replace("_", "-"), default=None, metavar=s.metavar, help=s.help)
 

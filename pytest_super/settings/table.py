@@ -54,6 +54,11 @@ class Setting:
     #: an on/off setting: `--super-<name>` takes no value (`--no-super-<name>` too when it has an
     #: ini key); its ini key and environment variables are read by `read_boolean`
     boolean: bool = False
+    #: a kernel backend's setting naming its engine (`kernels.base.BackendSetting.engine_address`)
+    engine_address: bool = False
+    #: a kernel backend's setting dropped for an untrusted agent, with this message
+    #: (`kernels.base.BackendSetting.untrusted`)
+    untrusted: str = ""
 
     @property
     def flag(self) -> str:

@@ -48,6 +48,7 @@ from pytest_super.executors.ray.watch import (
     Watch,
     node_name,
 )
+from pytest_super.kernels import node_options
 from pytest_super.llm.settings import LLMSettings
 from pytest_super.outcome import TaskError, TaskOutcome
 from pytest_super.settings import SuperRun
@@ -109,7 +110,9 @@ class RayDispatcher(NodeSweeps):
         self.pull_failures: dict[str, list[str]] = {}
         self._steps: Any = None
         self._secrets: list[Any] = []
-        self._trusted: list[tuple[str, str]] = []
+        #: the backend's options a node needs from here (`kernels.node_options`: Docker's trusted
+        #: images, for a node's pulls to match)
+        self._node_options: dict[str, Any] = {}
         self.concurrency = 1
         self._remote: Any = None
         self._cleanup: Any = None
@@ -165,10 +168,7 @@ class RayDispatcher(NodeSweeps):
         key = next((s.api_key for s in self._endpoints() if s.api_key), None)
         if key:  # the agent's endpoint and the judge's (--super-judge-model) have the same key
             self._secrets = [ray.put(key)]
-        if self.run.kernel.backend == "docker":  # the images a node may accept from a registry
-            from pytest_super.kernels.docker.trust import recorded
-
-            self._trusted = recorded()
+        self._node_options = node_options(self.run.kernel)
         if self._live:
             from ray.util.queue import Queue
 
@@ -278,7 +278,7 @@ class RayDispatcher(NodeSweeps):
             pending.deadline_s,
             self._secrets,
             self._steps,
-            self._trusted,
+            self._node_options,
         )
         pending.node = node.id
         node.placed.add(pending.name)

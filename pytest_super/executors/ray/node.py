@@ -228,7 +228,6 @@ def run_on_node(
         report_dir=folder,
         kernel=dataclasses.replace(
             run.kernel,
-            docker_host=None,
             worker=f"ray-{os.getpid()}",
             options={**run.kernel.options, **_given(options)},
         ),
@@ -311,7 +310,7 @@ def build_image_here(kernel: KernelSettings, profile: str) -> tuple[str, str]:
     in `kernel.options`). Returns (the node, the image)."""
     from pytest_super.kernels import prepare_kernel_image
 
-    prepared = prepare_kernel_image(dataclasses.replace(kernel, docker_host=None), profile)
+    prepared = prepare_kernel_image(kernel, profile)
     return _node_name(), prepared.image if prepared is not None else (kernel.image or "")
 
 

@@ -12,7 +12,6 @@ remove what its kernels left on the node (its contract's clean-ups): the task at
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import json
 import os
@@ -117,7 +116,7 @@ def cleanup_here(kernel: KernelSettings, run_id: str | None, *, every: bool = Fa
     """`cleanup_on_node`'s work on this machine (also the watchdog's, once a task's Ray worker
     died): the task folders, then the kernel backend's clean-up through its contract
     (`cleanup_run`, `cleanup_dead_runs`, or `every`: `cleanup_all`); the names it removed."""
-    from pytest_super.kernels import cleanup_all, kernel_backend
+    from pytest_super.kernels import cleanup_all, kernel_backend, on_node
     from pytest_super.locks import private_dir
 
     folders = [str(folder) for folder in stale_folders(run_id)]
@@ -127,7 +126,7 @@ def cleanup_here(kernel: KernelSettings, run_id: str | None, *, every: bool = Fa
     for lock_dir in lock_dirs:
         if lock_dir.is_dir() and (run_id or remove_if_unused(lock_dir)):
             shutil.rmtree(lock_dir, ignore_errors=True)
-    settings = dataclasses.replace(kernel, docker_host=None)
+    settings = on_node(kernel)  # the node's own engine, not the controller's
     if every:
         return cleanup_all(settings)
     backend = kernel_backend(settings)

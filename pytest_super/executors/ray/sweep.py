@@ -7,7 +7,6 @@ dispatcher holds the `ray` module."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from typing import Any
 
 from pytest_super.executors.ray.node import cleanup_on_node
@@ -26,7 +25,7 @@ class Cleaner:
         from pytest_super.kernels import kernel_backend
 
         self.run = run
-        kernel_backend(dataclasses.replace(run.kernel, docker_host=None))  # imported now
+        kernel_backend(run.kernel)  # imported now
 
     def cleanup(self, run_id: str | None, every: bool = False) -> tuple[str, list[str]]:
         return cleanup_on_node(self.run, run_id, every)

@@ -55,6 +55,7 @@ from pytest_super.errors import EngineUnavailable, ImageMissing, InfrastructureE
 from pytest_super.kernels.base import (
     BackendBase,
     BackendResources,
+    CommandTools,
     ImageSpec,
     Kernel,
     KernelSettings,
@@ -209,20 +210,28 @@ class DockerBackend(BackendBase):
             memory: int | None = int(docker.utils.parse_bytes(settings.mem))
         except docker.errors.DockerException:
             memory = None
-        where = f"the Docker engine at {engine_address(settings.docker_host)}"
+        where = f"the Docker engine at {engine_address(docker_options(settings).docker_host)}"
         return BackendResources(memory_bytes=memory, cpus=settings.cpus, where=where)
 
     def is_engine_fault(self, exc: BaseException) -> bool:
         return health.engine_fault(exc)
 
     def engine_problem(self, settings: KernelSettings) -> str:
-        return health.engine_problem(settings.docker_host)
+        return health.engine_problem(docker_options(settings).docker_host)
+
+    @classmethod
+    def add_commands(cls, subparsers: Any, tools: CommandTools) -> None:
+        """`pytest-super image build|push|lock` (`cli.py`)."""
+        from pytest_super.kernels.docker.cli import add_commands
+
+        add_commands(subparsers, tools)
 
     def node_options(self, settings: KernelSettings) -> dict[str, object]:
-        """The images this machine trusts (`trust.py`), for a node's pulls to match."""
+        """The images this machine trusts (`trust.py`), for a node's pulls to match; no engine
+        address: a node uses its own engine (its DOCKER_HOST or local socket)."""
         from pytest_super.kernels.docker import trust
 
-        return {"trusted_images": trust.recorded()}
+        return {"trusted_images": trust.recorded(), "docker_host": None}
 
 
 def _trust_given(settings: KernelSettings) -> None:
@@ -248,9 +257,10 @@ def start_docker_kernel(settings: KernelSettings, *, task_id: str) -> Kernel:
 def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
     """Create, configure and start the container; the kernel inside may still be starting."""
     client = docker_client(settings)
-    address = engine_address(settings.docker_host)
-    relayed = settings.channel == "relay" or (
-        settings.channel == "auto" and is_remote_engine(address)
+    options = docker_options(settings)
+    address = engine_address(options.docker_host)
+    relayed = options.channel == "relay" or (
+        options.channel == "auto" and is_remote_engine(address)
     )
     image = settings.image or default_image_tag()
     if settings.network not in ("bridge", "none"):
@@ -265,8 +275,8 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
     api = client.api
     try:
         binds, env = _mirror_binds(settings.git_mirrors)
-        if settings.pip_cache:
-            binds[settings.pip_cache] = {"bind": PIP_CACHE_DIR, "mode": "rw"}
+        if options.pip_cache:
+            binds[options.pip_cache] = {"bind": PIP_CACHE_DIR, "mode": "rw"}
         channel_dir, tmpfs = _channel_folder(folder, binds, relayed=relayed)
         limits = _container_limits(client, address, settings, binds, tmpfs)
         create: dict[str, Any] = {  # Any: docker-py's create() keywords
@@ -287,7 +297,7 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
             key=key,
             folder=folder,
             channel_dir=channel_dir,
-            docker_host=settings.docker_host,
+            docker_host=options.docker_host,
         )
         _start_container(client, address, container_id, folder, key, relayed=relayed)
         _watch_box(box, address, settings, relayed=relayed, disk_enforced=enforced)
@@ -331,7 +341,7 @@ def _container_limits(
         "mem_limit": settings.mem,
         "memswap_limit": settings.mem,
         "nano_cpus": int(min(settings.cpus, _engine_cpus(client, address)) * 1e9),
-        "pids_limit": settings.pids_limit,
+        "pids_limit": docker_options(settings).pids_limit,
         "privileged": False,
         "cap_drop": ["ALL"],
         "cap_add": CAPABILITIES,

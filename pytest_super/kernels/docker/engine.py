@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from pytest_super.errors import EngineUnavailable
 from pytest_super.kernels.base import KernelSettings
+from pytest_super.kernels.docker.settings import docker_options
 from pytest_super.paths import checkout_hint
 from pytest_super.redaction import masked_url, scrub_url
 
@@ -57,11 +58,11 @@ def engine_address(docker_host: str | None) -> str:
 
 
 def docker_client(settings: KernelSettings) -> docker.DockerClient:
-    """A client of the engine at settings.docker_host, DOCKER_HOST or the local socket; pinged.
+    """A client of the engine at the `docker_host` option, DOCKER_HOST or the local socket; pinged.
 
     Raises EngineUnavailable naming the address and how to start an engine.
     """
-    return docker_client_for(settings.docker_host)
+    return docker_client_for(docker_options(settings).docker_host)
 
 
 def docker_client_for(docker_host: str | None) -> docker.DockerClient:

@@ -216,7 +216,7 @@ def prepare_kernel_image(settings: KernelSettings, profile: str) -> PreparedImag
             base=options.base,
             offline=options.offline,
             tag=settings.image,
-            docker_host=settings.docker_host,
+            docker_host=options.docker_host,
             log=said.append,
         )
         if any("nothing to build" in line for line in said):
@@ -227,9 +227,7 @@ def prepare_kernel_image(settings: KernelSettings, profile: str) -> PreparedImag
     own = own_profile(image, profile)
     if own is None and not registry:
         return None
-    provided = provide_image(
-        image, registry=registry, profile=own, docker_host=settings.docker_host
-    )
+    provided = provide_image(image, registry=registry, profile=own, docker_host=options.docker_host)
     how = _HOW.get(provided.how, "present")
     return PreparedImage(provided.image, how, provided.seconds, provided.fallback)
 

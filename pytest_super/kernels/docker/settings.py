@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pytest_super.kernels.base import BackendSetting, KernelSettings
 
@@ -43,13 +43,22 @@ SETTINGS: tuple[BackendSetting, ...] = (
         "HOST:PORT`): an engine without the image pulls it from there before building it",
         metavar="HOST:PORT",
     ),
-    BackendSetting("docker_host", _text, None, "Docker engine address (default DOCKER_HOST)"),
+    BackendSetting(
+        "docker_host",
+        _text,
+        None,
+        "Docker engine address (default DOCKER_HOST)",
+        engine_address=True,
+    ),
     BackendSetting(
         "pip_cache",
         _text,
         None,
         "docker volume shared by task containers as pip's cache (mounted only for the gold "
         "agent: see docs/security.md)",
+        untrusted="pip cache volume {value!r} not mounted: with --super-agent={agent} task "
+        "code is untrusted and could poison what later tasks install; only the gold agent "
+        "shares the cache (docs/security.md)",
     ),
 )
 
@@ -58,6 +67,13 @@ SETTINGS: tuple[BackendSetting, ...] = (
 class DockerOptions:
     """The Docker backend's options.
 
+    `docker_host`: the engine's address (`--super-docker-host`; None: DOCKER_HOST or the local
+    socket). `pip_cache`: a docker volume shared by task containers as pip's cache
+    (`--super-pip-cache`; the settings drop it for an untrusted agent). `pids_limit`: the bound
+    on a container's processes. `channel`: how the controller reaches a kernel's sockets: "mount"
+    (a host folder bind-mounted into the box; the engine must share this host's filesystem),
+    "relay" (through the engine's own connection), "auto" (relay for an engine on another
+    machine, else mount); the last two are no command-line option, only `KernelSettings.options`.
     `registry`: HOST:PORT of a registry the kernel image was pushed to (`--super-registry`); an
     engine without the image pulls it from there before building it. `trusted_images`: the
     (tag, image id) pairs the controller trusts (`trust.py`), given to a Ray node so that a
@@ -65,6 +81,10 @@ class DockerOptions:
     image build`, on each node with `--ray`) from `base` (None: the profile's), `offline`."""
 
     registry: str | None = None
+    docker_host: str | None = None
+    pip_cache: str | None = None
+    pids_limit: int = 1024
+    channel: Literal["auto", "mount", "relay"] = "auto"
     trusted_images: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     build: bool = False
     base: str | None = None
@@ -88,12 +108,34 @@ def _pairs(options: Mapping[str, Any], name: str) -> tuple[tuple[str, str], ...]
     return tuple((tag, image_id) for tag, image_id in pairs)
 
 
+def _pids_limit(options: Mapping[str, Any]) -> int:
+    value = options.get("pids_limit", 1024)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"the Docker backend's option 'pids_limit' is {value!r}: expected a whole number >= 1"
+        )
+    return value
+
+
+def _channel(options: Mapping[str, Any]) -> Literal["auto", "mount", "relay"]:
+    value = options.get("channel", "auto")
+    if value == "mount" or value == "relay" or value == "auto":
+        return value  # type: ignore[no-any-return]
+    raise ValueError(
+        f"the Docker backend's option 'channel' is {value!r}: expected 'auto', 'mount' or 'relay'"
+    )
+
+
 def docker_options(settings: KernelSettings) -> DockerOptions:
     """The Docker options in `settings.options`; ValueError naming the option whose value is not
     of its type."""
     options = settings.options
     return DockerOptions(
         registry=_option_text(options, "registry"),
+        docker_host=_option_text(options, "docker_host"),
+        pip_cache=_option_text(options, "pip_cache"),
+        pids_limit=_pids_limit(options),
+        channel=_channel(options),
         trusted_images=_pairs(options, "trusted_images"),
         build=bool(options.get("build", False)),
         base=_option_text(options, "base"),

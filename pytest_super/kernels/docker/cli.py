@@ -1,5 +1,7 @@
-"""The Docker commands: `pytest-super image build|push|lock` (the kernel image) and the Docker part
-of `cleanup` (containers and leases), each through kernels/docker/ directly."""
+"""The Docker backend's own commands: `pytest-super image build|push|lock` (the kernel image), added
+to the `pytest-super` command through the backend contract (`DockerBackend.add_commands`,
+`kernels.backend_commands`). What the command line is made of above the kernels (the settings'
+options, the executors' clusters) comes through `base.CommandTools`."""
 
 from __future__ import annotations
 
@@ -7,19 +9,14 @@ import argparse
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-from pytest_super import executors
-from pytest_super.cli.parsing import Subparsers, add_executor_arguments, cluster_of
 from pytest_super.errors import SuperError
+from pytest_super.kernels.base import CommandTools
 from pytest_super.kernels.docker.image import COLAB_LOCK, DEFAULT_BASE, PROFILES
-from pytest_super.settings import add_shared_argument
-
-if TYPE_CHECKING:
-    from pytest_super.kernels.base import KernelSettings
 
 
-def add_image(sub: Subparsers) -> None:
+def add_commands(sub: Any, tools: CommandTools) -> None:
     """`image build|push|lock`: the kernel image."""
     image = sub.add_parser("image", help="the kernel image").add_subparsers(
         dest="image_cmd", required=True
@@ -34,14 +31,14 @@ def add_image(sub: Subparsers) -> None:
         action="store_true",
         help="no registry: bootstrap the base from Debian's archive with debootstrap",
     )
-    add_shared_argument(p, "docker_host")
+    tools.add_setting_argument(p, "docker_host")
     p.add_argument(
         "--print-tag", action="store_true", help="print the default tag and exit (no engine needed)"
     )
-    add_executor_arguments(
+    tools.add_cluster_arguments(
         p, "build it on every live node of that executor's cluster (default: here)"
     )
-    p.set_defaults(func=_image_build)
+    p.set_defaults(func=lambda args: _image_build(args, tools))
     p = image.add_parser(
         "push",
         help="push the kernel image to a registry as HOST:PORT/<its tag> (nodes pull it with "
@@ -50,7 +47,7 @@ def add_image(sub: Subparsers) -> None:
     p.add_argument("--registry", required=True, metavar="HOST:PORT", help="the registry")
     p.add_argument("--profile", choices=PROFILES, default="default", help="package set")
     p.add_argument("--tag", default=None, help="the image to push (default: the profile's tag)")
-    add_shared_argument(p, "docker_host")
+    tools.add_setting_argument(p, "docker_host")
     p.set_defaults(func=_image_push)
     p = image.add_parser(
         "lock",
@@ -59,7 +56,7 @@ def add_image(sub: Subparsers) -> None:
     p.set_defaults(func=_image_lock)
 
 
-def _image_build(args: argparse.Namespace) -> int:
+def _image_build(args: argparse.Namespace, tools: CommandTools) -> int:
     from pytest_super.kernels.docker.image import build_image, build_inputs
 
     if args.print_tag:
@@ -67,10 +64,10 @@ def _image_build(args: argparse.Namespace) -> int:
             build_inputs(profile=args.profile, requirements=args.requirements, base=args.base).tag()
         )
         return 0
-    cluster = cluster_of(args, implied=False)
+    cluster = tools.cluster(args)
     if cluster is not None:
-        executor, address, _source = cluster
-        built = executors.cluster_executor(executor).build_on_nodes(
+        nodes, address = cluster
+        built = nodes.build_on_nodes(
             address, profile=args.profile, base=args.base, offline=args.offline, tag=args.tag
         )
         for node, tag in built:
@@ -132,15 +129,3 @@ def _image_lock(args: argparse.Namespace) -> int:
 
     print(lock_colab())
     return 0
-
-
-def cleanup_docker(settings: KernelSettings, run_id: str | None, *, every: bool) -> list[str]:
-    """Docker's containers, and the leases a run's killed processes left."""
-    from pytest_super.kernels.docker.cleanup import cleanup_containers, cleanup_dead_leases
-    from pytest_super.kernels.docker.engine import docker_client
-
-    client = docker_client(settings)
-    removed = cleanup_containers(client, run_id=run_id, dead_runs_only=not (every or run_id))
-    if run_id:
-        cleanup_dead_leases(client, run_id)
-    return removed
