@@ -5,10 +5,10 @@ settings' options and the cluster a command acts on), whatever the backend."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from pytest_super import executors, kernels
 from pytest_super.cli.parsing import Subparsers, add_executor_arguments, cluster_of
+from pytest_super.kernels.base import NodeImages
 from pytest_super.settings import add_shared_argument
 
 
@@ -21,7 +21,7 @@ class Tools:
     def add_cluster_arguments(self, parser: argparse.ArgumentParser, what: str) -> None:
         add_executor_arguments(parser, what)
 
-    def cluster(self, args: argparse.Namespace) -> tuple[Any, str] | None:
+    def cluster(self, args: argparse.Namespace) -> tuple[NodeImages, str] | None:
         found = cluster_of(args, implied=False)
         if found is None:
             return None

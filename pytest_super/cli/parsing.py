@@ -9,15 +9,13 @@ from typing import TypeAlias
 
 from pytest_super import executors
 from pytest_super.errors import SuperError
+from pytest_super.kernels.base import Subparsers as Subparsers  # for cli/*: the one alias
 from pytest_super.settings import (
     add_shared_argument,
     cluster_addresses,
     engine_addresses,
     resolve_setting_source,
 )
-
-#: what `add_subparsers` returns
-Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def add_executor_arguments(p: argparse.ArgumentParser, what: str) -> None:

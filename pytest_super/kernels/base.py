@@ -9,11 +9,12 @@ whose box runs ipykernel can hand its box to `runtime.JupyterKernel` and get a `
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from pytest_super import defaults
 from pytest_super.errors import EngineUnavailable, InfrastructureError
@@ -297,19 +298,33 @@ class KernelBackend(Protocol):
         ...
 
 
+#: what `add_subparsers()` returns: where a backend adds its subcommands
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+class NodeImages(Protocol):
+    """What a backend's command may ask of a cluster's executor (`executors.ClusterExecutor`)."""
+
+    def build_on_nodes(
+        self, address: str, *, profile: str, base: str | None, offline: bool, tag: str | None
+    ) -> list[tuple[str, str]]:
+        """The kernel image built on each node's engine: (node, tag) for each."""
+        ...
+
+
 class CommandTools(Protocol):
     """What the `pytest-super` command gives a backend's `add_commands` (the settings and the
     executors are above the kernels: a backend cannot import them)."""
 
-    def add_setting_argument(self, parser: Any, name: str) -> None:
+    def add_setting_argument(self, parser: argparse.ArgumentParser, name: str) -> None:
         """`--<name>` for the setting `name` (a backend's own too), with its help and metavar."""
         ...
 
-    def add_cluster_arguments(self, parser: Any, what: str) -> None:
+    def add_cluster_arguments(self, parser: argparse.ArgumentParser, what: str) -> None:
         """`--executor NAME` (`what`: its help) and each cluster executor's address option."""
         ...
 
-    def cluster(self, args: Any) -> tuple[Any, str] | None:
+    def cluster(self, args: argparse.Namespace) -> tuple[NodeImages, str] | None:
         """The cluster a command acts on (`--executor`, an address given): its executor, whose
         `build_on_nodes` and `cleanup_on_nodes` act on every live node, and its address; None:
         this machine."""
@@ -387,7 +402,7 @@ class BackendBase:
         return ""
 
     @classmethod
-    def add_commands(cls, subparsers: Any, tools: CommandTools) -> None:
+    def add_commands(cls, subparsers: Subparsers, tools: CommandTools) -> None:
         """No subcommands of its own."""
 
     def node_options(self, settings: KernelSettings) -> dict[str, Any]:

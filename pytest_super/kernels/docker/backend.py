@@ -60,6 +60,7 @@ from pytest_super.kernels.base import (
     Kernel,
     KernelSettings,
     PreparedImage,
+    Subparsers,
 )
 from pytest_super.kernels.docker import health
 from pytest_super.kernels.docker.box import (
@@ -220,7 +221,7 @@ class DockerBackend(BackendBase):
         return health.engine_problem(docker_options(settings).docker_host)
 
     @classmethod
-    def add_commands(cls, subparsers: Any, tools: CommandTools) -> None:
+    def add_commands(cls, subparsers: Subparsers, tools: CommandTools) -> None:
         """`pytest-super image build|push|lock` (`cli.py`)."""
         from pytest_super.kernels.docker.cli import add_commands
 

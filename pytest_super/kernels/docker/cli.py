@@ -9,14 +9,13 @@ import argparse
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 from pytest_super.errors import SuperError
-from pytest_super.kernels.base import CommandTools
+from pytest_super.kernels.base import CommandTools, Subparsers
 from pytest_super.kernels.docker.image import COLAB_LOCK, DEFAULT_BASE, PROFILES
 
 
-def add_commands(sub: Any, tools: CommandTools) -> None:
+def add_commands(sub: Subparsers, tools: CommandTools) -> None:
     """`image build|push|lock`: the kernel image."""
     image = sub.add_parser("image", help="the kernel image").add_subparsers(
         dest="image_cmd", required=True
