@@ -21,8 +21,8 @@ import dataclasses
 import importlib
 import threading
 import warnings
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import cast
 
 from pytest_super.kernels.base import (
     BackendResources,
@@ -33,6 +33,7 @@ from pytest_super.kernels.base import (
     KernelBackend,
     KernelSettings,
     PreparedImage,
+    Subparsers,
     TaskImageBackend,
     TaskImageUnsupported,
     engine_unavailable_in,
@@ -139,7 +140,7 @@ def provision_kernel(settings: KernelSettings, *, task_id: str) -> Kernel:
     return kernel_backend(settings).provision(settings, task_id=task_id)
 
 
-def _optional(backend: KernelBackend, name: str) -> Callable[..., Any] | None:
+def _optional(backend: KernelBackend, name: str) -> Callable[..., object] | None:
     """The backend's own optional method `name`, or None when it has none."""
     method = getattr(backend, name, None)
     return method if callable(method) else None
@@ -163,7 +164,11 @@ def cleanup_all(settings: KernelSettings) -> list[str]:
     `cleanup_dead_runs`); the names removed."""
     backend = kernel_backend(settings)
     method = _optional(backend, "cleanup_all")
-    removed = method(settings) if method is not None else backend.cleanup_dead_runs(settings)
+    removed = (
+        cast("Iterable[object]", method(settings))
+        if method is not None
+        else backend.cleanup_dead_runs(settings)
+    )
     return [str(name) for name in removed]
 
 
@@ -212,7 +217,7 @@ def engine_problem(settings: KernelSettings) -> str:
     return str(method(settings) or "") if method is not None else ""
 
 
-def node_options(settings: KernelSettings) -> dict[str, Any]:
+def node_options(settings: KernelSettings) -> dict[str, object]:
     """The backend's options a process on another machine (a Ray node) needs from this one, to
     add to its `KernelSettings.options` there (`node_options`; without it: none)."""
     method = _optional(kernel_backend(settings), "node_options")
@@ -222,11 +227,11 @@ def node_options(settings: KernelSettings) -> dict[str, Any]:
     return given
 
 
-def backend_commands() -> list[tuple[str, Callable[[Any, CommandTools], None]]]:
+def backend_commands() -> list[tuple[str, Callable[[Subparsers, CommandTools], None]]]:
     """Each known backend's `add_commands`, by backend, built-in ones first: a built-in one's
     from `BUILTIN_BACKEND_COMMANDS`, a third party's from its class (one that does not load, or
     has none, adds nothing: choosing it says why)."""
-    found: list[tuple[str, Callable[[Any, CommandTools], None]]] = []
+    found: list[tuple[str, Callable[[Subparsers, CommandTools], None]]] = []
     for name in known_backend_names():
         if name in BACKENDS:
             where = BUILTIN_BACKEND_COMMANDS.get(name)

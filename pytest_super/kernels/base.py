@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from pytest_super import defaults
 from pytest_super.errors import EngineUnavailable, InfrastructureError
@@ -85,7 +85,7 @@ class KernelSettings:
     startup_timeout_s: float = 60.0
     #: the backend's own settings by name (those it declares), read by the backend alone (the
     #: docker backend: `kernels/docker/settings.py`)
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,8 @@ class BackendSetting:
     (`{value}`, `{agent}` filled in)."""
 
     name: str
-    read: Callable[[str], Any]
-    default: Any
+    read: Callable[[str], object]
+    default: object
     help: str
     metavar: str | None = None
     engine_address: bool = False
@@ -262,7 +262,7 @@ class KernelBackend(Protocol):
       an `EngineUnavailable` among its causes (`kernels.is_engine_fault`).
     - `engine_problem(settings) -> str`: why the engine does not answer now, "" when it does (a
       health check after an error whose cause is unclear). Default: "" (`kernels.engine_problem`).
-    - `node_options(settings) -> dict[str, Any]`: what a process on another machine (a Ray node)
+    - `node_options(settings) -> dict[str, object]`: what a process on another machine (a Ray node)
       needs from this one to run the backend's kernels, added to the settings' `options` there
       (Docker: the images this machine trusts; its engine address reset, for the node's own).
       Default: {} (`kernels.node_options`).
@@ -405,7 +405,7 @@ class BackendBase:
     def add_commands(cls, subparsers: Subparsers, tools: CommandTools) -> None:
         """No subcommands of its own."""
 
-    def node_options(self, settings: KernelSettings) -> dict[str, Any]:
+    def node_options(self, settings: KernelSettings) -> dict[str, object]:
         """Nothing another machine needs from this one."""
         return {}
 

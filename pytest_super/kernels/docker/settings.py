@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from pytest_super.kernels.base import BackendSetting, KernelSettings
 
@@ -91,14 +91,14 @@ class DockerOptions:
     offline: bool = False
 
 
-def _option_text(options: Mapping[str, Any], name: str) -> str | None:
+def _option_text(options: Mapping[str, object], name: str) -> str | None:
     value = options.get(name)
     if value is not None and not isinstance(value, str):
         raise ValueError(f"the Docker backend's option {name!r} is {value!r}: expected a string")
     return value or None
 
 
-def _pairs(options: Mapping[str, Any], name: str) -> tuple[tuple[str, str], ...]:
+def _pairs(options: Mapping[str, object], name: str) -> tuple[tuple[str, str], ...]:
     value = options.get(name) or ()
     pairs = tuple(tuple(pair) for pair in value) if isinstance(value, list | tuple) else None
     if pairs is None or not all(len(p) == 2 and all(isinstance(x, str) for x in p) for p in pairs):
@@ -108,7 +108,7 @@ def _pairs(options: Mapping[str, Any], name: str) -> tuple[tuple[str, str], ...]
     return tuple((tag, image_id) for tag, image_id in pairs)
 
 
-def _pids_limit(options: Mapping[str, Any]) -> int:
+def _pids_limit(options: Mapping[str, object]) -> int:
     value = options.get("pids_limit", 1024)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(
@@ -117,10 +117,10 @@ def _pids_limit(options: Mapping[str, Any]) -> int:
     return value
 
 
-def _channel(options: Mapping[str, Any]) -> Literal["auto", "mount", "relay"]:
+def _channel(options: Mapping[str, object]) -> Literal["auto", "mount", "relay"]:
     value = options.get("channel", "auto")
     if value == "mount" or value == "relay" or value == "auto":
-        return value  # type: ignore[no-any-return]
+        return value
     raise ValueError(
         f"the Docker backend's option 'channel' is {value!r}: expected 'auto', 'mount' or 'relay'"
     )
