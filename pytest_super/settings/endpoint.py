@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from pytest_super.llm import LLMSettings
 from pytest_super.llm.breaker import ENDPOINT_DOWN_FILE
 from pytest_super.settings.readers import SettingError
-from pytest_super.settings.table import DEFAULT_BASE_URL
+from pytest_super.settings.table import DEFAULT_BASE_URL, SettingValues
 
 #: where the API key is read, first first (llm.api_key_from_env)
 API_KEY_VARIABLES = ("SUPER_API_KEY", "OPENAI_API_KEY")
 
 
-def model_settings(agent: str | None, values: dict[str, Any], run_dir: Path) -> LLMSettings | None:
+def model_settings(agent: str | None, values: SettingValues, run_dir: Path) -> LLMSettings | None:
     from pytest_super.agents import needs_llm
 
     if not agent or not needs_llm(agent):
@@ -43,7 +42,7 @@ def model_settings(agent: str | None, values: dict[str, Any], run_dir: Path) -> 
     )
 
 
-def judge_settings(values: dict[str, Any]) -> LLMSettings | None:
+def judge_settings(values: SettingValues) -> LLMSettings | None:
     """The LMR judge's endpoint (`--super-judge-model`): the run's base URL and key, upstream's
     sampling (temperature 0; top_p and the token cap the API's defaults), no circuit breaker
     (a judge's failure is the task's judge error, never the run's)."""

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_super import safe_read
 from pytest_super.settings.readers import SettingError
@@ -41,10 +40,10 @@ class IniFile:
     """The ini file a pytest run in a folder reads (`path` None: none found) and its values."""
 
     path: Path | None
-    values: Mapping[str, Any]
+    values: Mapping[str, object]
 
 
-def _toml_section(path: Path, table: str) -> dict[str, Any] | None:
+def _toml_section(path: Path, table: str) -> dict[str, object] | None:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # as pytest reads TOML before Python 3.11
@@ -69,7 +68,7 @@ def _toml_section(path: Path, table: str) -> dict[str, Any] | None:
     return _checked_values(path, "[tool.pytest.ini_options]", options)
 
 
-def _table(path: Path, parent: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+def _table(path: Path, parent: Mapping[str, object], name: str) -> dict[str, object] | None:
     """The TOML table `name` (dotted, its last part a key of `parent`); None if absent."""
     value = parent.get(name.rpartition(".")[2])
     if value is None or isinstance(value, dict):
@@ -84,7 +83,7 @@ def _table(path: Path, parent: Mapping[str, Any], name: str) -> dict[str, Any] |
 _LIST_KEYS = ("super_tasks", "super_git_mirrors")
 
 
-def _checked_values(path: Path, table: str, values: dict[str, Any]) -> dict[str, Any]:
+def _checked_values(path: Path, table: str, values: dict[str, object]) -> dict[str, object]:
     """Our keys' values as the settings read them: text, a number or true/false; a list of text
     for the list keys. Anything else is a SettingError naming the file and key."""
     for key, value in values.items():
@@ -105,7 +104,7 @@ def _checked_values(path: Path, table: str, values: dict[str, Any]) -> dict[str,
     return values
 
 
-def _ini_section(path: Path, section: str | None) -> dict[str, Any] | None:
+def _ini_section(path: Path, section: str | None) -> dict[str, object] | None:
     import iniconfig
 
     try:
@@ -149,14 +148,14 @@ def rootdir_without_ini(start: Path) -> Path:
     return start
 
 
-def ini_lines(value: Any) -> list[str]:
+def ini_lines(value: str | Iterable[object]) -> list[str]:
     """An ini `linelist` as pytest reads it: one entry per non-empty line, or a TOML list."""
     if isinstance(value, str):
         return [line.strip() for line in value.split("\n") if line.strip()]
     return [str(v) for v in value]
 
 
-def ini_paths(value: Any, base: Path) -> list[Path]:
+def ini_paths(value: str | Iterable[object], base: Path) -> list[Path]:
     """An ini `paths` value as pytest reads it: shell words, relative to the ini file's folder."""
     words = shlex.split(value) if isinstance(value, str) else [str(v) for v in value]
     return [base / w for w in words]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 from importlib import import_module
-from typing import Any, Literal
+from typing import Literal, cast
 
 from pytest_super.settings.readers import SettingError
 from pytest_super.settings.table import SETTINGS, Setting
@@ -73,11 +73,11 @@ def _declared_settings() -> dict[ProviderKind, dict[str, tuple[Setting, ...]]]:
                         f"already: rename it (e.g. {provider}_{s.name})"
                     )
                 taken[s.name] = who
-            declared[kind][provider] = tuple(table)
+            declared[kind][provider] = cast("tuple[Setting, ...]", tuple(table))
     return declared
 
 
-def _declared_by(kind: ProviderKind) -> dict[str, tuple[Any, ...]]:
+def _declared_by(kind: ProviderKind) -> dict[str, tuple[object, ...]]:
     """What each known provider of `kind` declares, unchecked."""
     if kind == "executor":
         from pytest_super import executors
@@ -86,13 +86,13 @@ def _declared_by(kind: ProviderKind) -> dict[str, tuple[Any, ...]]:
     return _backends_declared()
 
 
-def _backends_declared() -> dict[str, tuple[Any, ...]]:
+def _backends_declared() -> dict[str, tuple[object, ...]]:
     """The built-in backends' settings from `BUILTIN_BACKEND_SETTINGS`, then each third-party
     backend's class's `settings`. One that does not load declares nothing here: choosing it says
     why (`--super-backend`)."""
     from pytest_super import kernels
 
-    declared: dict[str, tuple[Any, ...]] = {}
+    declared: dict[str, tuple[object, ...]] = {}
     for name in kernels.known_backend_names():
         if name in kernels.BACKENDS:
             where = BUILTIN_BACKEND_SETTINGS.get(name)
@@ -110,7 +110,7 @@ def _backends_declared() -> dict[str, tuple[Any, ...]]:
     return declared
 
 
-def as_settings(declared: Iterable[Any]) -> tuple[Any, ...]:
+def as_settings(declared: Iterable[object]) -> tuple[object, ...]:
     """A backend's `settings` as the table's kind: a `kernels.base.BackendSetting` (the kernels'
     own declaration, which cannot import this package) becomes the `Setting` it describes;
     anything else is left for the check to judge."""
@@ -156,7 +156,7 @@ def cluster_addresses() -> dict[str, Setting]:
     }
 
 
-def provider_defaults(kind: ProviderKind) -> dict[str, Any]:
+def provider_defaults(kind: ProviderKind) -> dict[str, object]:
     """Every setting the providers of `kind` declare, as a pytest run given none holds it."""
     return {
         s.name: s.read(s.default) if isinstance(s.default, str) else s.default
@@ -175,7 +175,7 @@ def engine_addresses() -> dict[str, Setting]:
     }
 
 
-def engine_address_of(backend: str, options: Mapping[str, Any]) -> str | None:
+def engine_address_of(backend: str, options: Mapping[str, object]) -> str | None:
     """The address of `backend`'s engine in its options (`KernelSettings.options`), if it has a
     setting naming one and it is set."""
     for s in provider_settings("backend").get(backend, ()):
@@ -184,12 +184,12 @@ def engine_address_of(backend: str, options: Mapping[str, Any]) -> str | None:
     return None
 
 
-def provider_values(kind: ProviderKind, values: dict[str, Any]) -> dict[str, Any]:
+def provider_values(kind: ProviderKind, values: Mapping[str, object]) -> dict[str, object]:
     """The resolved `values` of the settings the providers of `kind` declare, by name."""
     return {s.name: values[s.name] for table in provider_settings(kind).values() for s in table}
 
 
-def backend_options(backend: str, values: Mapping[str, Any]) -> dict[str, Any]:
+def backend_options(backend: str, values: Mapping[str, object]) -> dict[str, object]:
     """The values of the settings `backend` declares that differ from their defaults, by name
     (`KernelSettings.options`: the backend applies its own defaults, so that a directly built
     `KernelSettings()` means what a run that set nothing means)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 from pytest_super.prompts import PromptSet, load_prompts
 from pytest_super.tasks.model import Bounds
@@ -71,11 +70,11 @@ def memory_size(value: str) -> str:
     return value
 
 
-def number_reader(bounds: Bounds) -> Callable[[str], Any]:
+def number_reader(bounds: Bounds) -> Callable[[str], float]:
     """A reader of a number in `bounds`: an int when they are whole, else a finite float (for
     the settings an executor declares, too)."""
 
-    def read(value: str) -> Any:
+    def read(value: str) -> float:
         try:
             number: float = int(value) if bounds.whole else float(value)
         except ValueError:

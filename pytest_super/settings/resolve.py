@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.settings.ini import find_ini, ini_lines, ini_paths, rootdir_without_ini
@@ -24,6 +24,7 @@ from pytest_super.settings.providers import (
     setting_named,
 )
 from pytest_super.settings.readers import SettingError, shown
+from pytest_super.settings.table import SettingValues
 from pytest_super.tasks import SETS
 
 #: agents whose code is the task's own (reviewed) solution: they may share the pip cache
@@ -38,9 +39,9 @@ class Inputs:
     relative paths are taken from `rootpath` (report folder, mirrors) and `invocation_dir`
     (--super-durations)."""
 
-    given: Callable[[str], Any]
+    given: Callable[[str], object]
     given_source: Callable[[str], str]
-    ini: Callable[[str], Any]
+    ini: Callable[[str], object]
     ini_label: str
     rootpath: Path
     invocation_dir: Path
@@ -53,15 +54,15 @@ class Inputs:
 def resolve_one(
     inputs: Inputs,
     name: str,
-    read: Callable[[str], Any],
-    default: Any,
+    read: Callable[[str], object],
+    default: object,
     *,
     ini: bool,
     env: tuple[str, ...] = (),
-) -> tuple[Any, str]:
+) -> tuple[object, str]:
     """(value, where it came from): given, else the environment, else the ini, else the default.
     A value that does not read is a `SettingError` naming its source."""
-    candidates: list[tuple[Any, str]] = [(inputs.given(name), inputs.given_source(name))]
+    candidates: list[tuple[object, str]] = [(inputs.given(name), inputs.given_source(name))]
     candidates += [(os.environ.get(var) or None, f"environment variable {var}") for var in env]
     if ini:
         candidates.append(
@@ -81,9 +82,9 @@ def resolve_one(
     return (read(default) if isinstance(default, str) else default), "default"
 
 
-def resolve_values(inputs: Inputs) -> tuple[dict[str, Any], dict[str, str]]:
+def resolve_values(inputs: Inputs) -> tuple[SettingValues, dict[str, str]]:
     """Every setting (the table's and the providers'), with its source."""
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     sources: dict[str, str] = {}
     for s in sorted(all_settings(), key=lambda s: s.boolean):  # the on/off ones last, as ever
         values[s.name], sources[s.name] = resolve_one(
@@ -91,10 +92,10 @@ def resolve_values(inputs: Inputs) -> tuple[dict[str, Any], dict[str, str]]:
         )
     values["agent"] = inputs.given("agent")
     sources["agent"] = inputs.given_source("agent") if values["agent"] else "default"
-    return values, sources
+    return cast(SettingValues, values), sources
 
 
-def run_sets(given: Any) -> tuple[str, ...] | None:
+def run_sets(given: str | Iterable[str] | None) -> tuple[str, ...] | None:
     """--super-set: the sets named (comma-separated or repeated); None: every set."""
     if not given:
         return None
@@ -109,8 +110,8 @@ def run_sets(given: Any) -> tuple[str, ...] | None:
 def _git_mirrors(inputs: Inputs, sources: dict[str, str]) -> dict[str, str]:
     """PREFIX=DIR mirrors of the ini's super_git_mirrors, then those given; DIR relative to the
     root folder."""
-    in_ini = ini_lines(inputs.ini("super_git_mirrors") or [])
-    given = inputs.given("git_mirror") or []
+    in_ini = ini_lines(cast("str | list[str]", inputs.ini("super_git_mirrors") or []))
+    given = cast("str | list[str]", inputs.given("git_mirror") or [])
     given = [given] if isinstance(given, str) else list(given)
     mirrors: dict[str, str] = {}
     for spec, source in [(s, "ini super_git_mirrors" + inputs.ini_label) for s in in_ini] + [
@@ -125,7 +126,7 @@ def _git_mirrors(inputs: Inputs, sources: dict[str, str]) -> dict[str, str]:
     return mirrors
 
 
-def executor_alias(values: dict[str, Any], sources: dict[str, str]) -> None:
+def executor_alias(values: SettingValues, sources: dict[str, str]) -> None:
     """`--super-backend=<alias>` (deprecated): the executor it names, tasks with the kernel backend
     the alias stands for there; warned once per process."""
     from pytest_super import executors
@@ -146,7 +147,7 @@ _WARNED: set[str] = set()
 
 
 def kernel_settings(
-    values: dict[str, Any], inputs: Inputs, sources: dict[str, str], run_id: str
+    values: SettingValues, inputs: Inputs, sources: dict[str, str], run_id: str
 ) -> KernelSettings:
     return KernelSettings(
         backend=values["backend"],
@@ -163,8 +164,8 @@ def kernel_settings(
 
 
 def _trusted_options(
-    inputs: Inputs, values: dict[str, Any], sources: dict[str, str]
-) -> dict[str, Any]:
+    inputs: Inputs, values: SettingValues, sources: dict[str, str]
+) -> dict[str, object]:
     """The backend's options (`backend_options`), without those it shares only between trusted
     runs (`Setting.untrusted`: the pip cache) when the agent is not trusted: one task must not
     poison another. Dropping one is said when the run asked for it (the command line, the
@@ -198,7 +199,7 @@ def check_agent(spec: str, source: str = "--super-agent") -> None:
 _OTHER_KEYWORDS = ("agent", "set", "git_mirror")
 
 
-def script_inputs(rootdir: Path, overrides: dict[str, Any]) -> Inputs:
+def script_inputs(rootdir: Path, overrides: dict[str, object]) -> Inputs:
     known = {s.name for s in all_settings()} | set(_OTHER_KEYWORDS)
     unknown = sorted(set(overrides) - known)
     if unknown:
@@ -209,7 +210,7 @@ def script_inputs(rootdir: Path, overrides: dict[str, Any]) -> Inputs:
     ini = find_ini(rootdir)
     base = ini.path.parent if ini.path else rootdir_without_ini(rootdir)
     roots = (
-        ini_paths(ini.values["super_tasks"], base)
+        ini_paths(cast("str | list[str]", ini.values["super_tasks"]), base)
         if "super_tasks" in ini.values
         else [Path("tasks")]
     )
@@ -233,13 +234,13 @@ def add_shared_argument(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("--" + name.replace("_", "-"), default=None, metavar=s.metavar, help=s.help)
 
 
-def resolve_setting(name: str, given: str | None) -> Any:
+def resolve_setting(name: str, given: str | None) -> object:
     """A subcommand's shared option as a pytest run resolves its setting: the option, else the
     setting's environment variables, else its default (no ini file: the commands take none)."""
     return resolve_setting_source(name, given)[0]
 
 
-def resolve_setting_source(name: str, given: str | None) -> tuple[Any, str]:
+def resolve_setting_source(name: str, given: str | None) -> tuple[object, str]:
     """`resolve_setting`'s value and where it came from (`--ray-address`, `environment variable
     RAY_ADDRESS`, `default`)."""
     flag = "--" + name.replace("_", "-")

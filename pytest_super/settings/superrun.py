@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Literal, cast
 
 from pytest_super.environment import AgentOptions
 from pytest_super.kernels.base import KernelSettings
@@ -36,7 +36,7 @@ from pytest_super.settings.resolve import (
     run_sets,
     script_inputs,
 )
-from pytest_super.settings.table import BY_NAME, SETTINGS, Setting, default_of
+from pytest_super.settings.table import BY_NAME, SETTINGS, Setting, SettingValues, default_of
 
 
 def new_run_id() -> str:
@@ -45,7 +45,7 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(8)
 
 
-def _episode_settings(values: dict[str, Any]) -> EpisodeSettings:
+def _episode_settings(values: SettingValues) -> EpisodeSettings:
     """The episode's settings (runner.py) of the resolved `values`."""
     return EpisodeSettings(
         agent=values["agent"] or "",
@@ -95,7 +95,7 @@ def _check_fields(run: SuperRun) -> None:
         check_agent(run.agent, "SuperRun(agent=...)")
 
 
-def _check_provider_values(kind: ProviderKind, given: Mapping[str, Any]) -> None:
+def _check_provider_values(kind: ProviderKind, given: Mapping[str, object]) -> None:
     """`SuperRun(<kind>_settings={...})` checked against what the providers of `kind` declare."""
     declared = {s.name: s for table in provider_settings(kind).values() for s in table}
     for name, value in given.items():
@@ -111,7 +111,7 @@ def _check_provider_values(kind: ProviderKind, given: Mapping[str, Any]) -> None
         # a value of another kind (a provider's reader may make one) has no text to read back
 
 
-def _check_value(source: str, value: Any, s: Setting) -> None:
+def _check_value(source: str, value: object, s: Setting) -> None:
     """`SettingError` naming `source` if `value` is not what setting `s` reads its text as."""
     if value is None and s.default is None:
         return
@@ -130,17 +130,17 @@ def _check_value(source: str, value: Any, s: Setting) -> None:
 def _default_kernel() -> KernelSettings:
     """The kernel settings of a pytest run given no option, ini or environment variable."""
     return KernelSettings(
-        mem=default_of("mem"),
-        cpus=default_of("cpus"),
-        network=default_of("network"),
-        disk_bytes=default_of("disk"),
+        mem=cast(str, default_of("mem")),
+        cpus=cast(float, default_of("cpus")),
+        network=cast('Literal["bridge", "none"]', default_of("network")),
+        disk_bytes=cast("int | None", default_of("disk")),
     )
 
 
 def _default_episode_settings() -> EpisodeSettings:
     values = {s.name: default_of(s.name) for s in SETTINGS if s.name not in ("backend",)}
     values["agent"] = None
-    return _episode_settings(values)
+    return _episode_settings(cast(SettingValues, values))
 
 
 @dataclass(frozen=True)
@@ -151,44 +151,44 @@ class SuperRun:
 
     agent: str | None = None
     run_id: str = field(default_factory=new_run_id)
-    report_dir: Path = Path(default_of("report_dir"))
+    report_dir: Path = Path(cast(str, default_of("report_dir")))
     kernel: KernelSettings = field(default_factory=_default_kernel)
     settings: EpisodeSettings = field(default_factory=_default_episode_settings)
     llm_settings: LLMSettings | None = None
     #: --super-judge-model: the LMR judge's endpoint (lmr/judge.py); None: no judge
     judge_settings: LLMSettings | None = None
-    live: bool = default_of("live")
+    live: bool = cast(bool, default_of("live"))
     #: --super-retries: attempts after a retryable infrastructure error
-    retries: int = default_of("retries")
+    retries: int = cast(int, default_of("retries"))
     #: --super-backend: the kernel backend's name (a deprecated executor alias already resolved)
-    backend: str = BY_NAME["backend"].default
+    backend: str = cast(str, BY_NAME["backend"].default)
     #: --super-executor: where each task runs (executors/): `local` or one that runs them elsewhere
-    executor: str = BY_NAME["executor"].default
+    executor: str = cast(str, BY_NAME["executor"].default)
     #: the settings the executors declare (`--super-<name>`), by name: the executor's own code
     #: reads them (e.g. executors/ray/settings.py)
-    executor_settings: Mapping[str, Any] = field(
+    executor_settings: Mapping[str, object] = field(
         default_factory=lambda: provider_defaults("executor")
     )
     #: the settings the kernel backends declare (`--super-<name>`, settings/providers.py), by
     #: name: the backend's own code reads them
-    backend_settings: Mapping[str, Any] = field(
+    backend_settings: Mapping[str, object] = field(
         default_factory=lambda: provider_defaults("backend")
     )
     #: --super-progress: the status line with an ETA (progress.py): auto, on or off
-    progress: str = default_of("progress")
+    progress: str = cast(str, default_of("progress"))
     #: --super-registry HOST:PORT: an engine without the kernel image pulls it from there first
     registry: str | None = None
     #: scheduling on this machine: --super-max-containers, --super-pool
-    max_containers: int | None = default_of("max_containers")
-    pool: bool = default_of("pool")
+    max_containers: int | None = cast("int | None", default_of("max_containers"))
+    pool: bool = cast(bool, default_of("pool"))
     #: selection: --super-set (None: every set), --super-repeat, --super-resume
     sets: tuple[str, ...] | None = None
-    repeat: int = default_of("repeat")
-    resume: bool = default_of("resume")
+    repeat: int = cast(int, default_of("repeat"))
+    resume: bool = cast(bool, default_of("resume"))
     #: --super-durations FILE (None: the earlier run, else the shipped table) and --super-order
     #: (None: longest when any duration is known and tasks go to several slots; ordering.py)
     durations_file: Path | None = None
-    order: str | None = default_of("order")
+    order: str | None = cast("str | None", default_of("order"))
     #: the folders of task files (ini super_tasks), resolved
     task_roots: tuple[Path, ...] = ()
     #: where each setting's value came from ("--super-mem", "environment variable X", "ini
@@ -211,7 +211,7 @@ class SuperRun:
 
     @classmethod
     def resolve(
-        cls, rootdir: Path | str | None = None, *, run_id: str | None = None, **overrides: Any
+        cls, rootdir: Path | str | None = None, *, run_id: str | None = None, **overrides: object
     ) -> SuperRun:
         """The settings a pytest run in `rootdir` (default: the working folder) would hold, with
         `overrides` in the place of options: `SuperRun.resolve(agent="gold", mem="3g")`. Each
@@ -262,7 +262,7 @@ def resolve_run(inputs: Inputs, run_id: str) -> SuperRun:
         progress=values["progress"],
         max_containers=values["max_containers"],
         pool=values["pool"],
-        sets=run_sets(inputs.given("set")),
+        sets=run_sets(cast("str | list[str] | None", inputs.given("set"))),
         repeat=values["repeat"],
         resume=values["resume"],
         durations_file=Path(inputs.invocation_dir, values["durations"])

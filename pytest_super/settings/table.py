@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal, TypedDict
 
 from pytest_super import defaults
 from pytest_super.executors import EXECUTORS as _EXECUTOR_NAMES
 from pytest_super.netfaults import NETWORK_FAULT_CHOICES
+from pytest_super.prompts import PromptSet
 from pytest_super.runner import PASS_METRICS
 from pytest_super.scoring import DEFAULT_TOLERANCE
 from pytest_super.settings.readers import (
@@ -42,8 +43,8 @@ class Setting:
     """One setting: `--super-<name>`, ini `super_<name>` (when `ini`), environment variables."""
 
     name: str  # "mem": --super-mem, ini super_mem, SuperRun/KernelSettings field by `resolve`
-    read: Callable[[str], Any]
-    default: Any
+    read: Callable[[str], object]
+    default: object
     help: str
     ini: bool = True
     env: tuple[str, ...] = ()
@@ -293,11 +294,59 @@ SETTINGS: tuple[Setting, ...] = (
     ),
 )
 
+
+class SettingValues(TypedDict):
+    """The resolved value of each setting of the table (as its reader makes it, or as given in
+    Python), and the agent's name (`settings.resolve.resolve_values`); the providers' settings
+    are there too, by their names, read by the provider's own code (`Mapping[str, object]`)."""
+
+    model: str | None
+    judge_model: str | None
+    base_url: str
+    backend: str
+    executor: str
+    progress: str
+    image: str | None
+    mem: str
+    cpus: float
+    network: Literal["bridge", "none"]
+    disk: int | None
+    cell_timeout: float
+    compute_limit: float
+    tolerance: float
+    pass_metric: str | None
+    pass_threshold: float
+    report_dir: str
+    price: tuple[float, float, float | None] | None
+    llm_cache: str | None
+    network_faults: str
+    llm_breaker: int
+    llm_breaker_check: float
+    token_budget: int | None
+    steps: int
+    attempts: int
+    format_errors: int | None
+    replay: str | None
+    prompts: PromptSet
+    max_containers: int | None
+    retries: int
+    durations: str | None
+    order: str | None
+    repeat: int
+    keep: bool
+    live: bool
+    resume: bool
+    pool: bool
+    agent: str | None
+    #: the Docker backend's (kernels/docker/settings.py), read by `resolve_run` for `SuperRun`
+    registry: str | None
+
+
 #: the table's settings by name
 BY_NAME = {s.name: s for s in SETTINGS}
 
 
-def default_of(name: str) -> Any:
+def default_of(name: str) -> object:
     """A setting's default as a pytest run holds it (read as its text would be)."""
     s = BY_NAME[name]
     return s.read(s.default) if isinstance(s.default, str) else s.default

@@ -10,7 +10,7 @@ image build` and `cleanup`) and `--super-ray-concurrency`. A run holds their val
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.settings import Setting, SuperRun, number_reader
@@ -49,7 +49,7 @@ def ray_address(run: SuperRun) -> str:
 def ray_concurrency(run: SuperRun) -> int | None:
     """--super-ray-concurrency: the tasks in flight at once (None: what the cluster can place)."""
     value = run.executor_settings.get("ray_concurrency")
-    return None if value is None else int(value)
+    return None if value is None else int(cast(int, value))
 
 
 def describe(run: SuperRun) -> str:
