@@ -99,9 +99,7 @@ class RayDispatcher(NodeSweeps):
         self.ray = import_ray()
         self._live = live
         self._queue: deque[_Pending] = deque()
-        self._in_flight: dict[
-            ObjectRef[NodeOutcome], _Pending
-        ] = {}  # Ray object ref -> the task it runs
+        self._in_flight: dict[ObjectRef[NodeOutcome], _Pending] = {}  # a task's ref -> it
         self._done: dict[str, NodeOutcome] = {}
         #: the most tasks in flight at once, and when each finished task ended on its node
         self.peak_in_flight = 0
