@@ -39,7 +39,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -48,8 +48,11 @@ import pytest
 from pytest_super import progress, thirdparty, tracebacks
 from pytest_super.process_identity import child_pids
 
-_PREVIOUS = pytest.StashKey[Any]()
-_PREVIOUS_SIGINT = pytest.StashKey[Any]()
+#: a signal's handler as `signal.signal` takes and gives it back
+_Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
+
+_PREVIOUS = pytest.StashKey[_Handler]()
+_PREVIOUS_SIGINT = pytest.StashKey[_Handler]()
 #: whether a task started in this run (on the controller of xdist: a worker said so)
 _TASK_STARTED = pytest.StashKey[bool]()
 #: seconds between the lines that say the controller is still stopping
@@ -97,14 +100,15 @@ class Workers:
     already reported (xdist reports each once, however many workers met it)."""
 
     def __init__(self) -> None:
-        self.nodes: set[Any] = set()
-        self.down: set[Any] = set()
+        #: xdist's WorkerControllers (only told apart here, and handed to thirdparty)
+        self.nodes: set[object] = set()
+        self.down: set[object] = set()
         self.collect_errors: set[str] = set()
 
-    def started(self, node: Any) -> None:
+    def started(self, node: object) -> None:
         self.nodes.add(node)
 
-    def went_down(self, node: Any) -> None:
+    def went_down(self, node: object) -> None:
         self.down.add(node)
 
     def any_up(self) -> bool:
@@ -154,7 +158,12 @@ def finish_worker_reports(
     return handled
 
 
-def _pass_on(config: pytest.Config, workers: Workers, name: str, kwargs: dict[str, Any]) -> int:
+def _pass_on(
+    config: pytest.Config,
+    workers: Workers,
+    name: str,
+    kwargs: dict[str, Any],  # Any: xdist (its events' reports and WorkerControllers are untyped)
+) -> int:
     """One event of xdist's queue handled as its loop would have; 1 for a report passed on."""
     if name in ("workerfinished", "errordown"):  # down for good: never replaced now
         workers.went_down(kwargs.get("node"))

@@ -65,7 +65,9 @@ class Registry:
             "or give `package.module:Class`"
         )
 
-    def make(self, spec: str, protocol: type, needs: str) -> Any:
+    def make(
+        self, spec: str, protocol: type, needs: str
+    ) -> Any:  # Any: what an entry point loads (mypy takes no Protocol for a `type[T]`)
         """An instance of what `spec` names, made without arguments; ValueError unless it
         satisfies `protocol` (a runtime-checkable Protocol), saying what it `needs`."""
         cls = self.find(spec)
@@ -78,7 +80,7 @@ class Registry:
             )
         return made
 
-    def _import(self, target: str, spec: str) -> Any:
+    def _import(self, target: str, spec: str) -> Any:  # Any: getattr of an imported module
         module_name, _, attr = target.partition(":")
         if not module_name or not attr:
             raise ValueError(f"{self.kind} {spec!r}: give `package.module:Class`")

@@ -44,7 +44,7 @@ importing a cluster's client library, so the class's module must not import it):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from pytest_super.registry import Registry
 
@@ -75,6 +75,14 @@ BACKEND_ALIASES: dict[str, tuple[str, str]] = {"ray": ("ray", "docker")}
 _REGISTRY = Registry(
     kind="executor", plural="executors", group=ENTRY_POINT_GROUP, builtins=EXECUTORS
 )
+
+
+class NamesExecutor(Protocol):
+    """A run (`settings.SuperRun`) as `described` and `cleanup_options` read it: the executor's
+    name (the executor's class is handed the run itself)."""
+
+    @property
+    def executor(self) -> str: ...
 
 
 @runtime_checkable
@@ -139,7 +147,7 @@ def check_executor_name(spec: str) -> str:
     return spec
 
 
-def declared_settings() -> dict[str, tuple[Any, ...]]:
+def declared_settings() -> dict[str, tuple[object, ...]]:
     """The `settings` each known executor's class declares, by name (executors declaring none
     left out). A third-party executor that does not load declares nothing here: choosing it says
     why (`check_executor_name`)."""
@@ -155,7 +163,7 @@ def declared_settings() -> dict[str, tuple[Any, ...]]:
     return declared
 
 
-def described(run: Any) -> str:
+def described(run: NamesExecutor) -> str:
     """Where the executor `run.executor` names runs the run's tasks, for the report header:
     empty for one that runs them in this process (its class's `remote` false), else "executor
     NAME" and what its class's `describe(run)` says, if it has one."""
@@ -167,7 +175,7 @@ def described(run: Any) -> str:
     return f"executor {run.executor}" + (f" {said}" if said else "")
 
 
-def cleanup_options(run: Any) -> str:
+def cleanup_options(run: NamesExecutor) -> str:
     """What `pytest-super cleanup --run ID` needs besides to reach where the executor
     `run.executor` names ran the run's tasks (its class's `cleanup_options(run)`; empty for this
     machine)."""

@@ -28,8 +28,9 @@ import dataclasses
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_super.errors import InfrastructureError
 from pytest_super.executors.ray.connect import (
@@ -38,13 +39,14 @@ from pytest_super.executors.ray.connect import (
     import_ray,
     import_what_shutdown_imports,
 )
-from pytest_super.executors.ray.node import NodeOutcome, cleanup_on_node, run_on_node
+from pytest_super.executors.ray.node import NodeOutcome, StepFields, cleanup_on_node, run_on_node
 from pytest_super.executors.ray.settings import memory_bytes, ray_address, ray_concurrency
 from pytest_super.executors.ray.sweep import TASK_NAME_PREFIX, NodeSweeps
 from pytest_super.executors.ray.watch import (
     ENGINE_FAILURES_TO_EXCLUDE,
     HEAD_LOST_S,
     Node,
+    RayNodeInfo,
     Watch,
     node_name,
 )
@@ -53,6 +55,10 @@ from pytest_super.llm.settings import LLMSettings
 from pytest_super.outcome import TaskError, TaskOutcome
 from pytest_super.settings import SuperRun
 from pytest_super.tasks import Task
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
+    from ray.util.queue import Queue
 
 __all__ = ["NodeOutcome", "RayDispatcher", "RayUnavailable", "TASK_NAME_PREFIX"]
 
@@ -93,7 +99,7 @@ class RayDispatcher(NodeSweeps):
         self.ray = import_ray()
         self._live = live
         self._queue: deque[_Pending] = deque()
-        self._in_flight: dict[Any, _Pending] = {}  # Ray object ref -> the task it runs
+        self._in_flight: dict[ObjectRef[NodeOutcome], _Pending] = {}  # a task's ref -> it
         self._done: dict[str, NodeOutcome] = {}
         #: the most tasks in flight at once, and when each finished task ended on its node
         self.peak_in_flight = 0
@@ -108,16 +114,16 @@ class RayDispatcher(NodeSweeps):
         self.pulled: list[tuple[str, str, float]] = []
         #: why pulls from --super-registry failed (each said once at the end)
         self.pull_failures: dict[str, list[str]] = {}
-        self._steps: Any = None
-        self._secrets: list[Any] = []
+        self._steps: Queue | None = None
+        self._secrets: list[ObjectRef[str]] = []  # the endpoint's key, in the object store
         #: the backend's options a node needs from here (`kernels.node_options`: Docker's trusted
         #: images, for a node's pulls to match)
-        self._node_options: dict[str, Any] = {}
+        self._node_options: Mapping[str, object] = {}
         self.concurrency = 1
-        self._remote: Any = None
-        self._cleanup: Any = None
-        self._task_options: dict[str, Any] = {}
-        self._run_ref: Any = None
+        self._remote: Any = None  # Any: ray (`ray.remote`'s RemoteFunction: `.options()` untyped)
+        self._cleanup: Any = None  # Any: ray (as `_remote`: of cleanup_on_node)
+        self._task_options: dict[str, float] = {}
+        self._run_ref: ObjectRef[SuperRun] | None = None
         #: the cluster's nodes that can run a task (Ray node id -> node), and where each task is
         self._nodes: dict[str, Node] = {}
         self._placed: dict[str, str] = {}  # task name -> node id, until it is reported
@@ -133,7 +139,7 @@ class RayDispatcher(NodeSweeps):
         #: the controller runs on the head machine)
         self._own_node = ""
         #: clean-ups sent at Ctrl-C, waited for by cleanup_on_nodes
-        self._sweeps: dict[Any, str] = {}
+        self._sweeps: dict[ObjectRef[tuple[str, list[str]]], str] = {}
         #: what happened to nodes since the controller last said it (`take_events`)
         self._events: list[str] = []
 
@@ -158,7 +164,7 @@ class RayDispatcher(NodeSweeps):
                 f"{self.run.kernel.mem} of memory free for a task (--super-cpus, --super-mem)"
             )
         self.concurrency = ray_concurrency(self.run) or slots
-        options: dict[str, Any] = {"num_cpus": self.run.kernel.cpus, "max_retries": 0}
+        options: dict[str, float] = {"num_cpus": self.run.kernel.cpus, "max_retries": 0}
         memory = memory_bytes(self.run.kernel)
         if memory:
             options["memory"] = memory
@@ -181,7 +187,7 @@ class RayDispatcher(NodeSweeps):
         self.cleanup_on_nodes(None)  # what runs whose controller died left on the nodes
         import_what_shutdown_imports()
 
-    def _node_slots(self, node: dict[str, Any]) -> int:
+    def _node_slots(self, node: RayNodeInfo) -> int:
         """How many tasks a node can hold at once (its CPUs and memory for a task's)."""
         memory = memory_bytes(self.run.kernel) or 0
         resources = node.get("Resources", {})
@@ -193,7 +199,7 @@ class RayDispatcher(NodeSweeps):
         """How many tasks the cluster's usable nodes can hold at once."""
         return sum(node.slots for node in self._nodes.values() if node.usable)
 
-    def _see_nodes(self, nodes: list[dict[str, Any]]) -> list[Node]:
+    def _see_nodes(self, nodes: list[RayNodeInfo]) -> list[Node]:
         """Take in what `ray.nodes()` said: new nodes that can run a task join, nodes no longer
         alive are marked so; returns the nodes that died since the last look."""
         died = []
@@ -366,7 +372,7 @@ class RayDispatcher(NodeSweeps):
             self._no_node_since = None
         return finished
 
-    def _check_own_node(self, nodes: list[dict[str, Any]] | None) -> None:
+    def _check_own_node(self, nodes: list[RayNodeInfo] | None) -> None:
         """`ClusterLost` when the cluster declared dead the Ray node this controller's driver is
         attached to (its raylet missed the head's health checks: a stalled or overloaded
         machine; or it died). Ray then ends the run's job, and with it every task of the run on
@@ -386,12 +392,12 @@ class RayDispatcher(NodeSweeps):
         )
         raise ClusterLost(self.lost)
 
-    def _nodes_now(self) -> list[dict[str, Any]] | None:
+    def _nodes_now(self) -> list[RayNodeInfo] | None:
         """`ray.nodes()` asked now (the head answers), None when it cannot be asked."""
         if self._watch is None or not self._watch.head_answers():
             return None
         try:
-            nodes: list[dict[str, Any]] = self.ray.nodes()
+            nodes: list[RayNodeInfo] = self.ray.nodes()
         except Exception:  # noqa: BLE001 - the watch will tell
             return None
         return nodes
@@ -457,7 +463,7 @@ class RayDispatcher(NodeSweeps):
             finished.append(pending.name)
         return finished
 
-    def _collect(self, ref: Any, pending: _Pending) -> NodeOutcome | None:
+    def _collect(self, ref: ObjectRef[NodeOutcome], pending: _Pending) -> NodeOutcome | None:
         """The outcome of a finished Ray task; a node or worker that died mid-task, or a node
         whose engine failed, is the node's fault: run again on another node while retries are
         left (None: it was queued again)."""
@@ -548,11 +554,11 @@ class RayDispatcher(NodeSweeps):
         """Tasks not reported yet: queued, in flight, or back and not yet reported."""
         return len(self._queue) + len(self._in_flight) + len(self._done)
 
-    def drain_steps(self) -> list[tuple[str, dict[str, Any]]]:
+    def drain_steps(self) -> list[tuple[str, StepFields]]:
         """The live steps the nodes have sent since the last call."""
         if self._steps is None or self.lost:
             return []
-        steps: list[tuple[str, dict[str, Any]]] = []
+        steps: list[tuple[str, StepFields]] = []
         with contextlib.suppress(Exception):  # two calls of the queue's actor, not one a step
             waiting = self._steps.qsize()
             if waiting:

@@ -72,7 +72,7 @@ class RayUnavailable(SuperError):
     """Ray is not installed, or the cluster cannot be reached: said before any task runs."""
 
 
-def import_ray() -> Any:
+def import_ray() -> Any:  # Any: ray (its module: imported only where a run uses it)
     """The `ray` module, or `RayUnavailable` saying how to install it."""
     try:
         import ray
@@ -175,9 +175,13 @@ def _cluster_versions(address: str, deadline: float) -> tuple[str, str] | None:
     dropped, a listener that does not speak gRPC), when the gRPC server there is not Ray's GCS,
     or when it does not answer by `deadline`."""
     # no type stubs for grpc and Ray's generated modules (both come with Ray)
-    grpc: Any = importlib.import_module("grpc")
-    gcs_service_pb2: Any = importlib.import_module("ray.core.generated.gcs_service_pb2")
-    gcs_service_pb2_grpc: Any = importlib.import_module("ray.core.generated.gcs_service_pb2_grpc")
+    grpc: Any = importlib.import_module("grpc")  # Any: grpc (no stubs)
+    gcs_service_pb2: Any = importlib.import_module(  # Any: Ray's generated protobuf (no stubs)
+        "ray.core.generated.gcs_service_pb2"
+    )
+    gcs_service_pb2_grpc: Any = importlib.import_module(  # Any: Ray's generated gRPC (no stubs)
+        "ray.core.generated.gcs_service_pb2_grpc"
+    )
 
     request = gcs_service_pb2.InternalKVGetRequest(key=METADATA_KEY, namespace=METADATA_NAMESPACE)
     with grpc.insecure_channel(address, options=_CHANNEL_OPTIONS) as channel:
@@ -198,7 +202,7 @@ def _cluster_versions(address: str, deadline: float) -> tuple[str, str] | None:
         return None
 
 
-def _rpc_failed(grpc: Any, address: str, exc: Exception) -> RayUnavailable:
+def _rpc_failed(grpc: Any, address: str, exc: Exception) -> RayUnavailable:  # Any: grpc (no stubs)
     code = exc.code() if isinstance(exc, grpc.Call) else None
     details = str(exc.details() if isinstance(exc, grpc.Call) else exc)
     if code == grpc.StatusCode.UNAVAILABLE:  # no connection made (or the name did not resolve)
@@ -215,7 +219,11 @@ def _rpc_failed(grpc: Any, address: str, exc: Exception) -> RayUnavailable:
     )
 
 
-def _check_versions(address: str, ray: Any, versions: tuple[str, str] | None) -> None:
+def _check_versions(
+    address: str,
+    ray: Any,  # Any: ray (its module, imported at run time only)
+    versions: tuple[str, str] | None,
+) -> None:
     """The same test as `ray.init`'s (Ray exactly, Python at RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL),
     said with both versions and what to install here."""
     if versions is None:
@@ -240,7 +248,10 @@ def _check_versions(address: str, ray: Any, versions: tuple[str, str] | None) ->
     raise RayUnavailable(said)
 
 
-def check_address(ray: Any, address: str) -> None:
+def check_address(
+    ray: Any,  # Any: ray (its module, imported at run time only)
+    address: str,
+) -> None:
     """`RayUnavailable` within `CONNECT_TIMEOUT_S` when no Ray cluster of this machine's Ray
     and Python versions answers at `address` (see the module's docstring)."""
     gcs = _bootstrap_address(address)
@@ -251,7 +262,7 @@ def check_address(ray: Any, address: str) -> None:
     _check_versions(gcs, ray, _cluster_versions(gcs, deadline))
 
 
-def _shutdown(ray: Any) -> None:
+def _shutdown(ray: Any) -> None:  # Any: ray (its module, imported at run time only)
     """`ray.shutdown()` bounded (with no GCS behind it, it waits), and Ray's exit hook gone."""
     done = threading.Thread(
         target=_quiet_shutdown,
@@ -265,7 +276,7 @@ def _shutdown(ray: Any) -> None:
         atexit.unregister(ray.shutdown)
 
 
-def _quiet_shutdown(ray: Any) -> None:
+def _quiet_shutdown(ray: Any) -> None:  # Any: ray (its module, imported at run time only)
     with contextlib.suppress(Exception):
         ray.shutdown()
 
@@ -286,7 +297,11 @@ def _take_back_sigterm() -> None:
         signal.signal(signal.SIGTERM, handler)
 
 
-def connect(ray: Any, address: str, namespace: str) -> None:
+def connect(
+    ray: Any,  # Any: ray (its module, imported at run time only)
+    address: str,
+    namespace: str,
+) -> None:
     """Join the cluster at `address` as a driver; `RayUnavailable` when no Ray cluster of this
     machine's versions answers there; KeyboardInterrupt when SIGTERM or Ctrl-C came meanwhile."""
     check_address(ray, address)

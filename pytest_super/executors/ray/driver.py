@@ -38,11 +38,12 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import cast
 
 from pytest_super.errors import InfrastructureError
 from pytest_super.executors.ray.cluster import BACK_WHEN, ClusterLost, NodeOutcome, RayDispatcher
 from pytest_super.executors.ray.connect import RayUnavailable, check_ray_installed
+from pytest_super.executors.ray.node import StepFields
 from pytest_super.executors.ray.settings import ray_address
 from pytest_super.settings import SuperRun
 from pytest_super.tasks import Task
@@ -83,7 +84,7 @@ class Finished:
     outcomes: dict[str, NodeOutcome]
     ended_at: dict[str, float]
     spans: list[tuple[float, float]]
-    steps: list[tuple[str, dict[str, Any]]]
+    steps: list[tuple[str, StepFields]]
     events: list[str]
 
 
@@ -107,10 +108,10 @@ class _Server:
             self._answer(method, args)
         self._leave()
 
-    def _answer(self, method: str, args: tuple[Any, ...]) -> None:
+    def _answer(self, method: str, args: tuple[object, ...]) -> None:
         try:
             result = getattr(self, f"do_{method}")(*args)
-            reply: tuple[str, Any, Any] = ("ok", result, self._state())
+            reply: tuple[str, object, DriverState] = ("ok", result, self._state())
         except BaseException as exc:  # noqa: BLE001 - every error is the controller's to say
             reply = ("error", _described(exc), self._state())
         with contextlib.suppress(OSError):
@@ -239,10 +240,10 @@ class _Channel:
         self._conn = conn
         self._on_state = on_state
         self._on_gone = on_gone
-        self._outbox: queue.SimpleQueue[tuple[str, tuple[Any, ...], Future[Any]] | None] = (
+        self._outbox: queue.SimpleQueue[tuple[str, tuple[object, ...], Future[object]] | None] = (
             queue.SimpleQueue()
         )
-        self._pending: deque[Future[Any]] = deque()
+        self._pending: deque[Future[object]] = deque()
         self._lock = threading.Lock()
         #: why no request can be answered any more (the driver gone, or stopped)
         self.dead = ""
@@ -251,8 +252,8 @@ class _Channel:
         for loop, name in ((self._send, "send"), (self._read, "read")):
             threading.Thread(target=loop, name=f"pytest-super-driver-{name}", daemon=True).start()
 
-    def ask(self, method: str, args: tuple[Any, ...]) -> Future[Any]:
-        answer: Future[Any] = Future()
+    def ask(self, method: str, args: tuple[object, ...]) -> Future[object]:
+        answer: Future[object] = Future()
         self._outbox.put((method, args, answer))
         return answer
 
@@ -304,7 +305,7 @@ class DriverProcess:
         #: (start, end) on its node of each finished task
         self.spans: list[tuple[float, float]] = []
         self._done: dict[str, NodeOutcome] = {}
-        self._steps: list[tuple[str, dict[str, Any]]] = []
+        self._steps: list[tuple[str, StepFields]] = []
         self._events: list[str] = []
         self._proc: subprocess.Popen[bytes] | None = None
         self._channel: _Channel | None = None
@@ -359,7 +360,7 @@ class DriverProcess:
         return self._proc.pid if self._proc is not None else None
 
     # -- requests ---------------------------------------------------------------------------------
-    def _call(self, method: str, *args: Any) -> Any:
+    def _call(self, method: str, *args: object) -> object:
         """Ask the driver and wait for its answer; the driver gone: `ClusterLost`, saying so."""
         if self._channel is None:
             raise ClusterLost("the run's Ray driver was never started")
@@ -409,7 +410,7 @@ class DriverProcess:
         self._call("submit", name, task, deadline_s)
 
     def wait(self, timeout_s: float = 0.2) -> list[str]:
-        finished: Finished = self._call("wait", timeout_s)
+        finished = cast(Finished, self._call("wait", timeout_s))
         self._done.update(finished.outcomes)
         self.ended_at.update(finished.ended_at)
         self.spans += finished.spans
@@ -417,7 +418,7 @@ class DriverProcess:
         self._events += finished.events
         return finished.names
 
-    def drain_steps(self) -> list[tuple[str, dict[str, Any]]]:
+    def drain_steps(self) -> list[tuple[str, StepFields]]:
         steps, self._steps = self._steps, []
         return steps
 
@@ -446,14 +447,14 @@ class DriverProcess:
         self._call("cancel", run_id)
 
     def cleanup_on_nodes(self, run_id: str | None) -> list[str]:
-        entries: list[str] = self._call("cleanup_on_nodes", run_id)
+        entries = cast(list[str], self._call("cleanup_on_nodes", run_id))
         return entries
 
     def end_lines(self) -> list[str]:
         """The dispatcher's end-of-run lines (`image_lines`, then `node_lines`), in one request;
         none once the driver is gone."""
         with contextlib.suppress(ClusterLost):
-            lines: list[str] = self._call("end_lines")
+            lines = cast(list[str], self._call("end_lines"))
             return lines
         return []
 
@@ -462,7 +463,7 @@ def wait_for(
     dispatcher: DriverProcess,
     names: set[str],
     *,
-    on_steps: Callable[[list[tuple[str, dict[str, Any]]]], None],
+    on_steps: Callable[[list[tuple[str, StepFields]]], None],
     should_stop: Callable[[], bool],
     on_events: Callable[[list[str]], None] = lambda events: None,
 ) -> Iterator[str]:

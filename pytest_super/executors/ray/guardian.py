@@ -30,7 +30,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from pytest_super import deadman
 from pytest_super.process_identity import start_ticks
@@ -128,7 +128,7 @@ def _summary(watched: Watched, run_dir: Path) -> tuple[int, bool]:
         return 0, False
     from pytest_super import report
 
-    records: list[Any] = report.read_results(path, on_bad_line=lambda line: None)
+    records = report.read_results(path, on_bad_line=lambda line: None)
     if not records or (run_dir / "summary.md").exists():
         return len(records), False
     table = report.format_table({watched.agent or "run": report.summarize(records)}, markdown=True)

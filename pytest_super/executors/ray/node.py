@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from pytest_super.errors import EngineUnavailable, InfrastructureError, SuperError, TaskFileError
 from pytest_super.execute import outcome_of, trajectory_path
@@ -38,7 +38,11 @@ from pytest_super.kernels.base import Kernel, KernelSettings
 from pytest_super.outcome import TaskError, TaskOutcome, retried_of
 from pytest_super.settings import SuperRun
 from pytest_super.tasks import Task
-from pytest_super.trajectory import Step
+from pytest_super.trajectory import Action, Step
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
+    from ray.util.queue import Queue
 
 
 @dataclass
@@ -175,7 +179,7 @@ def _error_of(sent: NodeOutcome, kernel: KernelSettings) -> Callable[[BaseExcept
     return error_of
 
 
-def _with_key(run: SuperRun, secrets: list[Any]) -> SuperRun:
+def _with_key(run: SuperRun, secrets: list[ObjectRef[str]]) -> SuperRun:
     """The run with the endpoint's key from the object store (registered for redaction)."""
     from pytest_super import redaction
 
@@ -193,7 +197,27 @@ def _with_key(run: SuperRun, secrets: list[Any]) -> SuperRun:
     )
 
 
-def _live(name: str, steps: Any) -> Callable[[Step], None] | None:
+class StepFields(TypedDict):
+    """A live step as a node sends it (`dataclasses.asdict` of its `trajectory.Step`, which the
+    controller makes again with `Step(**fields)`): Step's fields, each with its type there."""
+
+    thought: str
+    action: Action | str
+    content: str
+    observation: str
+    output: str
+    code: str | None
+    cell_status: str | None
+    duration_s: float
+    prompt_tokens: int
+    cached_prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    attempt: int
+    pre_executed: bool
+
+
+def _live(name: str, steps: Queue | None) -> Callable[[Step], None] | None:
     if steps is None:
         return None
 
@@ -209,9 +233,9 @@ def run_on_node(
     run: SuperRun,
     name: str,
     deadline_s: float | None,
-    secrets: list[Any],
-    steps: Any,
-    options: Mapping[str, Any] | list[tuple[str, str]] | None = None,
+    secrets: list[ObjectRef[str]],
+    steps: Queue | None,
+    options: Mapping[str, object] | list[tuple[str, str]] | None = None,
 ) -> NodeOutcome:
     """One task on this node (the body of the Ray task): the kernel image made present first
     (not charged to the deadline), then the episode within `deadline_s` with the kernel on this
@@ -251,7 +275,7 @@ def run_on_node(
     return sent
 
 
-def _given(options: Mapping[str, Any] | list[tuple[str, str]] | None) -> Mapping[str, Any]:
+def _given(options: Mapping[str, object] | list[tuple[str, str]] | None) -> Mapping[str, object]:
     """The backend's options from the controller. A list is what a controller before the
     backend contract sent (Docker's trusted images), until executors/ray/cluster.py sends
     `kernels.node_options`."""

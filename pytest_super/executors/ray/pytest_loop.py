@@ -21,7 +21,6 @@ import shlex
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
 
 import pytest
 
@@ -197,7 +196,7 @@ class RaySession:
 
         return show
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         left = self.executor.removed
         if left:
             terminalreporter.write_line(

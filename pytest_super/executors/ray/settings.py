@@ -10,11 +10,14 @@ image build` and `cleanup`) and `--super-ray-concurrency`. A run holds their val
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.settings import Setting, SuperRun, number_reader
 from pytest_super.tasks.model import Bounds
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; typeshed has it for the type checker
+    from typing_extensions import Unpack
 
 #: --super-ray-address after RAY_ADDRESS: the cluster this machine belongs to
 DEFAULT_ADDRESS = "auto"
@@ -70,7 +73,13 @@ def cleanup_command(run: SuperRun) -> str:
     )
 
 
-def cluster_run(address: str, **fields: Any) -> SuperRun:
+class RunFields(TypedDict, total=False):
+    """What `cluster_run` may set of the run besides the executor's settings."""
+
+    kernel: KernelSettings
+
+
+def cluster_run(address: str, **fields: Unpack[RunFields]) -> SuperRun:
     """The run of a command that acts on every node of the cluster at `address` (image build,
     cleanup): the Ray executor's, with `fields` (`kernel=...`)."""
     held = {

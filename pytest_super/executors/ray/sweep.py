@@ -7,11 +7,14 @@ dispatcher holds the `ray` module."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_super.executors.ray.node import cleanup_on_node
 from pytest_super.executors.ray.watch import Node, node_name
 from pytest_super.settings import SuperRun
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
 
 #: Ray's label for the tasks we submit (shown by `ray list tasks`): no secret, only the item
 TASK_NAME_PREFIX = "pytest-super"
@@ -34,17 +37,19 @@ class Cleaner:
 class NodeSweeps:
     """The clean-ups `RayDispatcher` sends to the nodes and waits for."""
 
-    ray: Any
+    ray: Any  # Any: ray (its module, imported at run time only)
     run: SuperRun
     lost: str
     _nodes: dict[str, Node]
-    _cleanup: Any
-    _sweeps: dict[Any, str]
+    _cleanup: Any  # Any: ray (`ray.remote`'s RemoteFunction: `.options().remote()` untyped)
+    _sweeps: dict[ObjectRef[tuple[str, list[str]]], str]  # a clean-up's answer -> the node
 
     def _payload_run(self) -> SuperRun:
         raise NotImplementedError
 
-    def _send_cleanups(self, run_id: str | None, every: bool = False) -> dict[Any, str]:
+    def _send_cleanups(
+        self, run_id: str | None, every: bool = False
+    ) -> dict[ObjectRef[tuple[str, list[str]]], str]:
         """One clean-up call per live node that can run a task of any size (CPUs: the nodes the
         run uses and any other, whatever the run's task size), or, for this run's own clean-up
         (Ctrl-C, its end), per live node it placed tasks on (known: no call to the head): its
@@ -54,7 +59,7 @@ class NodeSweeps:
 
         if self._cleanup is None:  # connected for the cleanup only (`pytest-super cleanup`)
             self._cleanup = self.ray.remote(cleanup_on_node)
-        refs: dict[Any, str] = {}
+        refs: dict[ObjectRef[tuple[str, list[str]]], str] = {}
         payload = None
         if run_id == self.run.run_id and not every and self._nodes:
             targets = [(n.id, n.name) for n in self._nodes.values() if n.alive]

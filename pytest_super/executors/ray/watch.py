@@ -10,7 +10,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 #: seconds between two looks at the cluster's nodes (`ray.nodes()`, on a thread of its own)
 NODE_POLL_S = 2.0
@@ -22,6 +22,17 @@ HEAD_PROBE_S = 1.0
 HEAD_LOST_S = 15.0
 #: a node whose Docker engine failed this many times takes no more tasks of the run
 ENGINE_FAILURES_TO_EXCLUDE = 2
+
+
+class RayNodeInfo(TypedDict):
+    """One node as `ray.nodes()` gives it (ray/_private/state.py: a plain dict, more keys than
+    these): the keys read here."""
+
+    NodeID: str
+    Alive: bool
+    NodeManagerAddress: str
+    NodeManagerHostname: str
+    Resources: dict[str, float]  # CPU, memory, ...: what the node has in all
 
 
 @dataclass
@@ -36,7 +47,7 @@ class Node:
     #: names of the tasks placed here: in flight, or back and not yet reported
     placed: set[str] = field(default_factory=set)
     #: the run's clean-up actor on this node (a warm Ray worker: Ctrl-C must not wait for one)
-    cleaner: Any = None
+    cleaner: Any = None  # Any: ray (an actor handle: its methods' `.remote` are untyped)
 
     @property
     def usable(self) -> bool:
@@ -48,11 +59,11 @@ class Watch:
     controller never waits on Ray alone: what they last saw tells it which node died and whether
     the head still answers."""
 
-    def __init__(self, ray: Any, gcs_address: str) -> None:
+    def __init__(self, ray: Any, gcs_address: str) -> None:  # Any: ray (its module, run time only)
         self.ray = ray
         host, _, port = gcs_address.rpartition(":")
         self.gcs = (host or "127.0.0.1", int(port or 6379))
-        self.nodes: list[dict[str, Any]] | None = None
+        self.nodes: list[RayNodeInfo] | None = None
         self.answered_at = time.monotonic()
         self._stop = threading.Event()
 
@@ -86,7 +97,7 @@ class Watch:
                 self.nodes = self.ray.nodes()
 
 
-def node_name(node: dict[str, Any]) -> str:
+def node_name(node: RayNodeInfo) -> str:
     """A node's name as `node._node_name` gives it on the node (host name / id's first 12)."""
     host = node.get("NodeManagerHostname") or node.get("NodeManagerAddress") or "?"
     return f"{host}/{node['NodeID'][:12]}"

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from pytest_super import deadman
 from pytest_super.process_identity import start_ticks
@@ -120,7 +120,7 @@ def main(argv: list[str]) -> int:
     from pytest_super.executors.ray.nodefiles import cleanup_here
     from pytest_super.kernels.base import KernelSettings
 
-    settings: Any = KernelSettings(backend=backend)
+    settings = KernelSettings(backend=backend)
     give_up = time.monotonic() + RETRY_S
     while time.monotonic() < give_up:
         try:
