@@ -69,9 +69,8 @@ def read_expected(path: Path) -> ExpectedRequests:
 
 
 def _decode(
-    coded: list[
-        dict[str, Any]
-    ],  # Any: json.loads (read_expected catches what a wrong shape raises)
+    # Any: json.loads (the file's records: read_expected catches what a wrong shape raises)
+    coded: list[dict[str, Any]],
     previous: list[str],
 ) -> list[Request]:
     requests = []
