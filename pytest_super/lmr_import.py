@@ -157,10 +157,12 @@ def _category(root: Path, task_id: str) -> str:
         return ""
 
 
-def _episodes(root: Path, agent: str, model: str, done: LmrRunImport) -> dict[str, dict[str, Any]]:
+def _episodes(
+    root: Path, agent: str, model: str, done: LmrRunImport
+) -> dict[str, dict[str, object]]:
     """The OpenHands episodes of the run, each written as a trajectory: task folder -> the
     properties its records carry."""
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, dict[str, object]] = {}
     if agent != "OpenHands":
         return found
     for output in sorted((root / OPENHANDS_LOGS / model).glob("*/*/*/output.jsonl")):
@@ -197,8 +199,13 @@ def _folder(root: Path, instance_id: str) -> str:
 
 
 def _write_episode(
-    raw: dict[str, Any], folder: str, model: str, run_dir: Path, agent: str
-) -> dict[str, Any]:
+    # Any: json.loads (an output.jsonl line: _episodes catches what a wrong shape raises)
+    raw: dict[str, Any],
+    folder: str,
+    model: str,
+    run_dir: Path,
+    agent: str,
+) -> dict[str, object]:
     steps = [_step(pair) for pair in raw["history"] if _is_agent_action(pair)]
     finished = any(s.action == "finish" for s in steps)
     error = raw.get("error")
@@ -233,14 +240,14 @@ def _write_episode(
     }
 
 
-def _is_agent_action(pair: Any) -> bool:
+def _is_agent_action(pair: object) -> bool:
     if not isinstance(pair, list) or not pair or not isinstance(pair[0], dict):
         raise ValueError("a history entry is not a list of an action and its observation")
     return pair[0].get("source") == "agent" and bool(pair[0].get("action"))
 
 
-def _step(pair: list[Any]) -> Step:
-    action: dict[str, Any] = pair[0]
+def _step(pair: list[Any]) -> Step:  # Any: json.loads (a history entry, as _write_episode's raw)
+    action: dict[str, Any] = pair[0]  # Any: json.loads (as above)
     seen = pair[1] if len(pair) > 1 and isinstance(pair[1], dict) else {}
     name = str(action["action"])
     args = action.get("args") or {}

@@ -17,7 +17,7 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from pytest_super.agents.react import ReActSuperAgent
 from pytest_super.environment import EpisodeLimits
@@ -61,7 +61,7 @@ def check_run_prompts(run_dir: Path, prompts: Path) -> list[str]:
 
 
 def check_sent_prompts(
-    run_dir: Path, episodes: Iterable[tuple[str, list[dict[str, Any]]]], prompts: PromptSet
+    run_dir: Path, episodes: Iterable[tuple[str, list[dict[str, object]]]], prompts: PromptSet
 ) -> list[str]:
     """`replay-run --check-prompts`: every request our agent sent in each replayed episode
     (`episodes`: task id and requests) must open with the episode's recorded `### Prompt`, the
@@ -88,7 +88,12 @@ def check_sent_prompts(
         differing = [
             (turn, found)
             for turn, request in enumerate(requests, start=1)
-            if (found := compare_messages(list(request["messages"])[: len(recorded)], recorded))
+            if (
+                found := compare_messages(
+                    list(cast("list[dict[str, str]]", request["messages"]))[: len(recorded)],
+                    recorded,
+                )
+            )
         ]
         if not requests:
             lines.append(f"{task_id}: no request was sent")

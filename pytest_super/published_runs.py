@@ -508,7 +508,7 @@ def import_run(run_dir: Path, out_dir: Path, *, rescore: bool = False) -> RunImp
                             f"{episode.task_id}: {key} published {published[key]}, ours {ours[key]}"
                         )
             writer.write(record)
-            status = record.properties["exit_status"]
+            status = cast(str, record.properties["exit_status"])
             done.statuses[status] = done.statuses.get(status, 0) + 1
     finally:
         writer.close()

@@ -10,7 +10,7 @@ import os
 import shlex
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -67,11 +67,11 @@ class RecordHooks:
         self.crashes[crashitem] = report
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
+    def pytest_configure_node(self, node: Any) -> None:  # Any: xdist's WorkerController
         self.workers.started(node)
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
+    def pytest_testnodedown(self, node: Any, error: object | None) -> None:  # Any: xdist
         self.workers.went_down(node)
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml reads the report
@@ -80,7 +80,7 @@ class RecordHooks:
         if self.junit is not None:
             self.junit.shape(report, outcome, properties)
 
-    def _record(self, report: pytest.TestReport) -> tuple[str | None, dict[str, Any]]:
+    def _record(self, report: pytest.TestReport) -> tuple[str | None, dict[str, object]]:
         """Record the task of `report` once its last report came; (its outcome, its record's
         properties) then (a resumed task's JUnit keeps `resumed_outcome`, its results.jsonl
         line the outcome), (None, the properties so far) before, (None, {}) for no task."""
@@ -105,7 +105,7 @@ class RecordHooks:
         outcome = _outcome(phases)
         if "resumed_outcome" in properties:
             recorded = dict(properties)
-            self._write(report.nodeid, recorded.pop("resumed_outcome"), recorded)
+            self._write(report.nodeid, cast(str, recorded.pop("resumed_outcome")), recorded)
             return outcome, properties
         if outcome == "skipped" or not properties:
             return None, {}  # not a task item, or a task that never ran
@@ -117,10 +117,10 @@ class RecordHooks:
         page = self.run.run_dir / html.page_name(case_name)
         return os.path.relpath(page, self.run.report_dir.parent)
 
-    def _known_facts(self, nodeid: str) -> dict[str, Any]:
+    def _known_facts(self, nodeid: str) -> dict[str, object]:
         """What the controller can say of a task whose worker died before reporting anything
         (under xdist the controller collected nothing, so it reads the task file)."""
-        facts: dict[str, Any] = run_properties(self.run)
+        facts: dict[str, object] = run_properties(self.run)
         path = self.rootpath / nodeid.split("::")[0]
         try:
             if path.suffix in (".yaml", ".yml"):
@@ -141,7 +141,7 @@ class RecordHooks:
             k.startswith("super.") for p in phases for k, _ in p.user_properties
         )
 
-    def _write(self, nodeid: str, outcome: str, properties: dict[str, Any]) -> None:
+    def _write(self, nodeid: str, outcome: str, properties: dict[str, object]) -> None:
         self.record.add(nodeid, outcome, properties)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -172,7 +172,7 @@ class RecordHooks:
             interrupts.finish_worker_reports(session.config, self.workers)
         self.record.finish()
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         self._say_if_stopped(terminalreporter)
         if not self.records:
             return
@@ -189,7 +189,7 @@ class RecordHooks:
         if self.html is not None:
             terminalreporter.write_line(sinks.terminal(f"HTML report: {shown_path(self.html)}"))
 
-    def _say_if_stopped(self, terminalreporter: Any) -> None:
+    def _say_if_stopped(self, terminalreporter: pytest.TerminalReporter) -> None:
         """The endpoint or the engine stopped the run: why, and the command that runs the rest."""
         message = stop_message(self.run)
         if message is None:

@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO, cast
 from xml.parsers import expat
 
 from pytest_super import junit, safe_read, scoring, stats, strictjson
@@ -120,18 +120,19 @@ class TaskRecord:
 
     task_id: str
     outcome: str
-    properties: dict[str, Any] = field(default_factory=dict)  # without the `super.` prefix
+    properties: dict[str, object] = field(default_factory=dict)  # without the `super.` prefix
 
     def as_json(self) -> dict[str, object]:
         return {"task_id": self.task_id, "outcome": self.outcome, **self.properties}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TaskRecord:
+    def from_json(cls, data: Mapping[str, object]) -> TaskRecord:
         data = dict(data)
-        return cls(task_id=data.pop("task_id"), outcome=data.pop("outcome"), properties=data)
+        task_id, outcome = cast(str, data.pop("task_id")), cast(str, data.pop("outcome"))
+        return cls(task_id=task_id, outcome=outcome, properties=data)  # check_record checked them
 
 
-def strip_prefix(properties: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+def strip_prefix(properties: Iterable[tuple[str, object]]) -> dict[str, object]:
     return {k[len(PROPERTY_PREFIX) :]: v for k, v in properties if k.startswith(PROPERTY_PREFIX)}
 
 
@@ -207,7 +208,7 @@ def score_value(record: TaskRecord, name: str) -> float | None:
     """A record's numeric property (scores, tokens, cost) as a float; None when absent or empty
     (JUnit files carry "" and older ones "None")."""
     v = record.properties.get(name)
-    return None if v in (None, "", "None") else float(_as_bool_num(v))
+    return None if v in (None, "", "None") else float(_as_bool_num(cast("str | float", v)))
 
 
 def images_line(records: Iterable[TaskRecord]) -> str:
@@ -374,10 +375,13 @@ def _task_cells(record: TaskRecord | None) -> list[str]:
 
     def pct(name: str) -> str:
         v = record.properties.get(name)
-        return "-" if v in (None, "", "None") else f"{100 * _as_bool_num(v):.1f}"
+        return (
+            "-" if v in (None, "", "None") else f"{100 * _as_bool_num(cast('str | float', v)):.1f}"
+        )
 
     submitted = record.properties.get("submitted")
-    sub = "-" if submitted in (None, "", "None") else str(int(_as_bool_num(submitted)))
+    shown = cast("str | float", submitted)  # check_record checked it
+    sub = "-" if submitted in (None, "", "None") else str(int(_as_bool_num(shown)))
     return [record.outcome, pct("accuracy"), pct("landmarks"), sub, pct("script_executed")]
 
 
@@ -512,7 +516,7 @@ def read_junit(path: Path, on_bad_case: Callable[[str], None] | None = None) -> 
         if not stripped:
             continue
         if stripped.get("resumed_outcome") in OUTCOMES:  # skipped here, its result is earlier
-            outcome = stripped.pop("resumed_outcome")
+            outcome = cast(str, stripped.pop("resumed_outcome"))
         else:
             outcome = case.outcome
         record = TaskRecord(task_id=case.name, outcome=outcome, properties=stripped)
@@ -528,7 +532,7 @@ def read_junit(path: Path, on_bad_case: Callable[[str], None] | None = None) -> 
 @dataclass
 class _JunitCase:
     name: str
-    properties: list[tuple[str, Any]] = field(default_factory=list)
+    properties: list[tuple[str, str | None]] = field(default_factory=list)
     outcome: str = "passed"
 
 

@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from pytest_super import atomic, html, redaction
 from pytest_super import report as reports
@@ -74,7 +74,7 @@ class RunRecord:
         html.warm_up()  # its report's templates are compiled while the run goes on
 
     def add(
-        self, key: str, outcome: str, properties: dict[str, Any], task_id: str | None = None
+        self, key: str, outcome: str, properties: dict[str, object], task_id: str | None = None
     ) -> reports.TaskRecord:
         """Record a task (`key`: its node id, or its item name outside pytest)."""
         record = reports.TaskRecord(
@@ -88,7 +88,7 @@ class RunRecord:
                 self._stop_writing(exc)
         return record
 
-    def add_outcome(self, outcome: TaskOutcome, known: dict[str, Any]) -> None:
+    def add_outcome(self, outcome: TaskOutcome, known: dict[str, object]) -> None:
         """Record a task's outcome (`outcome_record`) after what was `known` of it before, and
         say why one that did not finish did not."""
         word, properties = outcome_record(self.run, outcome)
@@ -187,7 +187,7 @@ def engine_down(run: SuperRun, why: str) -> None:
 
 
 # -- the properties of a task's record, the same from pytest and from run_tasks --------------------
-def run_properties(run: SuperRun) -> dict[str, Any]:
+def run_properties(run: SuperRun) -> dict[str, object]:
     """What every task record of the run says of the run: its agent, model and prompts."""
     return {
         "agent": run.agent,
@@ -196,7 +196,7 @@ def run_properties(run: SuperRun) -> dict[str, Any]:
     }
 
 
-def known_properties(run: SuperRun, task: Task, repeat: int | None) -> dict[str, Any]:
+def known_properties(run: SuperRun, task: Task, repeat: int | None) -> dict[str, object]:
     """What is known of a task before its episode, so one that errors is still filed under its
     set and agent."""
     return {
@@ -208,12 +208,12 @@ def known_properties(run: SuperRun, task: Task, repeat: int | None) -> dict[str,
     }
 
 
-def outcome_record(run: SuperRun, outcome: TaskOutcome) -> tuple[str, dict[str, Any]]:
+def outcome_record(run: SuperRun, outcome: TaskOutcome) -> tuple[str, dict[str, object]]:
     """The one mapping of a task's outcome to its record: the outcome's word in results.jsonl
     ("passed", "failed", "error") and the properties it adds to what was known before the
     episode (`known_properties`): the result's, or the error's text and what its episode got
     to, with the attempts before it, its exit status and the node it ran on."""
-    properties: dict[str, Any]
+    properties: dict[str, object]
     if outcome.result is not None:
         word = "passed" if outcome.result.passed else "failed"
         properties = result_properties(run, outcome.result)
@@ -228,7 +228,7 @@ def outcome_record(run: SuperRun, outcome: TaskOutcome) -> tuple[str, dict[str, 
     return word, properties
 
 
-def result_properties(run: SuperRun, result: TaskResult) -> dict[str, Any]:
+def result_properties(run: SuperRun, result: TaskResult) -> dict[str, object]:
     """The properties of a finished episode: its JUnit properties (without `super.`), the
     trajectory relative to the report folder's parent (an archived report folder keeps its
     links), and why earlier attempts failed."""
@@ -243,12 +243,12 @@ DETAIL_CHARS = 2000
 _STEP_AMOUNTS = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "cost_usd")
 
 
-def error_properties(run: SuperRun, name: str, error: TaskError) -> dict[str, Any]:
+def error_properties(run: SuperRun, name: str, error: TaskError) -> dict[str, object]:
     """What an errored task's record says of its episode: the error's text (`detail`), and when
     the episode got as far as a trajectory, its path (the notebook's when written, relative to
     the report folder's parent as a finished task's), its steps and the tokens and cost spent."""
-    properties: dict[str, Any] = {"detail": redaction.redact(error.shown())}
-    properties["detail"] = properties["detail"][:DETAIL_CHARS]
+    properties: dict[str, object] = {"detail": redaction.redact(error.shown())}
+    properties["detail"] = cast(str, properties["detail"])[:DETAIL_CHARS]
     path = trajectory_path(run, name)
     try:
         data = read_trajectory_data(path, lambda step: {k: step.get(k) for k in _STEP_AMOUNTS})
@@ -265,7 +265,7 @@ def error_properties(run: SuperRun, name: str, error: TaskError) -> dict[str, An
     return properties
 
 
-def retried_property(retried: list[str]) -> dict[str, str]:
+def retried_property(retried: list[str]) -> dict[str, object]:
     """One `retried_after` holding every earlier attempt's error, one per line."""
     return {"retried_after": "\n".join(retried)} if retried else {}
 
@@ -316,7 +316,7 @@ def run_tasks(
     return [outcome.result for outcome in outcomes if outcome.result is not None]
 
 
-def _recorder(record: RunRecord, known: dict[str, Any]) -> Callable[[Future[TaskOutcome]], None]:
+def _recorder(record: RunRecord, known: dict[str, object]) -> Callable[[Future[TaskOutcome]], None]:
     """What records a submitted task as its future is done (in the thread that finished it)."""
 
     def done(future: Future[TaskOutcome]) -> None:

@@ -143,7 +143,9 @@ def check_depth(text: str, max_depth: int = MAX_DEPTH) -> None:
         raise ValueError(f"nested deeper than {max_depth} levels")
 
 
-def loads(text: str | bytes, source: str, max_depth: int = MAX_DEPTH) -> Any:
+def loads(
+    text: str | bytes, source: str, max_depth: int = MAX_DEPTH
+) -> Any:  # Any: json.loads (foreign JSON: each caller checks the shape it reads)
     """JSON of foreign data: nested at most `max_depth` deep; `source` names it in the error."""
     try:
         if isinstance(text, bytes):
@@ -154,7 +156,9 @@ def loads(text: str | bytes, source: str, max_depth: int = MAX_DEPTH) -> Any:
         raise ForeignDataError(f"{source}: not readable JSON ({str(exc)[:200]})") from None
 
 
-def read_json_file(path: str | os.PathLike[str], max_bytes: int, max_depth: int = MAX_DEPTH) -> Any:
+def read_json_file(
+    path: str | os.PathLike[str], max_bytes: int, max_depth: int = MAX_DEPTH
+) -> Any:  # Any: json.loads (as `loads`)
     """The JSON value of a regular file of at most `max_bytes` bytes, nested at most
     `max_depth` deep."""
     return loads(read_regular_file(path, max_bytes), str(path), max_depth)

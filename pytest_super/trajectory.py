@@ -108,7 +108,7 @@ class Trajectory:
     agent: str
     model: str | None = None
     steps: list[Step] = field(default_factory=list)
-    info: dict[str, Any] = field(default_factory=dict)  # exit status, submission, scores
+    info: dict[str, object] = field(default_factory=dict)  # exit status, submission, scores
 
     # where the trailer starts in the file, once `save` has written it
     _trailer_at: int | None = field(default=None, init=False, repr=False)
@@ -272,8 +272,9 @@ _TRAILER = '], "info": '
 
 
 def read_trajectory_data(
-    path: str | os.PathLike[str], shrink: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-) -> dict[str, Any]:
+    path: str | os.PathLike[str],
+    shrink: Callable[[dict[str, Any]], dict[str, Any]] | None = None,  # Any: json.loads (as below)
+) -> dict[str, Any]:  # Any: json.loads (a file as read: callers catch what a wrong shape raises)
     """The JSON object of a trajectory file, read a step at a time.
 
     A file laid out by `Trajectory.save` (the head, a step per line, the trailer) is parsed line by
@@ -285,11 +286,11 @@ def read_trajectory_data(
     with open(path, encoding="utf-8") as f:
         first = f.readline()
         if not first.rstrip("\n").endswith('"steps": ['):
-            data: dict[str, Any] = json.loads(first + f.read())
+            data: dict[str, Any] = json.loads(first + f.read())  # Any: json.loads (as above)
             data["steps"] = [keep(s) for s in data.get("steps") or []]
             return data
         data = json.loads(first.rstrip("\n")[: -len(', "steps": [')] + "}")
-        steps: list[dict[str, Any]] = []
+        steps: list[dict[str, Any]] = []  # Any: json.loads (as above)
         for line in f:
             if line.startswith(_TRAILER):
                 data["info"] = json.loads(line[len(_TRAILER) :].rstrip().removesuffix("}"))

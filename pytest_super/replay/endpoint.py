@@ -28,10 +28,16 @@ import threading
 from collections import deque
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from socket import socket
 from typing import Any
 
 from pytest_super.llm import PREFLIGHT_PROMPT
-from pytest_super.replay.expected import PARAMETERS, RequestDifference, request_difference
+from pytest_super.replay.expected import (
+    PARAMETERS,
+    Request,
+    RequestDifference,
+    request_difference,
+)
 from pytest_super.replay.script import Reply
 
 #: the error message of a request the episode has no reply for
@@ -42,7 +48,7 @@ EPISODE_DIVERGED = "replay endpoint: the episode has parted from the recording"
 DIVERGED = "replay endpoint: the request differs from the reference agent's"
 
 
-def cut_at_stop(text: str, stops: Any) -> str:
+def cut_at_stop(text: str, stops: Any) -> str:  # Any: json.loads (a request's `stop`, on trust)
     """`text` up to the first of the request's stop strings, as the API cuts a completion."""
     if isinstance(stops, str):
         stops = [stops]
@@ -52,7 +58,7 @@ def cut_at_stop(text: str, stops: Any) -> str:
 
 def completion_body(
     request: Mapping[str, object], text: str, prompt: int, completion: int
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """An OpenAI chat completion answering `request` with `text` and the usage given."""
     return {
         "id": "chatcmpl-replay",
@@ -76,7 +82,7 @@ def completion_body(
 class _QuietServer(ThreadingHTTPServer):
     """A client gone mid-answer (our agent's process interrupted) is no error to print."""
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
+    def handle_error(self, request: socket | tuple[bytes, socket], client_address: object) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):  # BrokenPipe, ConnectionReset
             super().handle_error(request, client_address)
 
@@ -104,6 +110,7 @@ class ChatServer:
                     body = json.loads(raw)
                 except ValueError:
                     body = None
+                payload: object
                 if self.path.rstrip("/") != "/v1/chat/completions" or not isinstance(body, dict):
                     code, payload = 404, {"error": {"message": f"no route {self.path}"}}
                 else:
@@ -122,7 +129,7 @@ class ChatServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
 
-    def answer(self, body: dict[str, Any]) -> tuple[int, Any]:
+    def answer(self, body: dict[str, object]) -> tuple[int, object]:
         raise NotImplementedError
 
     def stop(self) -> None:
@@ -137,9 +144,9 @@ class ReplayEndpoint(ChatServer):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._replies: deque[Reply] = deque()
-        self.requests: list[list[dict[str, Any]]] = []
-        self.sent: list[dict[str, Any]] = []
-        self.expected: list[dict[str, Any]] | None = None
+        self.requests: list[list[object]] = []  # each request's messages
+        self.sent: list[Request] = []
+        self.expected: list[Request] | None = None
         self.difference: RequestDifference | None = None
         self._diverged: Callable[[], str | None] | None = None
         self.parted: str | None = None  # why a request was refused after the episode parted
@@ -155,7 +162,7 @@ class ReplayEndpoint(ChatServer):
     def play(
         self,
         replies: list[Reply],
-        expected: list[dict[str, Any]] | None = None,
+        expected: list[Request] | None = None,
         diverged: Callable[[], str | None] | None = None,
     ) -> None:
         """Serve `replies` from now on (what was left of an earlier episode is dropped);
@@ -172,7 +179,7 @@ class ReplayEndpoint(ChatServer):
             self.difference = None
             self.served = 0
 
-    def answer(self, body: dict[str, Any]) -> tuple[int, Any]:
+    def answer(self, body: dict[str, object]) -> tuple[int, object]:
         if body.get("messages") == [{"role": "user", "content": PREFLIGHT_PROMPT}]:
             return 200, completion_body(body, "ok", 1, 1)  # the plugin's check, not a reply
         with self._lock:
@@ -198,7 +205,7 @@ class ReplayEndpoint(ChatServer):
         text = cut_at_stop(reply.text, body.get("stop"))
         return 200, completion_body(body, text, reply.prompt_tokens, reply.completion_tokens)
 
-    def _compare(self, turn: int, sent: dict[str, Any]) -> RequestDifference | None:
+    def _compare(self, turn: int, sent: Request) -> RequestDifference | None:
         if self.expected is None:
             return None
         if turn > len(self.expected):

@@ -16,7 +16,7 @@ import json
 import lzma
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias, cast
 
 from pytest_super.errors import SuperError
 
@@ -24,6 +24,8 @@ from pytest_super.errors import SuperError
 PARAMETERS = ("stop", "temperature", "top_p", "max_tokens")
 #: characters of each side shown from the offset where they part
 EXCERPT = 60
+#: a chat request as compared: its "messages" (role/content objects) and PARAMETERS' values
+Request: TypeAlias = dict[str, object]
 
 
 class ExpectedRequestsError(SuperError):
@@ -35,7 +37,7 @@ class ExpectedRequests:
     """One run's reference requests: by task id, the list of requests in turn order."""
 
     run: str
-    episodes: dict[str, list[dict[str, Any]]]
+    episodes: dict[str, list[Request]]
 
     def total(self) -> int:
         return sum(len(r) for r in self.episodes.values())
@@ -66,7 +68,11 @@ def read_expected(path: Path) -> ExpectedRequests:
     return ExpectedRequests(run, episodes)
 
 
-def _decode(coded: list[dict[str, Any]], previous: list[str]) -> list[dict[str, Any]]:
+def _decode(
+    # Any: json.loads (the file's records: read_expected catches what a wrong shape raises)
+    coded: list[dict[str, Any]],
+    previous: list[str],
+) -> list[Request]:
     requests = []
     for request in coded:
         messages = []
@@ -104,18 +110,19 @@ def _excerpt(text: str, offset: int) -> str:
     return json.dumps(("..." if start else "") + shown, ensure_ascii=False)
 
 
-def request_difference(
-    turn: int, ours: dict[str, Any], expected: dict[str, Any]
-) -> RequestDifference | None:
+def request_difference(turn: int, ours: Request, expected: Request) -> RequestDifference | None:
     """The first difference between our request at `turn` and the reference's; None if equal."""
     for name in PARAMETERS:
         if ours.get(name) != expected.get(name):
             return RequestDifference(
                 turn, name, ours=json.dumps(ours.get(name)), expected=json.dumps(expected[name])
             )
-    mine, theirs = ours.get("messages") or [], expected["messages"]
+    mine = cast("list[object]", ours.get("messages") or [])  # the endpoint kept a list
+    theirs = cast("list[dict[str, object]]", expected["messages"])  # as _decode made them
     for i in range(max(len(mine), len(theirs))):
-        a = mine[i] if i < len(mine) and isinstance(mine[i], dict) else {}
+        a = cast(
+            "dict[str, object]", mine[i] if i < len(mine) and isinstance(mine[i], dict) else {}
+        )
         b = theirs[i] if i < len(theirs) else {}
         text_a, text_b = str(a.get("content", "")), str(b.get("content", ""))
         if a.get("role") == b.get("role") and text_a == text_b and a and b:

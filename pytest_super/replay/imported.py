@@ -14,7 +14,7 @@ import os
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from pytest_super.published_runs import (
     EpisodeFormatError,
@@ -81,7 +81,7 @@ def read_episodes(run_dir: Path) -> RunEpisodes:
     return found
 
 
-def _records(path: Path, errors: list[str]) -> dict[str, dict[str, Any]]:
+def _records(path: Path, errors: list[str]) -> dict[str, dict[str, object]]:
     if not os.path.lexists(path):
         return {}
     return {
@@ -91,7 +91,7 @@ def _records(path: Path, errors: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def _imported_episode(
-    path: Path, records: dict[str, dict[str, Any]], *, model: str, agent: str, set_name: str
+    path: Path, records: dict[str, dict[str, object]], *, model: str, agent: str, set_name: str
 ) -> PublishedEpisode:
     """One trajectory of an imported run, with the published scores its results.jsonl record
     carries (as metrics.json names them)."""

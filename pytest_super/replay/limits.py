@@ -14,8 +14,8 @@ check is tested on them (tests/test_replay_mutations.py).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
+from pytest_super.replay.expected import Request
 from pytest_super.replay.script import EpisodeScript
 from pytest_super.trajectory import Action, Step
 
@@ -46,8 +46,6 @@ def at_step_limit(script: EpisodeScript, steps: int) -> EpisodeScript | None:
     )
 
 
-def expected_at_step_limit(
-    expected: list[dict[str, Any]] | None, steps: int
-) -> list[dict[str, Any]] | None:
+def expected_at_step_limit(expected: list[Request] | None, steps: int) -> list[Request] | None:
     """The reference agent's requests under a limit of `steps` model calls: the first `steps`."""
     return None if expected is None else expected[:steps]

@@ -19,10 +19,11 @@ runs) is compared as the runs recorded it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import cast
 
 from pytest_super.prompts import PromptSet
 from pytest_super.published_runs import PublishedEpisode
+from pytest_super.replay.expected import Request
 from pytest_super.replay.script import INVALID_ACTION, INVALID_SUBMISSION
 from pytest_super.trajectory import Action
 
@@ -48,8 +49,8 @@ def runs_format_error(episode: PublishedEpisode) -> str | None:
 
 
 def for_prompt_set(
-    expected: list[dict[str, Any]] | None, prompts: PromptSet | None, episode: PublishedEpisode
-) -> list[dict[str, Any]] | None:
+    expected: list[Request] | None, prompts: PromptSet | None, episode: PublishedEpisode
+) -> list[Request] | None:
     """`expected` as SUPER's agent sends it with `prompts` when that set is the pinned reference
     (`PromptSet.pinned`); otherwise unchanged."""
     if expected is None or prompts is None or prompts.pinned is None:
@@ -60,7 +61,7 @@ def for_prompt_set(
     theirs, pinned = runs_format_error(episode), prompts.protocol["format_error"]
     translated = []
     for request in expected:
-        messages = [dict(m) for m in request["messages"]]
+        messages = [dict(m) for m in cast("list[dict[str, str]]", request["messages"])]
         if messages and messages[0].get("role") == "system":
             messages[0]["content"] = system
         if theirs:

@@ -22,7 +22,7 @@ import json
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from pytest_super import defaults, scoring
 from pytest_super.agents import load_agent
@@ -36,7 +36,7 @@ from pytest_super.prompts import PromptSet, ours
 from pytest_super.published_runs import Metrics, PublishedEpisode, episode_folders, exit_status_of
 from pytest_super.replay.deviations import documented_for
 from pytest_super.replay.endpoint import ReplayEndpoint
-from pytest_super.replay.expected import ExpectedRequests
+from pytest_super.replay.expected import ExpectedRequests, Request
 from pytest_super.replay.imported import is_imported_run, read_episodes
 from pytest_super.replay.kernel import (
     ReplayBackend,
@@ -108,7 +108,7 @@ class EpisodeComparison:
     deviations: list[str] = field(default_factory=list)  # documented deviations of the episode
     kernel_notes: list[str] = field(default_factory=list)
     #: every request our agent sent: messages, stop, temperature, top_p, max_tokens
-    requests: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[Request] = field(default_factory=list)
     #: of those, the number compared with the reference's and found equal (None: not compared)
     requests_identical: int | None = None
     requests_expected: int = 0
@@ -122,7 +122,7 @@ class EpisodeComparison:
         """Differs, and every difference is one docs/fidelity.md lists for this episode."""
         return bool(self.differences) and bool(self.deviations)
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         data = asdict(self)
         data["identical"] = self.identical
         return data
@@ -274,9 +274,9 @@ def replay_episode(
     run: str = "",
     llm: LLMClient | None = None,
     prompts: PromptSet | None = None,
-    expected: list[dict[str, Any]] | None = None,
+    expected: list[Request] | None = None,
     steps: int | None = None,
-) -> tuple[EpisodeComparison, list[list[dict[str, Any]]]]:
+) -> tuple[EpisodeComparison, list[list[object]]]:
     """Run our agent against one episode; its comparison and the requests our agent sent.
     `llm`: a client of `endpoint` (default: one made, and closed, for this episode); `prompts`:
     the agent's prompt set (default: ours); `expected`: the reference agent's requests of the
@@ -349,10 +349,10 @@ def replay_episode(
 
 def _under_settings(
     script: EpisodeScript,
-    expected: list[dict[str, Any]] | None,
+    expected: list[Request] | None,
     prompts: PromptSet | None,
     steps: int | None,
-) -> tuple[EpisodeScript, list[dict[str, Any]] | None]:
+) -> tuple[EpisodeScript, list[Request] | None]:
     """The episode and the reference's requests as the run's settings make them: the requests
     for the prompt set (`reference_set.for_prompt_set`), the episode cut at the step limit
     (`limits.at_step_limit`; by default the reference's)."""
@@ -364,7 +364,7 @@ def _under_settings(
 
 
 def _count_requests(
-    comparison: EpisodeComparison, endpoint: ReplayEndpoint, expected: list[dict[str, Any]] | None
+    comparison: EpisodeComparison, endpoint: ReplayEndpoint, expected: list[Request] | None
 ) -> None:
     """The requests of ours equal to the reference's (those before the first that differs)."""
     if expected is None:
@@ -384,7 +384,7 @@ def _in_order(
 
 
 def _request_differences(
-    endpoint: ReplayEndpoint, expected: list[dict[str, Any]] | None
+    endpoint: ReplayEndpoint, expected: list[Request] | None
 ) -> list[Difference]:
     """The request that parted from the reference's, or a request the reference sent and we did
     not (our episode ended early)."""
@@ -502,7 +502,7 @@ def replay_run(
     return replay
 
 
-def _expected_of(expected: ExpectedRequests | None, task_id: str) -> list[dict[str, Any]] | None:
+def _expected_of(expected: ExpectedRequests | None, task_id: str) -> list[Request] | None:
     """The reference's requests of one episode; none known for an episode of a compared run: an
     empty list (its first request is then a difference)."""
     if expected is None:
