@@ -193,6 +193,14 @@ class Heartbeat:
         """No beat starts after this (one under way finishes)."""
         self._stop.set()
 
+    def beating(self) -> bool:
+        """Whether its thread still runs (a beat under way after `stop()` included)."""
+        return self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the thread to end (after `stop()`), at most `timeout` seconds."""
+        self._thread.join(timeout)
+
 
 __all__ = [
     "POLL_S",

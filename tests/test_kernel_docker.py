@@ -461,7 +461,7 @@ def test_a_lease_whose_engine_goes_while_it_takes_its_container_back_goes_on_ren
         time.sleep(1.0)  # ten renewals more, each to a socket that is no longer there
         assert any(s.startswith("PUT") for s in fake.seen), fake.seen
         assert not died, died
-        assert lease._thread.is_alive()
+        assert lease._heartbeat.beating()
     finally:
         fake.shutdown()
         lease.client = client
@@ -480,8 +480,8 @@ def test_a_lease_released_while_a_renewal_is_under_way_is_not_taken_again(
     threading.Thread(target=fake.serve_forever, daemon=True).start()
     try:
         lease.client = docker.DockerClient(base_url=f"unix://{fake.path}", version="1.41")
-        lease._thread.join(30)
-        assert not lease._thread.is_alive()
+        lease._heartbeat.join(30)
+        assert not lease._heartbeat.beating()
         puts = [s for s in fake.seen if s.startswith("PUT")]
         assert len(puts) == 1 and fake.seen[-1] == puts[0], fake.seen  # nothing after the 404
     finally:

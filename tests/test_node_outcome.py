@@ -77,6 +77,11 @@ def test_a_node_error_of_a_class_the_controller_does_not_know_keeps_its_status_a
     kernel = KernelSettings(backend=f"{HERE}:FullDiskBackend")
     run = SuperRun(agent="gold", report_dir=tmp_path / "node-run", retries=0, kernel=kernel)
     sent = run_on_node(_tiny_task(), run, "tiny", 60.0, [], None, {})
+    # off a Ray worker the node's name is the host's: asking Ray's runtime context for the node
+    # id started a local Ray cluster in this process (its gcs_server, ~/.ray/auth_token), whose
+    # end took the xdist worker down ("node down: Not properly terminated") and hung the session
+    ray = sys.modules.get("ray")
+    assert ray is None or not ray.is_initialized()
     (tmp_path / "sent.pickle").write_bytes(pickle.dumps(sent))
     controller = subprocess.run(
         [sys.executable, "-c", CONTROLLER, str(tmp_path / "sent.pickle"), str(tmp_path / "run")],

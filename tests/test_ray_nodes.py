@@ -64,10 +64,13 @@ def say(step, **fields):
 def looked():
     return ray.get(look.options(**here).remote(run.run_id), timeout=120)
 
-def outcome_fields(o):
-    return {k: getattr(o, k) for k in ("engine_failed", "error", "timed_out_after_s",
-            "built_image", "build_s", "started_at", "ended_at")} | {
-            "status": None if o.result is None else str(o.result.exit_status)}
+def outcome_fields(o):  # a NodeOutcome: the task's TaskOutcome and the node's own fields
+    t = o.outcome
+    return {k: getattr(o, k) for k in ("engine_failed", "built_image", "build_s", "started_at",
+            "ended_at")} | {
+            "error": None if t.error is None else [t.error.kind, t.error.message],
+            "timed_out_after_s": t.timed_out_after_s,
+            "status": None if t.result is None else str(t.result.exit_status)}
 
 options = dict(here)
 if spec.get("switch") == "off":  # the node's dead man's switch off for this task's worker

@@ -100,7 +100,8 @@ def _node_name() -> str:
     with contextlib.suppress(Exception):
         import ray
 
-        node_id = ray.get_runtime_context().get_node_id()[:12]
+        if ray.is_initialized():  # else Ray's runtime context starts a local cluster to ask
+            node_id = ray.get_runtime_context().get_node_id()[:12]
     return f"{platform.node()}/{node_id}" if node_id else platform.node()
 
 
