@@ -236,7 +236,7 @@ def run_on_node(
     deadline_s: float | None,
     secrets: list[ObjectRef[str]],
     steps: Queue | None,
-    options: Mapping[str, object] | list[tuple[str, str]] | None = None,
+    options: Mapping[str, object] | None = None,
 ) -> NodeOutcome:
     """One task on this node (the body of the Ray task): the kernel image made present first
     (not charged to the deadline), then the episode within `deadline_s` with the kernel on this
@@ -254,7 +254,7 @@ def run_on_node(
         kernel=dataclasses.replace(
             run.kernel,
             worker=f"ray-{os.getpid()}",
-            options={**run.kernel.options, **_given(options)},
+            options={**run.kernel.options, **(options or {})},
         ),
     )
     try:  # from the folder on: a cancel (Ray raises in the worker) may come at any line
@@ -274,15 +274,6 @@ def run_on_node(
             guard.release()
         sent.ended_at = time.time()
     return sent
-
-
-def _given(options: Mapping[str, object] | list[tuple[str, str]] | None) -> Mapping[str, object]:
-    """The backend's options from the controller. A list is what a controller before the
-    backend contract sent (Docker's trusted images), until executors/ray/cluster.py sends
-    `kernels.node_options`."""
-    if isinstance(options, list):
-        return {"trusted_images": options} if options else {}
-    return options or {}
 
 
 def _run_episode(
