@@ -190,7 +190,9 @@ def test_run_tasks_submits_through_the_runs_executor_which_cleans_up(tmp_path, m
     import toy_exec  # type: ignore[import-not-found]
 
     run = SuperRun(agent="gold", executor="toy_exec:Toy", report_dir=tmp_path / "r", kernel=LOCAL)
-    with pytest.warns(UserWarning, match=r"^pytest-super: tiny: InfrastructureError: no node took it$"):
+    with pytest.warns(
+        UserWarning, match=r"^pytest-super: tiny: InfrastructureError: no node took it$"
+    ):
         results = run_tasks([_tiny_task()], run, deadline_s=30)
     assert results == []
     assert toy_exec.CALLS == ["start", "submit tiny 30", "cleanup"]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tests.support.attack_runs import Run, wait_for
 from tests.support.projects import make_project
+from tests.support.ray_cluster import stat_fields
 
 ROWS = 10_000
 
@@ -55,6 +56,36 @@ def masked_rows(path: Path, count: int = ROWS) -> None:
         lines.append(json.dumps(row))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
+
+
+def group_processes(pgid: int) -> list[str]:
+    """The processes of process group `pgid` as /proc lists them now, zombies included (a dead
+    process not yet reaped still answers `killpg(pgid, 0)`): each as "pid state command"."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        fields = stat_fields(int(entry.name))
+        if len(fields) < 3 or fields[2] != str(pgid):
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            command = "?"
+        found.append(f"{entry.name} {fields[0]} {command.strip()[:200]}")
+    return found
+
+
+def group_left_after(pgid: int, within_s: float) -> tuple[list[str], list[str]]:
+    """(what process group `pgid` held at the call, what it still holds after `within_s`):
+    the run's end is its last process's, not its controller's (a worker or its zombie may
+    outlive the controller's exit by a moment). Polled every 0.1 s; the second list is []
+    as soon as the group is empty."""
+    first = group_processes(pgid)
+    deadline = time.monotonic() + max(within_s, 0.0)
+    left = first
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = group_processes(pgid)
+    return first, left
 
 
 @dataclass
