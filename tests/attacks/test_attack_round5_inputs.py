@@ -446,7 +446,7 @@ def test_ctrl_c_during_an_xdist_collection_of_10000_rows_ends_the_run_within_15_
     started, aaf9b46; now the controller ends such workers itself, 3 s after the interrupt, and
     says so)."""
     from tests.support.attack_runs import run_leftovers
-    from tests.support.collection_interrupt import group_left_after, interrupt_collection
+    from tests.support.collection_interrupt import interrupt_collection
 
     done = interrupt_collection(tmp_path, after_s, stubborn=stubborn)
     run = done.run
@@ -454,7 +454,7 @@ def test_ctrl_c_during_an_xdist_collection_of_10000_rows_ends_the_run_within_15_
         print(f"Ctrl-C {after_s:.0f} s into the collection: the run ended in {done.took_s:.1f} s")
         assert done.code == 2, run.output()[-3000:]
         # no worker of the run is left once the run's bound from the signal is over
-        at_exit, left = group_left_after(run.proc.pid, 15.0 - done.took_s)
+        at_exit, left = done.group_left()
         print(f"in the run's process group at the controller's exit: {at_exit}")
         assert left == [], left
         assert run.key_folders() == []
@@ -480,13 +480,13 @@ def test_ctrl_c_once_the_tasks_run_ends_stubborn_workers_after_the_grace(
     started, and says so; the run's clean-up removes their kernels."""
     from pytest_super.interrupts import WORKER_GRACE_S
     from tests.support.attack_runs import run_leftovers
-    from tests.support.collection_interrupt import group_left_after, interrupt_collection
+    from tests.support.collection_interrupt import interrupt_collection
 
     done = interrupt_collection(tmp_path, 1.0, stubborn=True, running=True)
     run = done.run
     try:
         assert done.code == 2, run.output()[-3000:]
-        at_exit, left = group_left_after(run.proc.pid, 15.0 - done.took_s)
+        at_exit, left = done.group_left()
         print(f"in the run's process group at the controller's exit: {at_exit}")
         assert left == [], left
         ended = f"2 xdist worker(s) still running {WORKER_GRACE_S:g} s after the interrupt: ended"

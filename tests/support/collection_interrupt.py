@@ -93,6 +93,12 @@ class Interrupted:
     run: Run
     code: int
     took_s: float  # from the SIGINT to the controller's exit
+    bound_s: float  # the time the run had to end in, from the SIGINT
+
+    def group_left(self) -> tuple[list[str], list[str]]:
+        """(what the run's process group held at the controller's exit, what it still holds
+        once `bound_s` from the SIGINT is over): `group_left_after` on the run's group."""
+        return group_left_after(self.run.proc.pid, self.bound_s - self.took_s)
 
 
 def interrupt_collection(
@@ -134,7 +140,7 @@ def interrupt_collection(
         os.killpg(run.proc.pid, signal.SIGINT)
         started = time.monotonic()
         code = run.wait(bound_s)
-        return Interrupted(run, code, time.monotonic() - started)
+        return Interrupted(run, code, time.monotonic() - started, bound_s)
     except BaseException:
         if run.proc.poll() is None:
             run.kill()
