@@ -16,6 +16,7 @@ records. Nothing here imports pytest.
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
@@ -300,7 +301,7 @@ def run_tasks(
         executor.cleanup(run)
         raise
     finished = _finished(run)
-    submitted: list[Future[TaskOutcome]] = []
+    submitted: list[tuple[Future[TaskOutcome], _Recorder]] = []
     try:
         for task in tasks:
             for name, repeat in _items(task, run.repeat):
@@ -308,22 +309,34 @@ def run_tasks(
                     _carry(record, name, *finished[name])
                     continue
                 future = executor.submit(task, run, name=name, deadline_s=deadline_s)
-                future.add_done_callback(_recorder(record, known_properties(run, task, repeat)))
-                submitted.append(future)
-        outcomes = [future.result() for future in submitted]
+                recorder = _Recorder(record, known_properties(run, task, repeat))
+                future.add_done_callback(recorder)
+                submitted.append((future, recorder))
+        outcomes = [future.result() for future, _ in submitted]
+        for _, recorder in submitted:  # a future's waiter wakes before its callbacks run
+            recorder.recorded.wait()
     finally:
         record.finish()
     return [outcome.result for outcome in outcomes if outcome.result is not None]
 
 
-def _recorder(record: RunRecord, known: dict[str, object]) -> Callable[[Future[TaskOutcome]], None]:
-    """What records a submitted task as its future is done (in the thread that finished it)."""
+class _Recorder:
+    """Records a submitted task as its future is done, in the thread that finished it (a Ray
+    executor's pump: results.jsonl gets the line as the task ends). `recorded` is set once it
+    has run: `Future.result()` returns before the future's callbacks have, so the run's record
+    is closed only after every recorder has written its line."""
 
-    def done(future: Future[TaskOutcome]) -> None:
-        if not future.cancelled() and future.exception() is None:
-            record.add_outcome(future.result(), known)
+    def __init__(self, record: RunRecord, known: dict[str, object]) -> None:
+        self.record = record
+        self.known = known
+        self.recorded = threading.Event()
 
-    return done
+    def __call__(self, future: Future[TaskOutcome]) -> None:
+        try:
+            if not future.cancelled() and future.exception() is None:
+                self.record.add_outcome(future.result(), self.known)
+        finally:
+            self.recorded.set()
 
 
 def _items(task: Task, repeats: int) -> list[tuple[str, int | None]]:

@@ -217,3 +217,78 @@ def test_a_failed_cleanup_is_said_and_the_reports_are_still_written(tmp_path, mo
     record.finish()
     assert said == ["pytest-super: 2 containers could not be removed; run `cleanup`"]
     assert (run.run_dir / "summary.md").is_file()
+
+
+PUMPED_EXECUTOR = """\
+import threading
+import time
+from concurrent.futures import Future
+
+from pytest_super.errors import InfrastructureError
+from pytest_super.outcome import TaskError, TaskOutcome
+
+
+class Awaited(Future):
+    '''A future that says when its result is first waited for.'''
+
+    def __init__(self):
+        super().__init__()
+        self.awaited = threading.Event()
+
+    def result(self, timeout=None):
+        self.awaited.set()
+        return super().result(timeout)
+
+
+def complete_when_awaited(future, outcome):
+    future.awaited.wait()
+    future.set_result(outcome)
+
+
+class Pumped:
+    '''Futures completed by a thread of the executor's own once run_tasks waits for them, as the
+    Ray executor's pump completes them; the executor's own done-callback (registered first, as a
+    slot's release would be) takes a while, so the recorder of run_tasks runs in that thread well
+    after `result()` has returned.'''
+
+    remote = True
+    pytest_loop = ""
+
+    def start(self, run):
+        pass
+
+    def submit(self, task, run, *, name, deadline_s, on_step=None):
+        future = Awaited()
+        future.add_done_callback(lambda _: time.sleep(1.0))
+        error = TaskError.of(InfrastructureError("no node took it"))
+        outcome = TaskOutcome.failed(name, error, node="pumped-node")
+        threading.Thread(target=complete_when_awaited, args=(future, outcome)).start()
+        return future
+
+    def stop(self):
+        return []
+
+    def cleanup(self, run):
+        pass
+"""
+
+
+def test_run_tasks_records_a_task_whose_future_is_completed_by_another_thread(
+    tmp_path, monkeypatch
+):
+    """make test-all of 53595e2 lost a record: a Ray pump's `set_result` wakes `run_tasks`
+    before the future's callbacks run, and the run's record was closed before the recorder wrote
+    its line (results.jsonl held one of the two tasks `run_tasks` returned). The run's record
+    now closes after every task's recorder has run."""
+    from pytest_super import run_tasks
+
+    (tmp_path / "pumped_exec.py").write_text(PUMPED_EXECUTOR)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    run = SuperRun(
+        agent="gold", executor="pumped_exec:Pumped", report_dir=tmp_path / "r", kernel=LOCAL
+    )
+    with pytest.warns(UserWarning, match=r"^pytest-super: tiny: InfrastructureError"):
+        assert run_tasks([_tiny_task()], run) == []
+    (record,) = [json.loads(line) for line in (run.run_dir / "results.jsonl").open()]
+    assert record["task_id"] == "tiny" and record["node"] == "pumped-node"
+    assert "tiny" in (run.run_dir / "index.html").read_text()
