@@ -29,6 +29,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +70,8 @@ __all__ = ["NodeOutcome", "RayDispatcher", "RayUnavailable", "TASK_NAME_PREFIX"]
 NO_NODE_GRACE_S = 60.0
 #: when the rest of a run whose cluster was lost can run (said with its resume command)
 BACK_WHEN = "once the cluster is back"
+#: seconds of one wait for a finished task's outcome (`RayDispatcher._get`)
+GET_SLICE_S = 1.0
 #: seconds `ray.shutdown()` may take at the end (with the head gone it waits for the GCS)
 SHUTDOWN_TIMEOUT_S = 3.0
 
@@ -353,12 +357,7 @@ class RayDispatcher(NodeSweeps):
         watch = self._watch
         if watch is None:
             return []
-        if watch.silent_s() > HEAD_LOST_S:
-            self.lost = (
-                f"the Ray cluster's head at {watch.gcs[0]}:{watch.gcs[1]} stopped answering "
-                f"({watch.silent_s():.0f} s without an answer)"
-            )
-            raise ClusterLost(self.lost)
+        self._check_head()
         finished: list[str] = []
         nodes, watch.nodes = watch.nodes, None
         self._check_own_node(nodes)
@@ -371,6 +370,16 @@ class RayDispatcher(NodeSweeps):
         else:
             self._no_node_since = None
         return finished
+
+    def _check_head(self) -> None:
+        """`ClusterLost` once the head's GCS port stayed silent past `HEAD_LOST_S`."""
+        watch = self._watch
+        if watch is not None and watch.silent_s() > HEAD_LOST_S:
+            self.lost = (
+                f"the Ray cluster's head at {watch.gcs[0]}:{watch.gcs[1]} stopped answering "
+                f"({watch.silent_s():.0f} s without an answer)"
+            )
+            raise ClusterLost(self.lost)
 
     def _check_own_node(self, nodes: list[RayNodeInfo] | None) -> None:
         """`ClusterLost` when the cluster declared dead the Ray node this controller's driver is
@@ -396,11 +405,25 @@ class RayDispatcher(NodeSweeps):
         """`ray.nodes()` asked now (the head answers), None when it cannot be asked."""
         if self._watch is None or not self._watch.head_answers():
             return None
-        try:
-            nodes: list[RayNodeInfo] = self.ray.nodes()
-        except Exception:  # noqa: BLE001 - the watch will tell
-            return None
-        return nodes
+        asked: Future[list[RayNodeInfo]] = Future()
+
+        def ask() -> None:
+            try:
+                asked.set_result(self.ray.nodes())
+            except Exception as exc:  # noqa: BLE001 - the watch will tell
+                asked.set_exception(exc)
+
+        # the head may have gone since it last answered: `ray.nodes()` would then wait on its
+        # GCS until Ray ends this process (60 s), so it is asked on a thread of its own and
+        # waited for in slices, the head checked between two (`ClusterLost`)
+        threading.Thread(target=ask, name="pytest-super-ray-nodes-now", daemon=True).start()
+        while True:
+            try:
+                return asked.result(timeout=GET_SLICE_S)
+            except FutureTimeout:
+                self._check_head()
+            except Exception:  # noqa: BLE001 - the watch will tell
+                return None
 
     def _node_lost(self, node: Node) -> list[str]:
         """Node `node` died: each task placed there is run again elsewhere (retries left) or
@@ -470,7 +493,7 @@ class RayDispatcher(NodeSweeps):
         ray = self.ray
         node = self._nodes.get(pending.node)
         try:
-            sent: NodeOutcome = ray.get(ref)
+            sent = self._get(ref)
         except (ray.exceptions.TaskCancelledError, KeyboardInterrupt):
             raise
         except ray.exceptions.RayError as exc:
@@ -492,6 +515,19 @@ class RayDispatcher(NodeSweeps):
         if sent.pull_failed:
             self.pull_failures.setdefault(sent.pull_failed, []).append(sent.node)
         return sent
+
+    def _get(self, ref: ObjectRef[NodeOutcome]) -> NodeOutcome:
+        """The outcome of a task `ray.wait` found done, waited for in slices with the head
+        checked between two (`ClusterLost`). Its object can be lost with the head after that
+        `ray.wait` (make test-all, 2026-11-29: the head killed there): Ray then tries to rebuild
+        it and `ray.get` waits on the gone GCS until Ray ends the driver's process, 60 s later,
+        with the head's loss unseen."""
+        while True:
+            try:
+                sent: NodeOutcome = self.ray.get(ref, timeout=GET_SLICE_S)
+                return sent
+            except self.ray.exceptions.GetTimeoutError:
+                self._check_head()
 
     def _engine_failed(self, node: Node) -> None:
         node.engine_failures += 1
