@@ -75,6 +75,12 @@ def _engine_containers(cluster: Any, i: int, run_id: str | None = None) -> list[
     return []
 
 
+#: the node's record of trusted images (kernels/docker/trust.py): made by the first run on a fresh
+#: cluster and kept across runs, the node's and no run's (a test that runs first on the cluster
+#: sees it appear)
+NODE_RECORD = "/run/pytest-super/locks/trusted-images"
+
+
 def _left(cluster: Any, run_id: str, files_before: list[set[str]]) -> list[str]:
     """What of run `run_id` is left: its containers on every engine, and what its tasks made
     in a node's temporary folder (task folders, kernel folders) that was not there before."""
@@ -84,12 +90,6 @@ def _left(cluster: Any, run_id: str, files_before: list[set[str]]) -> list[str]:
         made = set(cluster.node_files(i)) - files_before[i]
         left += [f"node {i}: {f}" for f in sorted(made) if not f.endswith(NODE_RECORD)]
     return left
-
-
-#: the node's record of trusted images (kernels/docker/trust.py): made by the first run on a fresh
-#: cluster and kept across runs, the node's and no run's (a test that runs first on the cluster
-#: sees it appear)
-NODE_RECORD = "/run/pytest-super/locks/trusted-images"
 
 
 def _nothing_left(cluster: Any, run_id: str, files_before: list[set[str]]) -> float:

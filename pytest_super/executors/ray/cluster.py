@@ -28,11 +28,11 @@ import dataclasses
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_super.errors import InfrastructureError
 from pytest_super.executors.ray.connect import (
@@ -70,10 +70,12 @@ __all__ = ["NodeOutcome", "RayDispatcher", "RayUnavailable", "TASK_NAME_PREFIX"]
 NO_NODE_GRACE_S = 60.0
 #: when the rest of a run whose cluster was lost can run (said with its resume command)
 BACK_WHEN = "once the cluster is back"
-#: seconds of one wait for a finished task's outcome (`RayDispatcher._get`)
+#: seconds of one wait on Ray where the head may be gone (`RayDispatcher._watching_head`)
 GET_SLICE_S = 1.0
 #: seconds `ray.shutdown()` may take at the end (with the head gone it waits for the GCS)
 SHUTDOWN_TIMEOUT_S = 3.0
+
+T = TypeVar("T")
 
 
 class ClusterLost(InfrastructureError):
@@ -405,25 +407,18 @@ class RayDispatcher(NodeSweeps):
         """`ray.nodes()` asked now (the head answers), None when it cannot be asked."""
         if self._watch is None or not self._watch.head_answers():
             return None
-        asked: Future[list[RayNodeInfo]] = Future()
+        asked: Future[list[RayNodeInfo] | None] = Future()
 
         def ask() -> None:
-            try:
-                asked.set_result(self.ray.nodes())
-            except Exception as exc:  # noqa: BLE001 - the watch will tell
-                asked.set_exception(exc)
+            nodes = None
+            with contextlib.suppress(Exception):  # the watch will tell
+                nodes = self.ray.nodes()
+            asked.set_result(nodes)
 
-        # the head may have gone since it last answered: `ray.nodes()` would then wait on its
-        # GCS until Ray ends this process (60 s), so it is asked on a thread of its own and
-        # waited for in slices, the head checked between two (`ClusterLost`)
+        # the head may have gone since it last answered: `ray.nodes()` would then wait on its GCS
+        # until Ray ends this process (60 s), so it is asked on a thread of its own
         threading.Thread(target=ask, name="pytest-super-ray-nodes-now", daemon=True).start()
-        while True:
-            try:
-                return asked.result(timeout=GET_SLICE_S)
-            except FutureTimeout:
-                self._check_head()
-            except Exception:  # noqa: BLE001 - the watch will tell
-                return None
+        return self._watching_head(asked.result)
 
     def _node_lost(self, node: Node) -> list[str]:
         """Node `node` died: each task placed there is run again elsewhere (retries left) or
@@ -517,16 +512,20 @@ class RayDispatcher(NodeSweeps):
         return sent
 
     def _get(self, ref: ObjectRef[NodeOutcome]) -> NodeOutcome:
-        """The outcome of a task `ray.wait` found done, waited for in slices with the head
-        checked between two (`ClusterLost`). Its object can be lost with the head after that
-        `ray.wait` (make test-all, 2026-11-29: the head killed there): Ray then tries to rebuild
-        it and `ray.get` waits on the gone GCS until Ray ends the driver's process, 60 s later,
-        with the head's loss unseen."""
+        """The outcome of a task `ray.wait` found done. Its object can be lost with the head after
+        that `ray.wait` (make test-all, 2026-11-29: the head killed there): Ray then tries to
+        rebuild it and `ray.get` waits on the gone GCS until Ray ends the driver's process, 60 s
+        later, with the head's loss unseen; hence `_watching_head`."""
+        sent: NodeOutcome = self._watching_head(lambda s: self.ray.get(ref, timeout=s))
+        return sent
+
+    def _watching_head(self, wait: Callable[[float], T]) -> T:
+        """`wait(GET_SLICE_S)` again until it returns (`ray.get`'s `GetTimeoutError` and a
+        future's timeout are TimeoutErrors), the head checked between two (`ClusterLost`)."""
         while True:
             try:
-                sent: NodeOutcome = self.ray.get(ref, timeout=GET_SLICE_S)
-                return sent
-            except self.ray.exceptions.GetTimeoutError:
+                return wait(GET_SLICE_S)
+            except (TimeoutError, FutureTimeout):
                 self._check_head()
 
     def _engine_failed(self, node: Node) -> None:
