@@ -47,6 +47,7 @@ import pytest
 
 from pytest_super import progress, thirdparty, tracebacks
 from pytest_super.process_identity import child_pids
+from pytest_super.scratch import remove_left
 
 #: a signal's handler as `signal.signal` takes and gives it back
 _Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
@@ -342,7 +343,8 @@ class Stopped(KeyboardInterrupt):
 def quiet_interrupts() -> Iterator[None]:
     """For a command outside pytest (`pytest-super replay-run`): the first SIGINT or SIGTERM
     raises `Stopped` in the main thread, so the command's `with` blocks remove their scratch
-    folders as it unwinds; later ones are ignored while that runs (SIGKILL stays the hard stop).
+    folders as it unwinds (and `scratch.remove_left` those whose removal it cut); later ones are
+    ignored while that runs (SIGKILL stays the hard stop).
     The handlers before are put back at the end."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -356,6 +358,9 @@ def quiet_interrupts() -> Iterator[None]:
     previous = {number: signal.signal(number, stop) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
+    except Stopped:
+        remove_left()  # a scratch folder whose removal it cut (further signals are ignored now)
+        raise
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)

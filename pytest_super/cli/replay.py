@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from pytest_super.cli.parsing import Subparsers
 from pytest_super.errors import SuperError
 from pytest_super.kernels.jupyter.output import console_text
+from pytest_super.scratch import scratch_folder
 
 if TYPE_CHECKING:
     from pytest_super.prompts import PromptSet
@@ -108,7 +109,6 @@ def add_serve(sub: Subparsers) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     import signal
-    import tempfile
     import time
 
     from pytest_super.serve import ServeError, serve
@@ -118,9 +118,9 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"    pytest ... --super-base-url={url} --super-model=MODEL", flush=True)
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # the endpoint stopped, its files gone
-    with tempfile.TemporaryDirectory(prefix="pytest-super-serve-") as work:
+    with scratch_folder("pytest-super-serve-") as work:
         try:
-            endpoint = serve(args, Path(work), ready=ready)
+            endpoint = serve(args, work, ready=ready)
         except ServeError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -146,8 +146,6 @@ def _replay_run(args: argparse.Namespace) -> int:
 
 
 def _replay_unpacked(args: argparse.Namespace) -> int:
-    import tempfile
-
     from pytest_super.serve import ServeError, unpacked_run
 
     if args.check_prompts and args.prompts is None:
@@ -160,9 +158,9 @@ def _replay_unpacked(args: argparse.Namespace) -> int:
     except SuperError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="pytest-super-replay-") as work:
+    with scratch_folder("pytest-super-replay-") as work:
         try:
-            top = unpacked_run(args.dir, Path(work))  # a shipped .tar.xz is unpacked first
+            top = unpacked_run(args.dir, work)  # a shipped .tar.xz is unpacked first
         except ServeError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -19,7 +19,6 @@ our agent sent is kept in the comparison (`requests`, written by `--json`).
 from __future__ import annotations
 
 import json
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TypedDict
@@ -53,6 +52,7 @@ from pytest_super.replay.script import (
     episode_script,
 )
 from pytest_super.runner import EpisodeSettings, TaskResult, run_episode
+from pytest_super.scratch import scratch_folder
 from pytest_super.strictjson import JSON
 from pytest_super.trajectory import NOT_ACTIONS, Action, Step
 
@@ -467,8 +467,8 @@ def replay_run(
         replay.folders = len(folders)
         replay.unreplayed = [f.name for f in folders if not (f / "history.ipynb").is_file()]
     backend = ReplayBackend()
-    with tempfile.TemporaryDirectory(prefix="pytest-super-replay-") as scratch:
-        folder = Path(work) if work is not None else Path(scratch)
+    with scratch_folder("pytest-super-replay-") as scratch:
+        folder = Path(work) if work is not None else scratch
         folder.mkdir(parents=True, exist_ok=True)
         with ReplayEndpoint() as endpoint:
             model = found.episodes[0].model if found.episodes else "replay"

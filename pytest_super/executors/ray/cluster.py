@@ -28,11 +28,9 @@ import dataclasses
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from pytest_super.errors import InfrastructureError
 from pytest_super.executors.ray.connect import (
@@ -46,7 +44,8 @@ from pytest_super.executors.ray.settings import memory_bytes, ray_address, ray_c
 from pytest_super.executors.ray.sweep import TASK_NAME_PREFIX, NodeSweeps
 from pytest_super.executors.ray.watch import (
     ENGINE_FAILURES_TO_EXCLUDE,
-    HEAD_LOST_S,
+    ClusterLost,
+    HeadChecks,
     Node,
     RayNodeInfo,
     Watch,
@@ -62,7 +61,7 @@ if TYPE_CHECKING:
     from ray import ObjectRef
     from ray.util.queue import Queue
 
-__all__ = ["NodeOutcome", "RayDispatcher", "RayUnavailable", "TASK_NAME_PREFIX"]
+__all__ = ["ClusterLost", "NodeOutcome", "RayDispatcher", "RayUnavailable", "TASK_NAME_PREFIX"]
 
 
 # -- on the controller ---------------------------------------------------------------------------
@@ -70,17 +69,8 @@ __all__ = ["NodeOutcome", "RayDispatcher", "RayUnavailable", "TASK_NAME_PREFIX"]
 NO_NODE_GRACE_S = 60.0
 #: when the rest of a run whose cluster was lost can run (said with its resume command)
 BACK_WHEN = "once the cluster is back"
-#: seconds of one wait on Ray where the head may be gone (`RayDispatcher._watching_head`)
-GET_SLICE_S = 1.0
 #: seconds `ray.shutdown()` may take at the end (with the head gone it waits for the GCS)
 SHUTDOWN_TIMEOUT_S = 3.0
-
-T = TypeVar("T")
-
-
-class ClusterLost(InfrastructureError):
-    """The Ray cluster's head (its GCS) stopped answering: no task can be placed, waited for or
-    cancelled any more. The run ends with the results it has."""
 
 
 @dataclass
@@ -96,7 +86,7 @@ class _Pending:
     avoid: set[str] = field(default_factory=set)
 
 
-class RayDispatcher(NodeSweeps):
+class RayDispatcher(NodeSweeps, HeadChecks):
     """The controller's side: connects, places tasks on nodes, watches the nodes and the head,
     waits, retries elsewhere, cancels, cleans the nodes up."""
 
@@ -373,53 +363,6 @@ class RayDispatcher(NodeSweeps):
             self._no_node_since = None
         return finished
 
-    def _check_head(self) -> None:
-        """`ClusterLost` once the head's GCS port stayed silent past `HEAD_LOST_S`."""
-        watch = self._watch
-        if watch is not None and watch.silent_s() > HEAD_LOST_S:
-            self.lost = (
-                f"the Ray cluster's head at {watch.gcs[0]}:{watch.gcs[1]} stopped answering "
-                f"({watch.silent_s():.0f} s without an answer)"
-            )
-            raise ClusterLost(self.lost)
-
-    def _check_own_node(self, nodes: list[RayNodeInfo] | None) -> None:
-        """`ClusterLost` when the cluster declared dead the Ray node this controller's driver is
-        attached to (its raylet missed the head's health checks: a stalled or overloaded
-        machine; or it died). Ray then ends the run's job, and with it every task of the run on
-        every node: their workers' deaths are not the nodes' fault, and no retry can run."""
-        own = next((n for n in nodes or [] if n.get("NodeID") == self._own_node), None)
-        if own is None or own.get("Alive"):
-            return
-        address = own.get("NodeManagerAddress") or "?"
-        self.lost = (
-            f"the Ray node this controller is attached to (node {self._own_node[:12]}, the "
-            f"raylet at {address}) was declared dead by the cluster's head (it missed the head's "
-            "health checks: a stalled or overloaded machine, or its raylet died), and Ray ends "
-            "the run's tasks with it"
-        )
-        self.back_when = (
-            "once this machine's Ray node runs again (`ray start` on it, docs/cluster.md)"
-        )
-        raise ClusterLost(self.lost)
-
-    def _nodes_now(self) -> list[RayNodeInfo] | None:
-        """`ray.nodes()` asked now (the head answers), None when it cannot be asked."""
-        if self._watch is None or not self._watch.head_answers():
-            return None
-        asked: Future[list[RayNodeInfo] | None] = Future()
-
-        def ask() -> None:
-            nodes = None
-            with contextlib.suppress(Exception):  # the watch will tell
-                nodes = self.ray.nodes()
-            asked.set_result(nodes)
-
-        # the head may have gone since it last answered: `ray.nodes()` would then wait on its GCS
-        # until Ray ends this process (60 s), so it is asked on a thread of its own
-        threading.Thread(target=ask, name="pytest-super-ray-nodes-now", daemon=True).start()
-        return self._watching_head(asked.result)
-
     def _node_lost(self, node: Node) -> list[str]:
         """Node `node` died: each task placed there is run again elsewhere (retries left) or
         reported as lost with the node named. Its Ray tasks are cancelled (they may come back
@@ -518,15 +461,6 @@ class RayDispatcher(NodeSweeps):
         later, with the head's loss unseen; hence `_watching_head`."""
         sent: NodeOutcome = self._watching_head(lambda s: self.ray.get(ref, timeout=s))
         return sent
-
-    def _watching_head(self, wait: Callable[[float], T]) -> T:
-        """`wait(GET_SLICE_S)` again until it returns (`ray.get`'s `GetTimeoutError` and a
-        future's timeout are TimeoutErrors), the head checked between two (`ClusterLost`)."""
-        while True:
-            try:
-                return wait(GET_SLICE_S)
-            except (TimeoutError, FutureTimeout):
-                self._check_head()
 
     def _engine_failed(self, node: Node) -> None:
         node.engine_failures += 1

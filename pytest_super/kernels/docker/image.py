@@ -42,6 +42,7 @@ from pytest_super.kernels.docker import trust
 from pytest_super.kernels.docker.engine import docker_client_for
 from pytest_super.locks import held_lock, private_dir
 from pytest_super.paths import checkout_hint
+from pytest_super.scratch import scratch_folder
 
 IMAGE_REPOSITORY = "pytest-super-kernel"
 DEFAULT_BASE = "python:3.10-slim"
@@ -273,8 +274,7 @@ def _build(
             f"{SYSTEM_CA_BUNDLE}); the image will use its own certificates"
         )
     log(f"building {tag} from {base} (profile {profile})")
-    with tempfile.TemporaryDirectory(prefix="pytest-super-build-") as context:
-        ctx = Path(context)
+    with scratch_folder("pytest-super-build-") as ctx:
         (ctx / "Dockerfile").write_text(inputs.dockerfile)
         (ctx / "requirements.txt").write_text(inputs.requirements)
         for name, text in inputs.files:

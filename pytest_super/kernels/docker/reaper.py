@@ -34,14 +34,13 @@ import contextlib
 import hashlib
 import logging
 import os
-import tempfile
 import threading
 from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from pytest_super.errors import InfrastructureError
+from pytest_super.scratch import scratch_folder
 
 if TYPE_CHECKING:
     import docker
@@ -198,11 +197,11 @@ def reaper_image(client: docker.DockerClient) -> str:
     if present is not None and trust.trusted(tag, present):
         return present
     base = reaper_base(client)
-    with tempfile.TemporaryDirectory(prefix="pytest-super-reaper-") as context:
-        Path(context, "Dockerfile").write_text(REAPER_DOCKERFILE)
-        Path(context, "reaper.py").write_text(reaper_source())
+    with scratch_folder("pytest-super-reaper-") as context:
+        (context / "Dockerfile").write_text(REAPER_DOCKERFILE)
+        (context / "reaper.py").write_text(reaper_source())
         for chunk in client.api.build(
-            path=context,
+            path=str(context),
             tag=tag,
             buildargs={"BASE": base},
             labels={LABEL_REAPER: reaper_version(), "pytest-super.reaper-base": base},

@@ -43,6 +43,7 @@ from pytest_super.kernels.base import ImageSpec, KernelSettings
 from pytest_super.kernels.docker import trust
 from pytest_super.kernels.docker.engine import docker_client
 from pytest_super.kernels.docker.image import build_lock, ca_bundle_bytes, image_exists, image_file
+from pytest_super.scratch import scratch_folder
 
 OWN_REPOSITORY = "pytest-super-task-own"
 KERNEL_REPOSITORY = "pytest-super-task"
@@ -195,13 +196,13 @@ def _build_layer(
     client: docker.DockerClient, own: str, tag: str, log: Callable[[str], None]
 ) -> None:
     log(f"building {tag} (our kernel) FROM {own}")
-    with tempfile.TemporaryDirectory(prefix="pytest-super-task-layer-") as folder:
-        (Path(folder) / "Dockerfile").write_text(image_file(LAYER_DOCKERFILE))
-        (Path(folder) / "ca-bundle.crt").write_bytes(ca_bundle_bytes())
+    with scratch_folder("pytest-super-task-layer-") as folder:
+        (folder / "Dockerfile").write_text(image_file(LAYER_DOCKERFILE))
+        (folder / "ca-bundle.crt").write_bytes(ca_bundle_bytes())
         _stream(
             client,
             f"our kernel layer on {own}",
-            path=folder,
+            path=str(folder),
             tag=tag,
             buildargs={"BASE": own},
             labels={"pytest-super.task-image": "kernel", "pytest-super.base": own},

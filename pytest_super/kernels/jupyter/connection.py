@@ -242,7 +242,7 @@ class KernelConnection:
             _release(client)
 
     def _connect(self, info: Mapping[str, object]) -> None:
-        client = BlockingKernelClient()
+        client = KernelClient()
         client.load_connection_info(cast("KernelConnectionInfo", info))
         # defaults for the sockets the client is about to make: a hard bound on what one frame
         # and the receive queue may hold, whatever the kernel sends
@@ -358,6 +358,17 @@ def expression_value(values: Message, name: str) -> str | None:
         return None
     text: str | None = result.get("data", {}).get("text/plain")
     return text
+
+
+class KernelClient(BlockingKernelClient):
+    """jupyter_client's blocking client, whose collection holds when a Ctrl-C cut its making: the
+    KeyboardInterrupt that lands in traitlets' `setup_instance` leaves an object without its
+    trait values, and `KernelClient.__del__` raised from it into the unraisable hook (pytest
+    printed that warning and its traceback after an interrupted run: CI of 4c95659)."""
+
+    def __del__(self) -> None:
+        if "_trait_values" in vars(self):  # else nothing was made: nothing to release
+            super().__del__()
 
 
 def _release(client: BlockingKernelClient) -> None:
