@@ -107,6 +107,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "registry",
             "ordering",
             "locks",
+            "scratch",
             "defaults",
             "paths",
             "process_identity",
