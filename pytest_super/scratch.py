@@ -41,8 +41,7 @@ def remove_left() -> None:
         left = list(_made)
     for path in left:
         shutil.rmtree(path, ignore_errors=True)
-        with _lock:
-            _made.discard(path)
+        _forget(path)
 
 
 def _make(prefix: str, under: Path) -> Path:
@@ -52,13 +51,10 @@ def _make(prefix: str, under: Path) -> Path:
             _made.add(path)
         try:
             path.mkdir(mode=0o700)
-        except FileExistsError:  # another's (a 1 in 2**32 draw): not ours to remove
-            with _lock:
-                _made.discard(path)
-            continue
-        except OSError:  # not made
-            with _lock:
-                _made.discard(path)
+        except OSError as exc:  # not made; FileExistsError: another's (a 1 in 2**32 draw)
+            _forget(path)
+            if isinstance(exc, FileExistsError):
+                continue
             raise
         return path
 
@@ -68,7 +64,11 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
     except FileNotFoundError:  # gone already, or a file of it removed meanwhile: the rest
         shutil.rmtree(path, ignore_errors=True)
-    with _lock:  # forgotten only once gone
+    _forget(path)  # only once gone
+
+
+def _forget(path: Path) -> None:
+    with _lock:
         _made.discard(path)
 
 
