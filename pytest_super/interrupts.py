@@ -37,6 +37,7 @@ import gc
 import os
 import queue
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -65,6 +66,9 @@ WORKER_GRACE_S = 8.0
 #: sessions before it ends them: a worker's interrupt took 0.05-1.2 s here (load 20-34) from
 #: the signal to its session's end
 COLLECTING_WAIT_S = 3.0
+#: seconds an interrupted controller waits for the workers it ended with SIGKILL to be gone: the
+#: run's clean-up removes a box folder whose maker is gone, not one still dying (issue 42)
+KILLED_WAIT_S = 10.0
 
 
 def stop_on_sigterm(config: pytest.Config) -> None:
@@ -204,6 +208,12 @@ def _end_workers_still_up(
     for process in running:
         with contextlib.suppress(OSError):
             process.kill()
+    # reaped before the clean-up: a worker killed while it started a box left its folder, whose
+    # owner file names it; the clean-up removes that folder only once its maker is gone
+    deadline = time.monotonic() + KILLED_WAIT_S
+    for process in running:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(max(0.0, deadline - time.monotonic()))
 
 
 def say(config: pytest.Config, line: str) -> None:

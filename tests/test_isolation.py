@@ -39,7 +39,12 @@ import pytest
 from pytest_super.errors import ImageMissing
 from pytest_super.kernels import provision_kernel
 from pytest_super.kernels.base import Kernel, KernelSettings
-from pytest_super.kernels.docker.cleanup import cleanup_containers, cleanup_host_folders
+from pytest_super.kernels.docker.cleanup import (
+    cleanup_containers,
+    cleanup_host_folders,
+    make_host_folder,
+    remove_host_folder,
+)
 from pytest_super.kernels.docker.engine import engine_address
 from pytest_super.kernels.docker.hostguard import input_rule
 from pytest_super.kernels.docker.lease import LABEL_LEASE_RUN
@@ -417,6 +422,18 @@ time.sleep(600)
 """
 
 
+def _cleanup_command(run_id: str, env: dict[str, str]) -> None:
+    """`pytest-super cleanup --run RUN_ID`, as a user types it after a killed run."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_super.cli", "cleanup", "--run", run_id],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def test_cleanup_removes_what_a_killed_run_left(engine, image, short_tmp):
     run_id = f"test-iso-{uuid.uuid4().hex[:10]}"
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_SUPER_CONTROLLER_PID"}
@@ -437,18 +454,82 @@ def test_cleanup_removes_what_a_killed_run_left(engine, image, short_tmp):
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
     assert engine.containers.list(all=True, filters={"label": f"pytest-super.run={run_id}"})
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest_super.cli", "cleanup", "--run", run_id],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    _cleanup_command(run_id, env)
     assert engine.containers.list(all=True, filters={"label": f"pytest-super.run={run_id}"}) == []
     assert list(short_tmp.iterdir()) == [], "the killed run's key folder is still there"
     leases = engine.containers.list(all=True, filters={"label": f"{LABEL_LEASE_RUN}={run_id}"})
     assert leases == [], "the killed run's lease is still there"
+
+
+# the child: a box started for real, the process killed (SIGKILL) as its container is created:
+# its folder is made, its owner file names the maker, no container or key exists yet
+KILLED_MID_START = """\
+import os, signal, sys
+from pytest_super.kernels import provision_kernel
+from pytest_super.kernels.base import KernelSettings
+
+def kill(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "_create_leased_container":
+        print(os.listdir(os.environ["TMPDIR"]), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+sys.setprofile(kill)
+provision_kernel(KernelSettings(run_id=sys.argv[1], image=sys.argv[2]), task_id="mid-start")
+"""
+
+
+def test_a_folder_whose_maker_was_killed_mid_start_is_removed_at_once(
+    engine, image, short_tmp, monkeypatch
+):
+    """Issue 42: a run's clean-up left the key folder of a worker ended while it started a box
+    (make test-all beside four busy loops, test_attack_round5_inputs.py's stubborn workers): the
+    folder held no owner file until its container existed, seconds later on a loaded engine, and
+    one without is kept for 60 s as a start that may still be under way. Now the folder names its
+    maker from the start, and a clean-up removes it once that process is provably gone."""
+    run_id = f"test-iso-{uuid.uuid4().hex[:10]}"
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_SUPER_CONTROLLER_PID"}
+    env["TMPDIR"] = str(short_tmp)
+    env["PYTEST_SUPER_DEAD_MAN_SWITCH"] = "off"
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_MID_START, run_id, image],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr[-3000:]
+    (folder,) = short_tmp.iterdir()
+    assert done.stdout.strip() == repr([folder.name])
+    assert sorted(p.name for p in folder.iterdir()) == ["ipc", "owner.json"]
+    assert "engine" not in json.loads((folder / "owner.json").read_text())
+    # a start under way in a live process (this one) is left alone, however young
+    monkeypatch.setattr(tempfile, "tempdir", str(short_tmp))
+    live = Path(make_host_folder())
+    _cleanup_command(run_id, env)
+    assert sorted(short_tmp.iterdir()) == [live], "the killed start's key folder is still there"
+    assert str(live) not in cleanup_host_folders(engine)
+    remove_host_folder(str(live))
+
+
+def test_a_maker_in_another_pid_namespace_is_judged_by_the_folders_age(
+    engine, short_tmp, monkeypatch
+):
+    """A maker this process cannot judge (its pid names nothing here) is neither gone nor alive:
+    its folder is a crashed start once older than a minute, as a folder without an owner file."""
+    from pytest_super.kernels.docker.cleanup import MAKER, UNOWNED_FOLDER_GRACE_S
+    from pytest_super.process_identity import LABEL_HOLDER_PID_NS
+
+    monkeypatch.setattr(tempfile, "tempdir", str(short_tmp))
+    folder = Path(make_host_folder())
+    owner = json.loads((folder / "owner.json").read_text())
+    owner[MAKER][LABEL_HOLDER_PID_NS] = "1"  # not this process's namespace
+    (folder / "owner.json").write_text(json.dumps(owner))
+    (folder / "ipc").mkdir()
+    assert str(folder) not in cleanup_host_folders(engine)  # young: a start that may be under way
+    long_ago = time.time() - UNOWNED_FOLDER_GRACE_S - 5
+    os.utime(folder, (long_ago, long_ago))
+    assert str(folder) in cleanup_host_folders(engine)
+    assert not folder.exists()
 
 
 def test_a_bad_disk_size_is_refused_with_what_to_write(pytester: pytest.Pytester):

@@ -39,7 +39,6 @@ import re
 import secrets
 import socket
 import tarfile
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -73,11 +72,11 @@ from pytest_super.kernels.docker.box import (
     kernel_connection,
 )
 from pytest_super.kernels.docker.cleanup import (
-    HOST_FOLDER_PREFIX,
     OWNER_FILE,
     cleanup_containers,
     cleanup_dead_leases,
-    host_folder_root,
+    make_host_folder,
+    maker_entry,
     mount_channel_folder,
     remove_host_folder,
 )
@@ -270,7 +269,7 @@ def create_docker_box(settings: KernelSettings, *, task_id: str) -> DockerBox:
         )
     name = container_name(task_id, settings.worker)
     key = secrets.token_hex(32)
-    folder = tempfile.mkdtemp(prefix=HOST_FOLDER_PREFIX, dir=host_folder_root())  # mode 0700
+    folder = make_host_folder()
     container_id = None
     box: DockerBox | None = None
     api = client.api
@@ -391,6 +390,7 @@ def _start_container(
             {
                 "engine": engine_identity(_engine_info(client, address)),
                 "container": container_id,
+                **maker_entry(),
             }
         ),
     )

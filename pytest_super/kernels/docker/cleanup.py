@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_super.atomic import write_atomically
 from pytest_super.kernels.docker.engine import LABEL, LABEL_RUN, engine_identity
 from pytest_super.kernels.docker.lease import (
     LABEL_HOLDER,
@@ -86,12 +87,16 @@ def cleanup_dead_leases(client: docker.DockerClient, run_id: str) -> int:
     return sum(_remove_all(dead))
 
 
-#: the prefix and owner file of a box's host folder (kernels/docker/backend.py makes them)
+#: the prefix and owner file of a box's host folder (`make_host_folder`)
 HOST_FOLDER_PREFIX = "pytest-super-kernel-"
 OWNER_FILE = "owner.json"
-#: A folder is made just before its container is created and its owner file written just after
-#: (well under a second here), and it holds no key before that. One without an owner file that
-#: holds nothing but an empty `ipc` folder is a crashed start once this old (s).
+#: The owner file's key for the process that made the folder (process_identity.Holder's labels),
+#: written as the folder is made: its engine and container are added once the container exists
+#: (seconds later on a loaded engine), and a folder whose start its maker never finished is
+#: removed as soon as that process is provably gone (a worker killed mid-start, issue 42).
+MAKER = "maker"
+#: A folder without an owner file (the instant between `mkdtemp` and its write, or an earlier
+#: version's) that holds nothing but an empty `ipc` folder is a crashed start once this old (s).
 UNOWNED_FOLDER_GRACE_S = 60.0
 
 
@@ -99,6 +104,20 @@ UNOWNED_FOLDER_GRACE_S = 60.0
 #: `<root>/pytest-super-kernel-<8 random>/ipc/kernel-50001`, 46 bytes more than its root.
 SOCKET_PATH_MAX = 107
 _LONGEST_UNDER_ROOT = len("/pytest-super-kernel-12345678/ipc/kernel-50001")
+
+
+def make_host_folder() -> str:
+    """A new box folder (mode 0700) whose owner file names this process as its maker."""
+    folder = tempfile.mkdtemp(prefix=HOST_FOLDER_PREFIX, dir=host_folder_root())
+    write_atomically(Path(folder, OWNER_FILE), json.dumps(maker_entry()))
+    return folder
+
+
+def maker_entry() -> dict[str, dict[str, str]]:
+    """The owner file's record of the process making or starting a box (`MAKER`)."""
+    from pytest_super.process_identity import Holder
+
+    return {MAKER: Holder.of_this_process().labels()}
 
 
 def host_folder_root() -> str:
@@ -113,8 +132,10 @@ def cleanup_host_folders(
     """Remove the box folders on this host whose container no longer exists on `client`'s engine.
 
     A folder names its engine and container in its owner file; folders of other engines are left
-    alone. A folder without an owner file is removed only if it is empty but for an empty `ipc`
-    folder and older than `UNOWNED_FOLDER_GRACE_S` (else it is a box being created, or not ours).
+    alone. One whose owner file names only its maker (its container not made yet) is removed once
+    that process is provably gone. A folder without an owner file is removed only if it is empty
+    but for an empty `ipc` folder and older than `UNOWNED_FOLDER_GRACE_S` (else it is a box being
+    created, or not ours).
     Returns the folders removed.
     """
     import docker.errors
@@ -130,13 +151,17 @@ def cleanup_host_folders(
         except (OSError, ValueError):
             continue
         else:
-            if owner.get("engine") != engine:
+            if "engine" not in owner:  # its start was under way: ended if its maker is gone
+                if not _start_cut(path, owner):
+                    continue
+            elif owner.get("engine") != engine:
                 continue
-            try:
-                client.api.inspect_container(str(owner.get("container") or "-"))
-                continue
-            except docker.errors.NotFound:
-                pass
+            else:
+                try:
+                    client.api.inspect_container(str(owner.get("container") or "-"))
+                    continue
+                except docker.errors.NotFound:
+                    pass
         remove_host_folder(path)
         removed.append(path)
     return removed
@@ -235,10 +260,30 @@ def _crashed_start(path: str) -> bool:
     try:
         young = time.time() - os.stat(path).st_mtime < UNOWNED_FOLDER_GRACE_S
         return not young and all(
-            name == "ipc" and not os.listdir(os.path.join(path, name)) for name in os.listdir(path)
+            (name == "ipc" and not os.listdir(os.path.join(path, name)))
+            or name == OWNER_FILE  # its maker's alone: the caller read it
+            or name.startswith(f".{OWNER_FILE}.")  # its first write, cut before its rename
+            for name in os.listdir(path)
         )
     except OSError:
         return False
+
+
+def _start_cut(path: str, owner: dict[str, object]) -> bool:
+    """Whether a folder whose owner file names only its maker is a start that will never end:
+    its maker is provably gone; or, a maker this process cannot judge (another PID namespace or
+    boot), the folder is a crashed start by its age and contents."""
+    from pytest_super.process_identity import Holder
+
+    labels = owner.get(MAKER)
+    holder = None
+    if isinstance(labels, dict):
+        holder = Holder.from_labels({str(k): str(v) for k, v in labels.items()})
+    if holder is not None and holder.provably_gone():
+        return True
+    if holder is not None and holder.provably_alive():
+        return False
+    return _crashed_start(path)
 
 
 def _name(container: docker.models.containers.Container) -> str:
