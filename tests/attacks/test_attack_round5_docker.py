@@ -309,8 +309,17 @@ def test_a_fill_between_two_walks_is_seen_by_the_cheap_check(
     """The watch's interval may stretch to POLL_MAX_S for a layer that is slow to walk (600,000
     files: its cost within budget); a filler must not get that long. A box's layer grows by more
     than it had left under its limit after a walk: the statvfs check says so at once (red on
-    20480cf: there was no such check, the interval alone)."""
+    20480cf: there was no such check, the interval alone).
+
+    The check is asked here alone: the watch's own thread, which asks it every second and walks
+    when it says yes, does not run. Issue 42: beside four busy loops the 80 MiB write outlasted
+    that second, the thread saw the fill first (its check, its walk, a new mark) and this one then
+    rightly saw no growth since the thread's walk."""
     from pytest_super.kernels.docker.diskwatch import DiskWatch
+
+    class CheckedByTheTestAlone(DiskWatch):
+        def _run(self) -> None:
+            return  # no background polls: the test polls and checks by itself
 
     box = engine.containers.create(image, ["true"], name=f"pytest-super-fill-{uuid.uuid4().hex}")
     # the box's folder on a file system of this test's own (a tmpfs): what other tests of the
@@ -320,7 +329,7 @@ def test_a_fill_between_two_walks_is_seen_by_the_cheap_check(
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(mount)], check=True)
     try:
         stopped: list[object] = []
-        watch = DiskWatch(engine.api)
+        watch = CheckedByTheTestAlone(engine.api)
         end = watch.watch(
             box.id, 64 << 20, lambda use, limits: stopped.append(use), host_dirs=[str(mount)]
         )
