@@ -26,6 +26,7 @@ from pytest_super.kernels.docker.lease import (
     LABEL_LEASE_RUN,
     live_leases,
 )
+from pytest_super.process_identity import Holder
 
 if TYPE_CHECKING:
     import docker
@@ -115,8 +116,6 @@ def make_host_folder() -> str:
 
 def maker_entry() -> dict[str, dict[str, str]]:
     """The owner file's record of the process making or starting a box (`MAKER`)."""
-    from pytest_super.process_identity import Holder
-
     return {MAKER: Holder.of_this_process().labels()}
 
 
@@ -273,8 +272,6 @@ def _start_cut(path: str, owner: dict[str, object]) -> bool:
     """Whether a folder whose owner file names only its maker is a start that will never end:
     its maker is provably gone; or, a maker this process cannot judge (another PID namespace or
     boot), the folder is a crashed start by its age and contents."""
-    from pytest_super.process_identity import Holder
-
     labels = owner.get(MAKER)
     holder = None
     if isinstance(labels, dict):
