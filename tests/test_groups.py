@@ -6,7 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import TESTS, is_long
+from tests.support.ray_fixtures import nodes_needed
 
 ROOT = TESTS.parent
 
@@ -53,6 +56,22 @@ def test_cluster_tests_are_long_but_the_one_smoke_test() -> None:
         if path != Path(__file__) and "@pytest.mark.cluster_smoke" in path.read_text()
     ]
     assert smoke == ["test_ray_backend.py"]
+
+
+def test_the_session_cluster_has_one_node_for_smoke_tests_and_two_for_the_rest(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini("[pytest]\nmarkers =\n    ray\n    cluster_smoke\n")
+    items = pytester.getitems(
+        "import pytest\n"
+        "@pytest.mark.ray\n@pytest.mark.cluster_smoke\ndef test_smoke(): pass\n"
+        "@pytest.mark.ray\ndef test_fault(): pass\n"
+        "def test_plain(): pass\n"
+    )
+    named = {item.name: item for item in items}
+    assert nodes_needed([named["test_smoke"], named["test_plain"]]) == 1  # make test
+    assert nodes_needed(items) == 2  # make test-all
+    assert nodes_needed([named["test_fault"]]) == 2  # one long test run alone
 
 
 def test_the_long_modules_and_tests_are_named_and_the_core_is_not() -> None:

@@ -212,6 +212,27 @@ def test_a_spy_task_reads_nothing_of_another_tasks_kernel(settings, engine, requ
             spy.close()
 
 
+def test_the_port_scan_finds_a_listening_port_in_a_batch_larger_than_the_file_limit():
+    """The spy's scan above can fail: a port that listens is found, and a batch larger than the
+    process's limit of open files is cut to it instead of failing to open sockets."""
+    import resource
+
+    from tests.support.isolation_probes import open_tcp_ports
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = len(os.listdir("/proc/self/fd")) + 512  # this process may open 512 more files
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+    try:
+        with socket.socket() as server:
+            server.bind(("127.0.0.1", 0))
+            server.listen()
+            port = server.getsockname()[1]
+            ports = range(max(1, port - 3000), min(65536, port + 3000))
+            assert port in open_tcp_ports("127.0.0.1", ports, batch=4 * limit)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 # -- 2. network "none": no TCP or UDP leaves the task ---------------------------------------------
 def test_network_none_lets_no_connection_out_while_the_controller_drives_the_kernel(
     settings, host_servers

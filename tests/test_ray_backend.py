@@ -1,5 +1,6 @@
 """`--super-executor=ray` on a real Ray cluster of this machine (tests/support/ray_cluster.py): a
-head and two worker nodes, each node with a Docker engine of its own, all in a network namespace
+head and two worker nodes (one when the smoke test is the session's only cluster test), each node
+with a Docker engine of its own, all in a network namespace
 with only loopback. One pytest process (run inside that namespace) drives every task; each task
 runs whole on a node, its kernel in a container of that node's engine.
 

@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
 import selectors
 import socket
 import stat
 import time
 
 
-def open_tcp_ports(ip: str, ports: range, *, batch: int = 2048, wait_s: float = 0.5) -> list[int]:
-    """Ports of `ip` that accept a TCP connection (non-blocking connects, `batch` at a time)."""
+def open_tcp_ports(ip: str, ports: range, *, batch: int = 16384, wait_s: float = 0.5) -> list[int]:
+    """Ports of `ip` that accept a TCP connection (non-blocking connects, `batch` at a time, fewer
+    when the process may not open that many files). A dropped connect costs its batch `wait_s`,
+    so fewer batches are faster: test_isolation.py's spy test took 25.9 s with batches of 2048,
+    10.6 s with 16384 (one run each, quiet machine)."""
+    files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if files != resource.RLIM_INFINITY:
+        batch = max(1, min(batch, files - 256))
     found: list[int] = []
     todo = list(ports)
     while todo:

@@ -1,7 +1,8 @@
 """One Ray test cluster (tests/support/ray_cluster.py) for every cluster test of a session (one
 xdist worker runs them all, one after the other: the xdist group "ray"): the executor's tests
 (tests/test_ray_backend.py) and the fault tests (tests/test_ray_faults.py) share it, since
-starting one takes a minute of CI; it stops after the last of them (`SessionCluster`).
+starting one takes a minute of CI; it stops after the last of them (`SessionCluster`). It has
+two worker nodes, or one when the session's only cluster test is the smoke test (`nodes_needed`).
 
 A test that breaks the cluster (a node cut off, an engine or the head killed) puts it back before
 it ends (`heal`, `restart_engine`, `revive_node`, `restart_head`); a test that could not (it failed
@@ -49,20 +50,21 @@ class SessionCluster:
     test (in `make test` about three quarters of the suite). Asked for again later (a run
     without xdist, where a cluster test of another module comes first), it starts again."""
 
-    def __init__(self) -> None:
+    def __init__(self, nodes: int = 2) -> None:
         self._running: Iterator[Any] | None = None
         self.cluster: Any = None
+        self.nodes = nodes
 
     def get(self) -> Any:
-        """The running cluster, started first if it is not: a head and two worker nodes of 4
-        CPUs and 8 GiB of Ray's logical resources each (two tasks of --super-cpus 2 per node),
+        """The running cluster, started first if it is not: a head and `nodes` worker nodes of
+        4 CPUs and 8 GiB of Ray's logical resources each (two tasks of --super-cpus 2 per node),
         each with its own engine holding the kernel image."""
         if self.cluster is None:
             from pytest_super.kernels.docker.image import build_image
             from tests.support.ray_cluster import GIB, start_ray_cluster
 
             image = build_image(offline=True, log=lambda line: None)
-            running = start_ray_cluster(image, nodes=2, num_cpus=4, memory=8 * GIB)
+            running = start_ray_cluster(image, nodes=self.nodes, num_cpus=4, memory=8 * GIB)
             self.cluster = next(running)
             self._running = running
         return self.cluster
@@ -77,10 +79,22 @@ class SessionCluster:
 _SESSION_CLUSTER = pytest.StashKey[SessionCluster]()
 
 
+def nodes_needed(items: list[pytest.Item]) -> int:
+    """Worker nodes for a session of these tests: one when its only cluster tests are smoke
+    tests (`make test`: three tasks that fit on one node; a second node and its engine, which
+    loads the kernel image, took about 20 s of the cluster's start), else two (the long tests
+    place tasks on a node of their choice, cut one off, or spread a run over both)."""
+    cluster_tests = [item for item in items if item.get_closest_marker("ray") is not None]
+    if all(item.get_closest_marker("cluster_smoke") is not None for item in cluster_tests):
+        return 1
+    return 2
+
+
 @pytest.fixture(scope="session")
 def ray_cluster(request: pytest.FixtureRequest) -> Iterator[SessionCluster]:
     """The session's cluster (`SessionCluster`), stopped at the session's end at the latest."""
-    session_cluster = request.session.stash[_SESSION_CLUSTER] = SessionCluster()
+    nodes = nodes_needed(request.session.items)
+    session_cluster = request.session.stash[_SESSION_CLUSTER] = SessionCluster(nodes)
     yield session_cluster
     session_cluster.stop()
 
