@@ -9,12 +9,15 @@ UV_VERSION := 0.13.9
 
 .PHONY: venv docker chromium image image-colab image-colab-lock demo test test-all test-colab test-cluster-guide lint bench cleanup
 
-# uv installs the same packages as pip (their `pip freeze` compared equal) in about 16 s instead of
-# 70 s on 2 cores: a fresh clone's `make test` includes this step (issue 42's 20 minutes).
+# uv installs the same packages as pip (their `pip freeze` compared equal) in 24 s instead of 70 s
+# on 2 cores: a fresh clone's `make test` includes this step (issue 42's 20 minutes). Compiled to
+# bytecode here, as pip does: where PYTHONDONTWRITEBYTECODE is set (these machines set it), Python
+# never writes it later, and every process of the suite would compile what it imports again
+# (uncompiled, a whole `make test` took 22:10 instead of 20:01).
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet uv==$(UV_VERSION)
-	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(BIN)/uv pip install --quiet --upgrade-package pip -e '.[dev]' pip
+	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(BIN)/uv pip install --quiet --compile-bytecode --upgrade-package pip -e '.[dev]' pip
 	touch $@
 
 venv: $(VENV)/.installed
