@@ -198,8 +198,10 @@ class Heartbeat:
         return self._thread.is_alive()
 
     def join(self, timeout: float | None = None) -> None:
-        """Wait for the thread to end (after `stop()`), at most `timeout` seconds."""
-        self._thread.join(timeout)
+        """Wait for the thread to end (after `stop()`), at most `timeout` seconds (not from a
+        beat: a thread cannot wait for itself)."""
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
 
 
 __all__ = [

@@ -136,8 +136,10 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
         for network in client.networks.list(names=[TASK_NETWORK]):  # its host bridge outlives it
             with contextlib.suppress(docker.errors.APIError):
                 network.remove()
+        # one it could not remove (a "dead" container: its root filesystem busy) must not reach
+        # the next module's engine through a kept data root (it kept a reaper busy for good)
+        stopped_cleanly = not client.containers.list(all=True, ignore_removed=True)
         client.close()
-        stopped_cleanly = True
     finally:
         daemon.terminate()
         try:
@@ -157,16 +159,24 @@ def start_second_engine(image: str) -> Iterator[docker.DockerClient]:
 
 
 def _clear_unless_kept(data_root: Path, exec_root: Path, kept: Path) -> None:
-    """Clear the exec root; the data root too, unless the slot's last engine stopped cleanly and
-    marked it `kept` (it holds the image: a `docker save | docker load` of it took 188-338 s of a
-    module's set-up on a loaded machine). Any other data root is a killed one's. The mark goes:
-    an engine killed from now on leaves a data root the next start clears."""
+    """Clear the exec root; the data root too, unless the slot's last engine stopped cleanly
+    with no container left and marked it `kept` (it holds the image: a `docker save | docker
+    load` of it took 188-338 s of a module's set-up on a loaded machine), and nothing is mounted
+    under it (a container's root filesystem left mounted: the next engine cannot remove that
+    container). Any other data root is a killed one's. The mark goes: an engine killed from now
+    on leaves a data root the next start clears."""
     try:
         kept.unlink()
     except FileNotFoundError:
         _clear(data_root, exec_root)
     else:
-        _clear(exec_root)
+        _clear(*([data_root] if _mounts_under(data_root) else []), exec_root)
+
+
+def _mounts_under(root: Path) -> list[str]:
+    with open("/proc/self/mounts") as mounts:
+        points = [line.split()[1] for line in mounts]
+    return [p for p in points if p == str(root) or p.startswith(f"{root}/")]
 
 
 def _hold_only(client: docker.DockerClient, image: str) -> None:
@@ -215,10 +225,15 @@ def _present(*names: str) -> list[str]:
 def _clear(*roots: Path) -> None:
     """Remove an engine's data and exec roots, what is mounted under them unmounted first: a
     data root half removed (its layers gone, its image records not) broke the next engine
-    started on it ("stat .../overlay2/<id>: no such file or directory")."""
+    started on it ("stat .../overlay2/<id>: no such file or directory"). Until none is left: a
+    killed engine's bind mount of its data root onto itself hides the mounts made before it
+    (found on this machine: a container's root filesystem under one, which no engine could
+    remove again, its container "dead" for hours)."""
     for root in roots:
-        with open("/proc/self/mounts") as mounts:
-            points = [line.split()[1] for line in mounts]
-        for point in reversed([p for p in points if p == str(root) or p.startswith(f"{root}/")]):
-            _sh("umount", "-l", point)
+        for _ in range(5):
+            points = _mounts_under(root)
+            if not points:
+                break
+            for point in reversed(points):
+                _sh("umount", "-l", point)
         shutil.rmtree(root, ignore_errors=True)

@@ -94,6 +94,7 @@ class Lease:
         #: containers of this process its engine did not remove when asked (it did not answer):
         #: removed by the renewals once it answers again (`remove_later`)
         self.pending: set[str] = set()
+        self._released = False
         self._create()
         self._heartbeat = Heartbeat(RENEW_S, self._renew_once, name=self.name)
 
@@ -128,8 +129,8 @@ class Lease:
         from pytest_super.errors import InfrastructureError
         from pytest_super.kernels.docker.reaper import ensure_reaper
 
-        if not self.switch or self.address is None:
-            return
+        if not self.switch or self.address is None or self._released:
+            return  # released: a beat under way when it was must not start a reaper after it
         try:
             ensure_reaper(self.client, self.address)  # its own image, never self.image
         except (
@@ -160,7 +161,7 @@ class Lease:
         try:
             self.renew()
         except docker.errors.NotFound:  # someone removed it: take it again
-            if self._heartbeat.stopped:
+            if self._heartbeat.stopped or self._released:
                 return  # released while this renewal was under way: not taken again
             # (the engine may go between the two calls: its socket removed, a
             # ConnectionError, the next renewal's to report)
@@ -196,7 +197,11 @@ class Lease:
         import docker.errors
         import requests.exceptions
 
+        self._released = True
         self.stop_renewing()
+        # a beat under way finishes first (RENEW_S at most: a beat's calls are short), so that
+        # nothing of it comes after the removal (it took the lease or a reaper again)
+        self._heartbeat.join(RENEW_S)
         with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
             self.client.api.remove_container(self.name, force=True)
 

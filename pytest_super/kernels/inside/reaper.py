@@ -59,6 +59,7 @@ class ContainerSummary(TypedDict, total=False):
     Names: list[str]
     Labels: dict[str, str]
     Created: int
+    State: str
 
 
 class HolderFields(TypedDict, total=False):
@@ -220,9 +221,14 @@ def reap(engine: Engine, lease: ContainerSummary) -> list[str]:
     return removed
 
 
+#: container states of nothing that runs again: its removal failed ("dead": the engine could not
+#: remove its root filesystem, a mount held elsewhere) or is under way
+GONE_STATES = ("dead", "removing")
+
+
 def sweep(engine: Engine) -> bool:
     """One pass; True while anything of ours is on the engine (a lease or a task container
-    that is not kept)."""
+    that is not kept, neither dead nor being removed: a dead lease kept a reaper for hours)."""
     leases = engine.containers(LABEL_HOLDER)
     now = time.time()
     for lease in leases:
@@ -236,7 +242,7 @@ def sweep(engine: Engine) -> bool:
         for box in engine.containers(f"{LABEL}=1")
         if not any(n.endswith(KEPT_SUFFIX) for n in box.get("Names") or [])
     ]
-    return bool(leases or boxes)
+    return any(found.get("State") not in GONE_STATES for found in [*leases, *boxes])
 
 
 def main() -> int:
