@@ -167,7 +167,7 @@ def _engine_seen(client: docker.DockerClient) -> str:
     lines = []
     for box in client.containers.list(all=True, ignore_removed=True):
         labels = box.labels
-        ours = labels.get("pytest-super") == "1" or LABEL_HOLDER in labels
+        ours = labels.get(inside.LABEL) == "1" or LABEL_HOLDER in labels
         if ours or LABEL_REAPER in labels:
             env = [e for e in box.attrs["Config"]["Env"] or [] if e.startswith("PYTEST_SUPER_")]
             lines.append(f"{box.name} ({box.status}, created {box.attrs['Created']}, {env})")

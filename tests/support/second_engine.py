@@ -167,10 +167,10 @@ def _clear_unless_kept(data_root: Path, exec_root: Path, kept: Path) -> None:
     on leaves a data root the next start clears."""
     try:
         kept.unlink()
+        keep = not _mounts_under(data_root)
     except FileNotFoundError:
-        _clear(data_root, exec_root)
-    else:
-        _clear(*([data_root] if _mounts_under(data_root) else []), exec_root)
+        keep = False
+    _clear(*([] if keep else [data_root]), exec_root)
 
 
 def _mounts_under(root: Path) -> list[str]:
@@ -225,15 +225,9 @@ def _present(*names: str) -> list[str]:
 def _clear(*roots: Path) -> None:
     """Remove an engine's data and exec roots, what is mounted under them unmounted first: a
     data root half removed (its layers gone, its image records not) broke the next engine
-    started on it ("stat .../overlay2/<id>: no such file or directory"). Until none is left: a
-    killed engine's bind mount of its data root onto itself hides the mounts made before it
-    (found on this machine: a container's root filesystem under one, which no engine could
-    remove again, its container "dead" for hours)."""
+    started on it ("stat .../overlay2/<id>: no such file or directory"). The newest first: a
+    killed engine's bind mount of its data root onto itself hides the mounts made before it."""
     for root in roots:
-        for _ in range(5):
-            points = _mounts_under(root)
-            if not points:
-                break
-            for point in reversed(points):
-                _sh("umount", "-l", point)
+        for point in reversed(_mounts_under(root)):
+            _sh("umount", "-l", point)
         shutil.rmtree(root, ignore_errors=True)

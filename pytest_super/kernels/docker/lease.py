@@ -161,7 +161,7 @@ class Lease:
         try:
             self.renew()
         except docker.errors.NotFound:  # someone removed it: take it again
-            if self._heartbeat.stopped or self._released:
+            if self._heartbeat.stopped:
                 return  # released while this renewal was under way: not taken again
             # (the engine may go between the two calls: its socket removed, a
             # ConnectionError, the next renewal's to report)
