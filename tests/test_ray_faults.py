@@ -467,8 +467,11 @@ def test_the_controllers_own_node_declared_dead_ends_the_run_cleanly_charging_no
     files = _files(cluster)
     try:
         run, project, run_dir = _slow_tasks_running(cluster, tmp_path)
+        head = cluster.node_ids()["head"]
         declared = cluster.stall_head_raylet()
         resumed = time.monotonic()
+        # what the head-kill test below reads to tell such a loss before its own fault
+        assert _head_declared_dead(cluster, head), cluster.head_log_lines("health check")
         code = run.wait(120)
         took = time.monotonic() - resumed
         out = run.output()
@@ -491,6 +494,15 @@ _HEAD_LOG_WORDS = ("dead", "ealth", "ail", "SIG", "FATAL", "Check")
 OWN_NODE_DEAD = "was declared dead by the cluster's head"
 
 
+def _head_declared_dead(cluster: Any, head: str) -> str:
+    """The head's GCS log lines declaring the head's own node dead, if any: only a GCS still
+    running writes them, so with the head SIGKILLed they tell a loss before its kill (CI of
+    b6041ac: the head's raylet declared dead 19 s into the run, and Ray ended the controller's
+    driver at once, the controller's "ended unasked" in place of `OWN_NODE_DEAD`)."""
+    lines = cluster.head_log_lines("health check failed").splitlines()
+    return "\n".join(line for line in lines if f"node_id={head}" in line)
+
+
 def test_the_head_killed_mid_run_ends_the_run_cleanly_with_what_it_has(cluster, tmp_path):
     """... and the command it prints runs the rest once the cluster is back: the three tasks
     that did not finish (made quick first: a test cannot wait their 300 s), not the two that
@@ -503,10 +515,12 @@ def test_the_head_killed_mid_run_ends_the_run_cleanly_with_what_it_has(cluster, 
     controller's local raylet; the controller now ends such a run itself, when it sees its node
     dead first or when Ray ends its driver's process: the tests above). In CI of 4c95659 that
     loss came as the test killed the head: the controller ended 0.1 s after the kill, for its
-    node declared dead (`OWN_NODE_DEAD`, which only a head that still answers can say). The
-    fault under test was then never made, or not what ended the run: the test says so, shows
-    the head's logs, and makes it once more on a new head; a second loss of that kind fails the
-    test."""
+    node declared dead (`OWN_NODE_DEAD`, which only a head that still answers can say). In CI of
+    b6041ac it came 19 s into the run, and Ray ended the driver's process at once: the
+    controller's "ended unasked", the same loss, which the killed head's GCS log tells
+    (`_head_declared_dead`). The fault under test was then never made, or not what ended the
+    run: the test says so, shows the head's logs, and makes it once more on a new head; a second
+    loss of that kind fails the test."""
     files = _files(cluster)
     for attempt in (1, 2):
         root = tmp_path / f"try{attempt}"
@@ -515,17 +529,21 @@ def test_the_head_killed_mid_run_ends_the_run_cleanly_with_what_it_has(cluster, 
         # how the head saw its nodes before it went
         before = cluster.head_log_lines(*_HEAD_LOG_WORDS)
         if run.proc.poll() is None:
+            head = cluster.node_ids()["head"]
             cluster.kill_head()
             killed = time.monotonic()
             try:
                 code = run.wait(180)
                 took = time.monotonic() - killed
                 out = run.output()
+                # the killed head's GCS log, read before a new head replaces it
+                declared = _head_declared_dead(cluster, head)
             finally:
                 cluster.restart_head()
-            if OWN_NODE_DEAD not in out:
+            if OWN_NODE_DEAD not in out and not declared:
                 break
             spoiled = f"its own node was declared dead before the head's kill ({code})"
+            before += f"\n{declared}"
         else:
             spoiled = f"the controller ended ({run.proc.returncode}) before the head's kill"
             cluster.restart_head()
