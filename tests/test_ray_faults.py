@@ -471,7 +471,7 @@ def test_the_controllers_own_node_declared_dead_ends_the_run_cleanly_charging_no
         declared = cluster.stall_head_raylet()
         resumed = time.monotonic()
         # what the head-kill test below reads to tell such a loss before its own fault
-        assert _head_declared_dead(cluster, head), cluster.head_log_lines("health check")
+        assert cluster.head_declared_dead(head), cluster.head_log_lines("health check")
         code = run.wait(120)
         took = time.monotonic() - resumed
         out = run.output()
@@ -494,15 +494,6 @@ _HEAD_LOG_WORDS = ("dead", "ealth", "ail", "SIG", "FATAL", "Check")
 OWN_NODE_DEAD = "was declared dead by the cluster's head"
 
 
-def _head_declared_dead(cluster: Any, head: str) -> str:
-    """The head's GCS log lines declaring the head's own node dead, if any: only a GCS still
-    running writes them, so with the head SIGKILLed they tell a loss before its kill (CI of
-    b6041ac: the head's raylet declared dead 19 s into the run, and Ray ended the controller's
-    driver at once, the controller's "ended unasked" in place of `OWN_NODE_DEAD`)."""
-    lines = cluster.head_log_lines("health check failed").splitlines()
-    return "\n".join(line for line in lines if f"node_id={head}" in line)
-
-
 def test_the_head_killed_mid_run_ends_the_run_cleanly_with_what_it_has(cluster, tmp_path):
     """... and the command it prints runs the rest once the cluster is back: the three tasks
     that did not finish (made quick first: a test cannot wait their 300 s), not the two that
@@ -516,11 +507,11 @@ def test_the_head_killed_mid_run_ends_the_run_cleanly_with_what_it_has(cluster, 
     dead first or when Ray ends its driver's process: the tests above). In CI of 4c95659 that
     loss came as the test killed the head: the controller ended 0.1 s after the kill, for its
     node declared dead (`OWN_NODE_DEAD`, which only a head that still answers can say). In CI of
-    b6041ac it came 19 s into the run, and Ray ended the driver's process at once: the
-    controller's "ended unasked", the same loss, which the killed head's GCS log tells
-    (`_head_declared_dead`). The fault under test was then never made, or not what ended the
-    run: the test says so, shows the head's logs, and makes it once more on a new head; a second
-    loss of that kind fails the test."""
+    9f1efda it came 19 s into the run, and Ray ended the driver's process at once: the
+    controller's "ended unasked", the same loss, which the killed head's GCS log tells (only a
+    GCS still running writes it: `head_declared_dead`). The fault under test was then never
+    made, or not what ended the run: the test says so, shows the head's logs, and makes it once
+    more on a new head; a second loss of that kind fails the test."""
     files = _files(cluster)
     for attempt in (1, 2):
         root = tmp_path / f"try{attempt}"
@@ -537,7 +528,7 @@ def test_the_head_killed_mid_run_ends_the_run_cleanly_with_what_it_has(cluster, 
                 took = time.monotonic() - killed
                 out = run.output()
                 # the killed head's GCS log, read before a new head replaces it
-                declared = _head_declared_dead(cluster, head)
+                declared = cluster.head_declared_dead(head)
             finally:
                 cluster.restart_head()
             if OWN_NODE_DEAD not in out and not declared:

@@ -540,13 +540,19 @@ class RayTestCluster:
         started = time.monotonic()
         self._kill(raylets, signal.SIGSTOP)
         try:
-            while f"failed. node_id={head}" not in self.head_log_lines("health check failed"):
+            while not self.head_declared_dead(head):
                 if time.monotonic() - started > timeout:
                     raise TimeoutError(f"the head's node was not declared dead in {timeout} s")
                 time.sleep(0.5)
             return time.monotonic() - started
         finally:
             self._kill(raylets, signal.SIGCONT)
+
+    def head_declared_dead(self, node_id: str) -> str:
+        """The head's GCS log lines declaring node `node_id` dead for its failed health checks,
+        if any: only a GCS still running writes them."""
+        lines = self.head_log_lines("health check failed").splitlines()
+        return "\n".join(line for line in lines if f"failed. node_id={node_id}" in line)
 
     def revive_node(self, i: int, *, timeout: float = 180) -> None:
         """Node i started again whatever happened to it (hung, cut off and healed, dead): what is
