@@ -38,7 +38,7 @@ from pytest_super.executors.ray.nodefiles import NODE_FOLDER_PREFIX, OWNER_FILE
 from pytest_super.kernels.docker.engine import LABEL_RUN
 from pytest_super.process_identity import Holder
 from tests.support.projects import make_project, sleep_then_answer, task_yaml, wait_for
-from tests.support.ray_cluster import _processes, stat_fields
+from tests.support.ray_cluster import _processes, ray_declared_dead, stat_fields
 from tests.support.ray_fixtures import CLUSTER_TESTS, ClusterRun
 
 pytestmark = CLUSTER_TESTS
@@ -477,6 +477,7 @@ def test_the_controllers_own_node_declared_dead_ends_the_run_cleanly_charging_no
         out = run.output()
     finally:
         cluster.restart_head()
+    assert ray_declared_dead(out), out[-5000:]  # and the driver's word for it, read there too
     print(
         f"the controller's own node declared dead {declared:.1f} s after its raylet stalled: "
         f"the run ended {took:.1f} s after the raylet ran again (exit status {code})"
@@ -492,6 +493,8 @@ def test_the_controllers_own_node_declared_dead_ends_the_run_cleanly_charging_no
 _HEAD_LOG_WORDS = ("dead", "ealth", "ail", "SIG", "FATAL", "Check")
 #: the controller's word for its own Ray node declared dead by the head (`HeadChecks`)
 OWN_NODE_DEAD = "was declared dead by the cluster's head"
+#: runs the head-kill test makes until one has the head's kill as its only fault
+_HEAD_KILL_ATTEMPTS = 3
 
 
 def test_the_head_killed_mid_run_ends_the_run_cleanly_with_what_it_has(cluster, tmp_path):
@@ -509,18 +512,23 @@ def test_the_head_killed_mid_run_ends_the_run_cleanly_with_what_it_has(cluster, 
     node declared dead (`OWN_NODE_DEAD`, which only a head that still answers can say). In CI of
     9f1efda it came 19 s into the run, and Ray ended the driver's process at once: the
     controller's "ended unasked", the same loss, which the killed head's GCS log tells (only a
-    GCS still running writes it: `head_declared_dead`). The fault under test was then never
-    made, or not what ended the run: the test says so, shows the head's logs, and makes it once
-    more on a new head; a second loss of that kind fails the test."""
+    GCS still running writes it: `head_declared_dead`). In CI of 33ce976 the driver had printed
+    Ray's own word for it 18 s into the run ("has been marked dead because the detector has
+    missed too many heartbeats": `RAY_MARKED_DEAD`, which only a running GCS sends) and ended
+    as the head was killed, while the killed GCS's log held no such line for the head's node
+    (why not is not known: a line not yet written out at the SIGKILL, or another node; either
+    way a node was lost before the kill). The fault under test was then never made, or not what ended
+    the run: the test says so, shows the head's logs, and makes it again on a new head, up to
+    `_HEAD_KILL_ATTEMPTS` times in all; a loss of that kind on every attempt fails the test."""
     files = _files(cluster)
-    for attempt in (1, 2):
+    for attempt in range(1, _HEAD_KILL_ATTEMPTS + 1):
         root = tmp_path / f"try{attempt}"
         root.mkdir()
         run, project, run_dir = _slow_tasks_running(cluster, root)
         # how the head saw its nodes before it went
         before = cluster.head_log_lines(*_HEAD_LOG_WORDS)
-        if run.proc.poll() is None:
-            head = cluster.node_ids()["head"]
+        head = cluster.node_ids().get("head")
+        if run.proc.poll() is None and head is not None:
             cluster.kill_head()
             killed = time.monotonic()
             try:
@@ -531,16 +539,20 @@ def test_the_head_killed_mid_run_ends_the_run_cleanly_with_what_it_has(cluster, 
                 declared = cluster.head_declared_dead(head)
             finally:
                 cluster.restart_head()
+            declared = "\n".join(filter(None, [declared, *ray_declared_dead(out)]))
             if OWN_NODE_DEAD not in out and not declared:
                 break
-            spoiled = f"its own node was declared dead before the head's kill ({code})"
+            spoiled = f"a node was declared dead before the head's kill ({code})"
             before += f"\n{declared}"
         else:
-            spoiled = f"the controller ended ({run.proc.returncode}) before the head's kill"
+            spoiled = (
+                f"the controller ended ({run.proc.returncode}) or the head's node was no longer "
+                f"alive ({head}) before the head's kill"
+            )
             cluster.restart_head()
         early = f"{run.output()[-3000:]}\nthe head's logs before its kill:\n{before}"
         print(f"try {attempt}: {spoiled}:\n{early}")
-        assert attempt == 1, f"twice, {spoiled}:\n{early}"
+        assert attempt < _HEAD_KILL_ATTEMPTS, f"every time, {spoiled}:\n{early}"
         _nothing_left(cluster, run_dir.name, files)
     run_id = run_dir.name
     print(f"head killed: the controller ended by itself {took:.1f} s after it (exit status {code})")

@@ -104,6 +104,9 @@ HEALTH_CHECK_ENV = {
     "RAY_health_check_period_ms": "1000",
     "RAY_health_check_failure_threshold": "3",
 }
+#: Ray's word, in a driver's output, for a node its GCS declared dead for missed health checks:
+#: only a running GCS sends it to the drivers
+RAY_MARKED_DEAD = "has been marked dead because the detector has missed too many heartbeats"
 #: seconds a driver of the tests (`nodes_info`, the start's readiness wait) keeps trying to join
 #: the cluster: a machine as loaded as 13 on 2 cores kept a fresh head from taking one for tens
 #: of seconds
@@ -256,6 +259,12 @@ def _processes() -> Iterator[tuple[int, str, str]]:
         except OSError:
             continue
         yield int(entry.name), cmdline.decode(errors="replace"), environ.decode(errors="replace")
+
+
+def ray_declared_dead(driver_output: str) -> list[str]:
+    """The lines of a Ray driver's output saying that the cluster's GCS declared a node dead
+    for its missed health checks (`RAY_MARKED_DEAD`)."""
+    return [line for line in driver_output.splitlines() if RAY_MARKED_DEAD in line]
 
 
 def stat_fields(pid: int) -> list[str]:
