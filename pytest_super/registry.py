@@ -10,8 +10,9 @@ The installed packages' entry points are scanned once (`entry_points_of`) while 
 `sys.path` that hold distributions' metadata stay as they are: every pytest start reads the
 executors' and the backends' groups (their settings, settings/providers.py) and finds a
 third-party one by name, and each would otherwise read every installed distribution's metadata
-again. A folder put on `sys.path`, or a distribution installed into one (its mtime changes), is
-seen at the next look-up.
+again. A folder put on `sys.path`, or a distribution installed into one, removed or changed (its
+metadata folder comes, goes or gets another mtime), is seen at the next look-up; anything else
+written beside them (the `__pycache__` of a module imported from the folder) is not a change.
 """
 
 from __future__ import annotations
@@ -104,22 +105,34 @@ def entry_points_of(group: str) -> Mapping[str, EntryPoint]:
     return _scan(_metadata_folders()).get(group, {})
 
 
-def _metadata_folders() -> tuple[tuple[str, int], ...]:
-    """The folders of `sys.path` that hold a distribution's metadata (a `*.dist-info` or
-    `*.egg-info`), each with its modification time: what a scan of the entry points reads."""
+#: what a scan of the entry points reads: each folder of `sys.path` holding distributions'
+#: metadata, with the name and modification time of each metadata folder (`*.dist-info`,
+#: `*.egg-info`) in it
+MetadataFolders = tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
+
+
+def _metadata_folders() -> MetadataFolders:
+    """The folders of `sys.path` that hold a distribution's metadata, each with its metadata
+    folders' names and modification times. Not the folder's own modification time: a module
+    imported from it writes its `__pycache__` there (issue 42: a scan for each such import)."""
     found = []
     for entry in sys.path:
         try:
             with os.scandir(entry or ".") as names:
-                if any(n.name.endswith((".dist-info", ".egg-info")) for n in names):
-                    found.append((entry, os.stat(entry or ".").st_mtime_ns))
+                metadata = sorted(
+                    (n.name, n.stat().st_mtime_ns)
+                    for n in names
+                    if n.name.endswith((".dist-info", ".egg-info"))
+                )
         except OSError:  # gone, not a folder (a zip file): no metadata we read
             continue
+        if metadata:
+            found.append((entry, tuple(metadata)))
     return tuple(found)
 
 
 @functools.lru_cache(maxsize=4)
-def _scan(folders: tuple[tuple[str, int], ...]) -> dict[str, dict[str, EntryPoint]]:
+def _scan(folders: MetadataFolders) -> dict[str, dict[str, EntryPoint]]:
     """Every installed entry point, by group and name: one read of the installed packages'
     metadata while `folders` (the cache's key: importlib.metadata reads sys.path itself) hold."""
     del folders

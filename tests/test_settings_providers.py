@@ -260,3 +260,36 @@ def test_one_entry_point_scan_serves_every_group_at_a_pytest_start(project, tmp_
     assert "toy: {'toy_depth': 2} from default" in done.stdout, done.stdout + done.stderr
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("entry-point scans")]
     assert line == "entry-point scans: 1 [{}]"
+
+
+def test_a_module_imported_beside_the_metadata_writes_its_bytecode_and_no_scan_follows(
+    tmp_path, monkeypatch
+):
+    """Issue 42: the scan's cache was keyed by the mtime of each folder holding metadata, and a
+    module imported from such a folder writes its `__pycache__` there: with bytecode written
+    (as `make` now does), a pytest start with a third-party backend scanned twice. A distribution
+    installed into that folder is still seen at the next look-up."""
+    from pytest_super import registry
+
+    site = tmp_path / "site"
+    _install_toy_backend(site, "toy_depth", monkeypatch)
+    monkeypatch.syspath_prepend(str(site))
+    scans: list[None] = []
+    scan = registry.entry_points
+    monkeypatch.setattr(registry, "entry_points", lambda: scans.append(None) or scan())
+    group = "pytest_super.backends"
+    assert "toy" in registry.entry_points_of(group)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    try:
+        registry.entry_points_of(group)["toy"].load()  # imports toy_backend from the folder
+    finally:
+        sys.modules.pop("toy_backend", None)
+    assert [p.parent.name for p in site.glob("__pycache__/toy_backend.*.pyc")] == ["__pycache__"]
+    assert "toy" in registry.entry_points_of(group)
+    assert len(scans) == 1
+    info = site / "other_toy-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: other-toy\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\nother = toy_backend:ToyBackend\n")
+    assert {"toy", "other"} <= set(registry.entry_points_of(group))
+    assert len(scans) == 2
