@@ -12,12 +12,16 @@ needs an engine with nothing of ours on it: the same one, before the scenarios s
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +36,13 @@ from pytest_super.kernels import provision_kernel
 from pytest_super.kernels.base import KernelSettings
 from pytest_super.kernels.docker import cleanup, lease
 from pytest_super.kernels.docker import engine as engine_module
-from pytest_super.kernels.docker.cleanup import cleanup_containers
+from pytest_super.kernels.docker.cleanup import (
+    OWNER_FILE,
+    cleanup_containers,
+    make_host_folder,
+    maker_entry,
+)
+from pytest_super.kernels.docker.engine import LABEL, LABEL_RUN, engine_identity
 from pytest_super.kernels.docker.lease import LABEL_HOLDER, LABEL_LEASE, TTL_S, Lease, engine_time
 from pytest_super.kernels.docker.reaper import LABEL_REAPER, ensure_reaper, reaper_name
 from pytest_super.kernels.inside import reaper as inside
@@ -508,3 +518,51 @@ def test_a_task_container_can_neither_stop_the_reaper_nor_reach_the_engine(image
         kernel.close()
         cleanup_containers(client, run_id=settings.run_id)
         client.close()
+
+
+#: 10,000 folders in a container's writable layer: the engine takes seconds to remove it (3.4 s
+#: here, against 0.2 s for as many empty files), a removal under way that another can meet
+MANY_FOLDERS = "import os\nfor i in range(10_000):\n    os.makedirs(f'/tmp/many/{i}')"
+
+
+def test_a_clean_up_meeting_a_removal_under_way_waits_for_it_and_removes_the_host_folder(
+    engine, image, monkeypatch
+) -> None:
+    """CI of e948600: a Ray driver SIGKILLed, its task's kernel folder was left on the node. The
+    engine's reaper and the node's watchdog removed the task's container at once: the watchdog's
+    removal met the reaper's under way (the engine's 409), took the container for removed by
+    another, judged its host folder while the engine still removed it (a container there: the
+    folder kept) and, its pass otherwise empty, left. Now a clean-up meeting a removal under way
+    waits for the container to be gone, and its folder goes in the same pass."""
+    run_id = f"dms-removing-{uuid.uuid4().hex[:10]}"
+    root = Path(tempfile.mkdtemp(prefix="dms-", dir="/tmp"))  # short: the boxes' sockets
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    box = engine.containers.run(
+        image,
+        ["sleep", "600"],
+        detach=True,
+        name=f"super-removing-{uuid.uuid4().hex[:8]}",
+        labels={LABEL: "1", LABEL_RUN: run_id},
+    )
+    other = threading.Thread(
+        target=engine.api.remove_container, args=(box.id,), kwargs={"force": True}
+    )
+    try:
+        made = box.exec_run(["python3", "-c", MANY_FOLDERS])
+        assert made.exit_code == 0, made.output
+        folder = Path(make_host_folder())
+        owner = {"engine": engine_identity(engine.info()), "container": box.id, **maker_entry()}
+        (folder / OWNER_FILE).write_text(json.dumps(owner))
+        other.start()  # another's removal: the reaper's, in CI
+        while engine.api.inspect_container(box.id)["State"]["Status"] != "removing":
+            time.sleep(0.01)  # NotFound here: the removal ended before this test met it
+        removed = cleanup_containers(engine, run_id=run_id)
+        assert box.name not in removed  # the other removed it
+        with pytest.raises(docker.errors.NotFound):
+            engine.api.inspect_container(box.id)
+        assert not folder.exists(), "the host folder of a container removed under the clean-up"
+    finally:
+        if other.is_alive():
+            other.join(60)
+        cleanup_containers(engine, run_id=run_id)
+        shutil.rmtree(root, ignore_errors=True)

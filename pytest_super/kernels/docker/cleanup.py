@@ -303,7 +303,18 @@ def _remove_all(containers: list[docker.models.containers.Container]) -> list[bo
         return list(pool.map(_force_remove, containers))
 
 
+#: how long a removal another process started (the engine's reaper's, another clean-up's) is
+#: waited for by one that meets it: an engine removes a container in well under a second
+REMOVAL_WAIT_S = 30.0
+
+
 def _force_remove(container: docker.models.containers.Container) -> bool:
+    """Whether this call removed `container`. A removal another process has under way (the
+    engine's 409) is waited for (at most REMOVAL_WAIT_S), so that the container is gone when the
+    caller judges its host folder (`cleanup_host_folders`): judged while the engine was still
+    removing it, the folder was kept, and a Ray node's watchdog, its pass otherwise empty, left
+    it for good (CI of e948600: the Ray driver SIGKILLed, the reaper and the watchdog both
+    removing a task's container)."""
     import docker.errors
 
     try:
@@ -311,7 +322,20 @@ def _force_remove(container: docker.models.containers.Container) -> bool:
     except docker.errors.NotFound:
         return False
     except docker.errors.APIError as exc:
-        if exc.status_code == 409:  # removal already in progress
-            return False
-        raise
+        if exc.status_code != 409:  # 409: removal already in progress
+            raise
+        _wait_removed(container)
+        return False
     return True
+
+
+def _wait_removed(container: docker.models.containers.Container) -> None:
+    import docker.errors
+
+    deadline = time.monotonic() + REMOVAL_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            container.reload()
+        except docker.errors.NotFound:
+            return
+        time.sleep(0.1)
