@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 import warnings
 
@@ -363,6 +364,35 @@ def test_detach_leaves_the_kernel_running():
     finally:
         box.remove()
     assert not box.is_alive()
+
+
+# Started as the kernel's Python: binds and holds every port the connection file names, then runs
+# ipykernel with them held (inherited across exec), as any process of the machine may take a port
+# left free between its choice and the kernel's bind
+PORT_TAKER = """import json, os, socket, sys
+info = json.load(open(sys.argv[sys.argv.index("-f") + 1]))
+taken = [socket.socket() for _ in range(5)]
+for name, held in zip(("shell", "iopub", "stdin", "control", "hb"), taken):
+    if info[name + "_port"]:
+        held.bind(("127.0.0.1", info[name + "_port"]))
+        held.listen()
+        held.set_inheritable(True)
+os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
+"""
+
+
+def test_ports_taken_before_the_kernel_starts_cannot_stop_it(tmp_path):
+    """A fresh clone's `make test` lost a task to "zmq.error.ZMQError: Address already in use":
+    the box chose the kernel's ports (bound, then closed) and an outgoing connection took one
+    before the kernel bound it. The kernel now binds ports of its own choosing."""
+    taker = tmp_path / "python"
+    taker.write_text(f"#!{sys.executable}\n{PORT_TAKER}")
+    taker.chmod(0o755)
+    box = LocalBox(task_id="ports", python=str(taker))
+    with JupyterKernel(box, startup_timeout_s=60) as k:
+        assert k.execute("6 * 7", 30).output == "42\n"
+        info = box.connection_info()
+        assert all(info[f"{name}_port"] for name in local.PORT_NAMES)
 
 
 def test_kernel_that_never_starts_is_reported_and_removed(tmp_path):

@@ -10,6 +10,7 @@ KEY, TOKEN, SECRET or PASSWORD (so the LLM API key never reaches agent code).
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import re
 import secrets
@@ -18,13 +19,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
-from jupyter_client.connect import write_connection_file
-
+from pytest_super.errors import KernelStartError
 from pytest_super.kernels.base import (
     BackendBase,
     BackendResources,
@@ -37,6 +38,8 @@ from pytest_super.kernels.base import (
 from pytest_super.kernels.jupyter.runtime import JupyterKernel
 
 SECRET_NAME_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+#: the ports of a kernel's connection file
+PORT_NAMES = ("shell", "iopub", "stdin", "control", "hb")
 
 _LIVE_BOXES: weakref.WeakSet[LocalBox] = weakref.WeakSet()
 _warned = False
@@ -81,8 +84,12 @@ def kernel_environment(
 class LocalBox:
     """An ipykernel subprocess (its own session and process group) in a temporary directory.
 
-    The connection file (fresh ports and HMAC key each start) lives in a separate 0700 directory,
-    mode 0600; the kernel's stderr goes to `kernel.log` beside it.
+    The connection file (fresh HMAC key each start) lives in a separate 0700 directory, mode 0600;
+    the kernel's stderr goes to `kernel.log` beside it. Its ports are 0: the kernel binds ports of
+    its own choosing and writes them into the file (`connection_info` waits for them). Ports chosen
+    here were closed until the kernel bound them, free for any process to take in between: an
+    outgoing connection's ephemeral port took one in a fresh clone's `make test` (the kernel's log:
+    "zmq.error.ZMQError: Address already in use").
     """
 
     def __init__(
@@ -91,6 +98,7 @@ class LocalBox:
         task_id: str = "adhoc",
         git_mirrors: Mapping[str, str] | None = None,
         python: str = sys.executable,
+        startup_timeout_s: float = 60.0,
     ) -> None:
         safe_id = re.sub(r"[^A-Za-z0-9_.-]+", "-", task_id)[:60]
         self.work_dir = tempfile.mkdtemp(prefix=f"pytest-super-{safe_id}-")
@@ -98,6 +106,7 @@ class LocalBox:
         self.connection_file = os.path.join(self._private_dir, "kernel.json")
         self.log_file = os.path.join(self._private_dir, "kernel.log")
         self._python = python
+        self._startup_timeout_s = startup_timeout_s
         self._env = kernel_environment(os.environ, git_mirrors)
         self._proc: subprocess.Popen[bytes] | None = None
         self._info: dict[str, object] = {}
@@ -111,14 +120,20 @@ class LocalBox:
             raise
 
     def _launch(self) -> None:
-        _, info = write_connection_file(
-            self.connection_file,
+        # every port 0, written as is (jupyter_client's writer would choose them)
+        self._info = {f"{name}_port": 0 for name in PORT_NAMES}
+        self._info.update(
             ip="127.0.0.1",
             transport="tcp",
-            key=secrets.token_hex(32).encode(),
+            key=secrets.token_hex(32),
             signature_scheme="hmac-sha256",
+            kernel_name="",
         )
-        self._info = dict(info)
+        if os.path.exists(self.connection_file):
+            os.unlink(self.connection_file)  # a restart: the last kernel's ports
+        fd = os.open(self.connection_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            json.dump(self._info, out)
         with open(self.log_file, "ab") as log:
             self._proc = subprocess.Popen(
                 [
@@ -144,6 +159,28 @@ class LocalBox:
         return self._proc.pid if self._proc else None
 
     def connection_info(self) -> dict[str, object]:
+        """The kernel's connection info, once it has written the ports it bound into its file."""
+        deadline = time.monotonic() + self._startup_timeout_s
+        while not all(self._info.get(f"{name}_port") for name in PORT_NAMES):
+            if not self.is_alive():
+                reason = self.death_reason() or "reason unknown"
+                raise KernelStartError(
+                    f"the kernel in {self.description} exited before it answered ({reason}); "
+                    "check that ipykernel is installed where the kernel runs and look at the "
+                    "kernel's log"
+                )
+            if time.monotonic() >= deadline:
+                raise KernelStartError(
+                    f"the kernel in {self.description} did not write the ports it bound into "
+                    f"{self.connection_file} within {self._startup_timeout_s:g} s; raise the "
+                    "startup timeout on a slow machine and look at the kernel's log"
+                )
+            time.sleep(0.02)
+            try:
+                with open(self.connection_file) as written:
+                    self._info = json.load(written)
+            except (OSError, ValueError):  # caught while the kernel writes it
+                continue
         return dict(self._info)
 
     def is_alive(self) -> bool:
@@ -227,7 +264,11 @@ def start_local_kernel(settings: KernelSettings, *, task_id: str) -> JupyterKern
             UserWarning,
             stacklevel=2,
         )
-    box = LocalBox(task_id=task_id, git_mirrors=settings.git_mirrors)
+    box = LocalBox(
+        task_id=task_id,
+        git_mirrors=settings.git_mirrors,
+        startup_timeout_s=settings.startup_timeout_s,
+    )
     return JupyterKernel(
         box,
         output_cap_bytes=settings.output_cap_bytes,
